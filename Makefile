@@ -1,0 +1,125 @@
+# gl-sandbox (glsb): build, test, install, demo.
+#   make            build/glsb-lua, build/lib/glsb/core.so, build/glsb-confine
+#   make demo       install deps, build, run examples/quickstart.lua
+#   make test       install deps, build, run every spec (C tests, busted, conformance)
+#   make check-c    C tests under ASan+UBSan, then valgrind (zero leaks), then fuzzers
+#   make lint       luacheck + cppcheck
+#   make install PREFIX=/usr/local
+
+PREFIX      ?= /usr/local
+LUA_VERSION := 5.4
+LUA         ?= lua5.4
+CC          ?= gcc
+MUSL_CC     ?= musl-gcc
+PKG_CONFIG  ?= pkg-config
+
+BUILD   := build
+OBJ     := $(BUILD)/obj
+
+LUA_CFLAGS  := $(shell $(PKG_CONFIG) --cflags lua$(LUA_VERSION) 2>/dev/null)
+LUA_LIBS    := $(shell $(PKG_CONFIG) --libs lua$(LUA_VERSION) 2>/dev/null)
+CURL_LIBS   := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null || echo -lcurl)
+ARCH_LIBS   := $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null || echo -larchive)
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-unused-parameter
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN)
+CORE_CFLAGS := $(CFLAGS) -fPIC $(LUA_CFLAGS) -Isrc/core
+CORE_LIBS   := $(CURL_LIBS) $(ARCH_LIBS) -lm
+
+CORE_SRC := $(sort $(wildcard src/core/*.c))
+CORE_HDR := $(wildcard src/core/*.h)
+CORE_OBJ := $(CORE_SRC:src/core/%.c=$(OBJ)/core/%.o)
+
+CONFINE_SRC := $(sort $(wildcard src/confine/*.c))
+CONFINE_HDR := $(wildcard src/confine/*.h)
+
+# C unit tests: src/tests/test_<name>.c, each linked with the core objects.
+CTEST_SRC := $(sort $(wildcard src/tests/test_*.c))
+CTEST_BIN := $(CTEST_SRC:src/tests/%.c=$(BUILD)/tests/%)
+
+BUSTED := $(LUA) /usr/bin/busted
+
+.PHONY: all deps demo test test-c test-lua test-conformance check-c lint install uninstall clean rock-test bench
+
+all: $(BUILD)/glsb-lua $(BUILD)/lib/glsb/core.so $(BUILD)/glsb-confine
+
+deps:
+	@scripts/install-deps
+
+$(OBJ)/core/%.o: src/core/%.c $(CORE_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CORE_CFLAGS) -c $< -o $@
+
+$(BUILD)/lib/glsb/core.so: $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $(CORE_OBJ) $(CORE_LIBS)
+
+$(OBJ)/glsb_lua.o: src/glsb_lua.c $(CORE_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CORE_CFLAGS) -DGLSB_VERSION='"$(shell cat VERSION)"' -c $< -o $@
+
+$(BUILD)/glsb-lua: $(OBJ)/glsb_lua.o $(CORE_OBJ) VERSION
+	$(CC) -rdynamic -o $@ $(OBJ)/glsb_lua.o $(CORE_OBJ) $(LUA_LIBS) $(CORE_LIBS) -ldl
+
+# The confinement helper is static (musl) so it can be copied into remote sandboxes.
+# musl ships no Linux uapi headers; the kernel's are libc-independent, so point at them.
+KINC := $(BUILD)/kinc
+$(KINC)/.stamp:
+	@mkdir -p $(KINC)
+	ln -sfn /usr/include/linux $(KINC)/linux
+	ln -sfn /usr/include/asm-generic $(KINC)/asm-generic
+	ln -sfn /usr/include/$(shell $(CC) -dumpmachine)/asm $(KINC)/asm
+	@touch $@
+
+CONFINE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Os -isystem $(KINC) -Isrc/confine
+$(BUILD)/glsb-confine: $(CONFINE_SRC) $(CONFINE_HDR) $(KINC)/.stamp
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(CONFINE_CFLAGS) -static -o $@ $(CONFINE_SRC)
+	strip $@
+
+$(BUILD)/tests/%: src/tests/%.c $(CORE_OBJ) $(wildcard src/tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CORE_CFLAGS) -Isrc/tests -o $@ $< $(CORE_OBJ) $(LUA_LIBS) $(CORE_LIBS)
+
+demo: deps all
+	$(BUILD)/glsb-lua examples/quickstart.lua
+
+# The whole suite; scripts/test prints the closing `N passed, N failed` line.
+test: deps all
+	@scripts/test
+
+test-c: $(CTEST_BIN)
+	@scripts/test c
+
+test-lua: all
+	@scripts/test lua
+
+# ASan+UBSan build of the core and the C tests in a separate tree, then valgrind
+# on the plain build's tests, then the fuzz targets for a bounded time.
+check-c: deps
+	@scripts/check-c
+
+lint: deps
+	luacheck lua providers spec examples bench
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+		--suppress=missingIncludeSystem -D__linux__ -Isrc/core src
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb \
+		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/providers
+	install -m 755 $(BUILD)/glsb-lua $(DESTDIR)$(PREFIX)/bin/glsb-lua
+	install -m 755 $(BUILD)/lib/glsb/core.so $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb/core.so
+	install -m 755 $(BUILD)/glsb-confine $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb/glsb-confine
+	cp -R lua/glsb/. $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/
+	cp -R providers/. $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/providers/
+
+uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/bin/glsb-lua $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb \
+		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb
+
+bench: all
+	$(BUILD)/glsb-lua bench/run.lua
+
+clean:
+	rm -rf $(BUILD)
