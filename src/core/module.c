@@ -1,0 +1,16 @@
+/* module.c: luaopen_glsb_core, the one entry point that registers every part of the core. */
+#include "core.h"
+
+int luaopen_glsb_core(lua_State *L)
+{
+	lua_newtable(L);
+	glsb_open_loop(L);
+	glsb_open_http(L);
+	glsb_open_process(L);
+	glsb_open_archive(L);
+	glsb_open_codec(L);
+	glsb_open_fs(L);
+	lua_pushliteral(L, "glsb.core");
+	lua_setfield(L, -2, "_NAME");
+	return 1;
+}
