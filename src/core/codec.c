@@ -1,0 +1,311 @@
+/* codec.c: SHA-256 (FIPS 180-4), base64 (RFC 4648 standard and url-safe) and CRC-32 (IEEE, as zlib) for Lua. */
+#include <string.h>
+
+#include "core.h"
+#include "codec.h"
+
+/* ---- SHA-256, FIPS 180-4 section 6.2 ---- */
+
+static const uint32_t K256[64] = {
+	0x428a2f98u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u, 0x3956c25bu, 0x59f111f1u, 0x923f82a4u, 0xab1c5ed5u,
+	0xd807aa98u, 0x12835b01u, 0x243185beu, 0x550c7dc3u, 0x72be5d74u, 0x80deb1feu, 0x9bdc06a7u, 0xc19bf174u,
+	0xe49b69c1u, 0xefbe4786u, 0x0fc19dc6u, 0x240ca1ccu, 0x2de92c6fu, 0x4a7484aau, 0x5cb0a9dcu, 0x76f988dau,
+	0x983e5152u, 0xa831c66du, 0xb00327c8u, 0xbf597fc7u, 0xc6e00bf3u, 0xd5a79147u, 0x06ca6351u, 0x14292967u,
+	0x27b70a85u, 0x2e1b2138u, 0x4d2c6dfcu, 0x53380d13u, 0x650a7354u, 0x766a0abbu, 0x81c2c92eu, 0x92722c85u,
+	0xa2bfe8a1u, 0xa81a664bu, 0xc24b8b70u, 0xc76c51a3u, 0xd192e819u, 0xd6990624u, 0xf40e3585u, 0x106aa070u,
+	0x19a4c116u, 0x1e376c08u, 0x2748774cu, 0x34b0bcb5u, 0x391c0cb3u, 0x4ed8aa4au, 0x5b9cca4fu, 0x682e6ff3u,
+	0x748f82eeu, 0x78a5636fu, 0x84c87814u, 0x8cc70208u, 0x90befffau, 0xa4506cebu, 0xbef9a3f7u, 0xc67178f2u,
+};
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(uint32_t h[8], const unsigned char *p)
+{
+	uint32_t w[64], a, b, c, d, e, f, g, k, t1, t2;
+	int i;
+
+	for (i = 0; i < 16; i++)
+		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+		       (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+	for (i = 16; i < 64; i++) {
+		uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+		uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+	}
+	a = h[0]; b = h[1]; c = h[2]; d = h[3]; e = h[4]; f = h[5]; g = h[6]; k = h[7];
+	for (i = 0; i < 64; i++) {
+		t1 = k + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
+		t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+		k = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+	}
+	h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
+}
+
+void glsb_sha256_init(glsb_sha256_ctx *c)
+{
+	static const uint32_t h0[8] = {
+		0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
+		0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u,
+	};
+	memcpy(c->h, h0, sizeof h0);
+	c->len = 0;
+	c->fill = 0;
+}
+
+void glsb_sha256_update(glsb_sha256_ctx *c, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+
+	c->len += n;
+	if (c->fill) {
+		size_t take = 64 - c->fill < n ? 64 - c->fill : n;
+		memcpy(c->buf + c->fill, p, take);
+		c->fill += take;
+		p += take;
+		n -= take;
+		if (c->fill < 64)
+			return;
+		sha256_block(c->h, c->buf);
+		c->fill = 0;
+	}
+	for (; n >= 64; p += 64, n -= 64)
+		sha256_block(c->h, p);
+	memcpy(c->buf, p, n);
+	c->fill = n;
+}
+
+void glsb_sha256_final(glsb_sha256_ctx *c, unsigned char out[32])
+{
+	uint64_t bits = c->len * 8;
+	int i;
+
+	/* Padding (5.1.1): a 1 bit, zeros up to 56 mod 64, then the length in bits, big-endian. */
+	c->buf[c->fill++] = 0x80;
+	if (c->fill > 56) {
+		memset(c->buf + c->fill, 0, 64 - c->fill);
+		sha256_block(c->h, c->buf);
+		c->fill = 0;
+	}
+	memset(c->buf + c->fill, 0, 56 - c->fill);
+	for (i = 0; i < 8; i++)
+		c->buf[56 + i] = (unsigned char)(bits >> (56 - 8 * i));
+	sha256_block(c->h, c->buf);
+	for (i = 0; i < 8; i++) {
+		out[4 * i] = (unsigned char)(c->h[i] >> 24);
+		out[4 * i + 1] = (unsigned char)(c->h[i] >> 16);
+		out[4 * i + 2] = (unsigned char)(c->h[i] >> 8);
+		out[4 * i + 3] = (unsigned char)c->h[i];
+	}
+	memset(c, 0, sizeof *c);
+}
+
+void glsb_sha256(const void *data, size_t n, unsigned char out[32])
+{
+	glsb_sha256_ctx c;
+
+	glsb_sha256_init(&c);
+	glsb_sha256_update(&c, data, n);
+	glsb_sha256_final(&c, out);
+}
+
+/* core.sha256(s [, raw]) -> lowercase hex digest, or the 32 raw bytes when raw is true. */
+static int l_sha256(lua_State *L)
+{
+	size_t n;
+	const char *s = luaL_checklstring(L, 1, &n);
+	int raw = lua_toboolean(L, 2);
+	unsigned char d[32];
+	char hex[64];
+	int i;
+
+	glsb_sha256(s, n, d);
+	if (raw) {
+		lua_pushlstring(L, (const char *)d, sizeof d);
+		return 1;
+	}
+	for (i = 0; i < 32; i++) {
+		hex[2 * i] = "0123456789abcdef"[d[i] >> 4];
+		hex[2 * i + 1] = "0123456789abcdef"[d[i] & 15];
+	}
+	lua_pushlstring(L, hex, sizeof hex);
+	return 1;
+}
+
+/* ---- base64, RFC 4648 sections 4 (standard) and 5 (url and filename safe) ---- */
+
+static const char B64_STD[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char B64_URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char *const VARIANTS[] = {"std", "url", NULL};
+
+/* core.b64encode(s [, "std"|"url"]) -> standard alphabet with padding, or url-safe without. */
+static int l_b64encode(lua_State *L)
+{
+	size_t n, i, o = 0;
+	const unsigned char *s = (const unsigned char *)luaL_checklstring(L, 1, &n);
+	int url = luaL_checkoption(L, 2, "std", VARIANTS) == 1;
+	const char *abc = url ? B64_URL : B64_STD;
+	luaL_Buffer b;
+	char *out;
+
+	if (n > (((size_t)-1) / 4 - 1) * 3)
+		return luaL_error(L, "b64encode: input too large");
+	out = luaL_buffinitsize(L, &b, (n + 2) / 3 * 4);
+	for (i = 0; i + 3 <= n; i += 3) {
+		uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+		out[o++] = abc[v >> 18];
+		out[o++] = abc[(v >> 12) & 63];
+		out[o++] = abc[(v >> 6) & 63];
+		out[o++] = abc[v & 63];
+	}
+	if (n - i == 1) {
+		uint32_t v = (uint32_t)s[i] << 16;
+		out[o++] = abc[v >> 18];
+		out[o++] = abc[(v >> 12) & 63];
+		if (!url) {
+			out[o++] = '=';
+			out[o++] = '=';
+		}
+	} else if (n - i == 2) {
+		uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8;
+		out[o++] = abc[v >> 18];
+		out[o++] = abc[(v >> 12) & 63];
+		out[o++] = abc[(v >> 6) & 63];
+		if (!url)
+			out[o++] = '=';
+	}
+	luaL_pushresultsize(&b, o);
+	return 1;
+}
+
+static int b64_value(const char *abc, unsigned char ch)
+{
+	const char *p;
+
+	if (ch == 0 || ch == '=')
+		return -1;
+	p = strchr(abc, ch);
+	return p ? (int)(p - abc) : -1;
+}
+
+/*
+ * core.b64decode(s [, "std"|"url"]) -> bytes, or nil for bad input. Padding may be
+ * missing, but padding that is present must complete the last quantum; any character
+ * outside the alphabet (whitespace included) is bad input.
+ */
+static int l_b64decode(lua_State *L)
+{
+	size_t n, pad = 0, i, o = 0;
+	const unsigned char *s = (const unsigned char *)luaL_checklstring(L, 1, &n);
+	const char *abc = luaL_checkoption(L, 2, "std", VARIANTS) == 1 ? B64_URL : B64_STD;
+	uint32_t acc = 0;
+	int bits = 0;
+	luaL_Buffer b;
+	char *out;
+
+	while (pad < n && s[n - 1 - pad] == '=')
+		pad++;
+	n -= pad;
+	if (pad > 2 || n % 4 == 1 || (pad && (n + pad) % 4 != 0)) {
+		lua_pushnil(L);
+		return 1;
+	}
+	out = luaL_buffinitsize(L, &b, n / 4 * 3 + 2);
+	for (i = 0; i < n; i++) {
+		int v = b64_value(abc, s[i]);
+		if (v < 0) {
+			lua_pushnil(L);
+			return 1;
+		}
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (char)(acc >> bits);
+			acc &= (1u << bits) - 1;
+		}
+	}
+	luaL_pushresultsize(&b, o);
+	return 1;
+}
+
+/* ---- CRC-32: reflected polynomial 0xEDB88320, init and final xor 0xFFFFFFFF ---- */
+
+static const uint32_t CRC_TABLE[256] = {
+	0x00000000u, 0x77073096u, 0xee0e612cu, 0x990951bau, 0x076dc419u, 0x706af48fu,
+	0xe963a535u, 0x9e6495a3u, 0x0edb8832u, 0x79dcb8a4u, 0xe0d5e91eu, 0x97d2d988u,
+	0x09b64c2bu, 0x7eb17cbdu, 0xe7b82d07u, 0x90bf1d91u, 0x1db71064u, 0x6ab020f2u,
+	0xf3b97148u, 0x84be41deu, 0x1adad47du, 0x6ddde4ebu, 0xf4d4b551u, 0x83d385c7u,
+	0x136c9856u, 0x646ba8c0u, 0xfd62f97au, 0x8a65c9ecu, 0x14015c4fu, 0x63066cd9u,
+	0xfa0f3d63u, 0x8d080df5u, 0x3b6e20c8u, 0x4c69105eu, 0xd56041e4u, 0xa2677172u,
+	0x3c03e4d1u, 0x4b04d447u, 0xd20d85fdu, 0xa50ab56bu, 0x35b5a8fau, 0x42b2986cu,
+	0xdbbbc9d6u, 0xacbcf940u, 0x32d86ce3u, 0x45df5c75u, 0xdcd60dcfu, 0xabd13d59u,
+	0x26d930acu, 0x51de003au, 0xc8d75180u, 0xbfd06116u, 0x21b4f4b5u, 0x56b3c423u,
+	0xcfba9599u, 0xb8bda50fu, 0x2802b89eu, 0x5f058808u, 0xc60cd9b2u, 0xb10be924u,
+	0x2f6f7c87u, 0x58684c11u, 0xc1611dabu, 0xb6662d3du, 0x76dc4190u, 0x01db7106u,
+	0x98d220bcu, 0xefd5102au, 0x71b18589u, 0x06b6b51fu, 0x9fbfe4a5u, 0xe8b8d433u,
+	0x7807c9a2u, 0x0f00f934u, 0x9609a88eu, 0xe10e9818u, 0x7f6a0dbbu, 0x086d3d2du,
+	0x91646c97u, 0xe6635c01u, 0x6b6b51f4u, 0x1c6c6162u, 0x856530d8u, 0xf262004eu,
+	0x6c0695edu, 0x1b01a57bu, 0x8208f4c1u, 0xf50fc457u, 0x65b0d9c6u, 0x12b7e950u,
+	0x8bbeb8eau, 0xfcb9887cu, 0x62dd1ddfu, 0x15da2d49u, 0x8cd37cf3u, 0xfbd44c65u,
+	0x4db26158u, 0x3ab551ceu, 0xa3bc0074u, 0xd4bb30e2u, 0x4adfa541u, 0x3dd895d7u,
+	0xa4d1c46du, 0xd3d6f4fbu, 0x4369e96au, 0x346ed9fcu, 0xad678846u, 0xda60b8d0u,
+	0x44042d73u, 0x33031de5u, 0xaa0a4c5fu, 0xdd0d7cc9u, 0x5005713cu, 0x270241aau,
+	0xbe0b1010u, 0xc90c2086u, 0x5768b525u, 0x206f85b3u, 0xb966d409u, 0xce61e49fu,
+	0x5edef90eu, 0x29d9c998u, 0xb0d09822u, 0xc7d7a8b4u, 0x59b33d17u, 0x2eb40d81u,
+	0xb7bd5c3bu, 0xc0ba6cadu, 0xedb88320u, 0x9abfb3b6u, 0x03b6e20cu, 0x74b1d29au,
+	0xead54739u, 0x9dd277afu, 0x04db2615u, 0x73dc1683u, 0xe3630b12u, 0x94643b84u,
+	0x0d6d6a3eu, 0x7a6a5aa8u, 0xe40ecf0bu, 0x9309ff9du, 0x0a00ae27u, 0x7d079eb1u,
+	0xf00f9344u, 0x8708a3d2u, 0x1e01f268u, 0x6906c2feu, 0xf762575du, 0x806567cbu,
+	0x196c3671u, 0x6e6b06e7u, 0xfed41b76u, 0x89d32be0u, 0x10da7a5au, 0x67dd4accu,
+	0xf9b9df6fu, 0x8ebeeff9u, 0x17b7be43u, 0x60b08ed5u, 0xd6d6a3e8u, 0xa1d1937eu,
+	0x38d8c2c4u, 0x4fdff252u, 0xd1bb67f1u, 0xa6bc5767u, 0x3fb506ddu, 0x48b2364bu,
+	0xd80d2bdau, 0xaf0a1b4cu, 0x36034af6u, 0x41047a60u, 0xdf60efc3u, 0xa867df55u,
+	0x316e8eefu, 0x4669be79u, 0xcb61b38cu, 0xbc66831au, 0x256fd2a0u, 0x5268e236u,
+	0xcc0c7795u, 0xbb0b4703u, 0x220216b9u, 0x5505262fu, 0xc5ba3bbeu, 0xb2bd0b28u,
+	0x2bb45a92u, 0x5cb36a04u, 0xc2d7ffa7u, 0xb5d0cf31u, 0x2cd99e8bu, 0x5bdeae1du,
+	0x9b64c2b0u, 0xec63f226u, 0x756aa39cu, 0x026d930au, 0x9c0906a9u, 0xeb0e363fu,
+	0x72076785u, 0x05005713u, 0x95bf4a82u, 0xe2b87a14u, 0x7bb12baeu, 0x0cb61b38u,
+	0x92d28e9bu, 0xe5d5be0du, 0x7cdcefb7u, 0x0bdbdf21u, 0x86d3d2d4u, 0xf1d4e242u,
+	0x68ddb3f8u, 0x1fda836eu, 0x81be16cdu, 0xf6b9265bu, 0x6fb077e1u, 0x18b74777u,
+	0x88085ae6u, 0xff0f6a70u, 0x66063bcau, 0x11010b5cu, 0x8f659effu, 0xf862ae69u,
+	0x616bffd3u, 0x166ccf45u, 0xa00ae278u, 0xd70dd2eeu, 0x4e048354u, 0x3903b3c2u,
+	0xa7672661u, 0xd06016f7u, 0x4969474du, 0x3e6e77dbu, 0xaed16a4au, 0xd9d65adcu,
+	0x40df0b66u, 0x37d83bf0u, 0xa9bcae53u, 0xdebb9ec5u, 0x47b2cf7fu, 0x30b5ffe9u,
+	0xbdbdf21cu, 0xcabac28au, 0x53b39330u, 0x24b4a3a6u, 0xbad03605u, 0xcdd70693u,
+	0x54de5729u, 0x23d967bfu, 0xb3667a2eu, 0xc4614ab8u, 0x5d681b02u, 0x2a6f2b94u,
+	0xb40bbe37u, 0xc30c8ea1u, 0x5a05df1bu, 0x2d02ef8du,
+};
+
+uint32_t glsb_crc32(uint32_t crc, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+
+	crc = ~crc;
+	while (n--)
+		crc = CRC_TABLE[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+/* core.crc32(s [, init]) -> integer; init is an earlier result, so crc32(b, crc32(a)) == crc32(a .. b). */
+static int l_crc32(lua_State *L)
+{
+	size_t n;
+	const char *s = luaL_checklstring(L, 1, &n);
+	lua_Integer init = luaL_optinteger(L, 2, 0);
+
+	luaL_argcheck(L, init >= 0 && init <= 0xffffffff, 2, "must be in 0..0xffffffff");
+	lua_pushinteger(L, (lua_Integer)glsb_crc32((uint32_t)init, s, n));
+	return 1;
+}
+
+void glsb_open_codec(lua_State *L)
+{
+	static const luaL_Reg fns[] = {
+		{"sha256", l_sha256},
+		{"b64encode", l_b64encode},
+		{"b64decode", l_b64decode},
+		{"crc32", l_crc32},
+		{NULL, NULL},
+	};
+	luaL_setfuncs(L, fns, 0);
+}
