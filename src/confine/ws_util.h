@@ -1,0 +1,41 @@
+/* ws_util.h: what `write` and `run` share: JSON on stdout, openat2, number parsing. */
+#ifndef GLSB_WS_UTIL_H
+#define GLSB_WS_UTIL_H
+
+#include <stdint.h>
+
+#include "ws_json.h"
+
+/* openat2(2) resolve flags (defined here too: older uapi headers lack some). */
+#ifndef RESOLVE_NO_XDEV
+#define RESOLVE_NO_XDEV 0x01
+#endif
+#ifndef RESOLVE_NO_MAGICLINKS
+#define RESOLVE_NO_MAGICLINKS 0x02
+#endif
+#ifndef RESOLVE_NO_SYMLINKS
+#define RESOLVE_NO_SYMLINKS 0x04
+#endif
+#ifndef RESOLVE_BENEATH
+#define RESOLVE_BENEATH 0x08
+#endif
+/* Every lookup below the workspace root uses exactly these. */
+#define GLSB_WS_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+
+/* openat2(dirfd, path, {flags, mode, resolve}); returns an fd or -1 with errno. */
+int glsb_ws_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
+
+/* Write b and a newline to stdout; 0 or -1. */
+int glsb_ws_emit(struct glsb_ws_buf *b);
+
+/* Print {"ok":false,"error":code,"message":...} on stdout; returns 1 (the exit status). */
+int glsb_ws_fail(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Map an errno from a lookup beneath the root to a reason code: "symlink",
+ * "escape", "not_directory", "not_found", ... */
+const char *glsb_ws_lookup_code(int err);
+
+/* Strict decimal parsing: the whole string, no sign, no overflow; 0 or -1. */
+int glsb_ws_parse_u64(const char *s, unsigned long long *out);
+
+#endif

@@ -1,0 +1,464 @@
+/* ws_write.c: `glsb-confine write`, write_workspace_file: one file written
+ * atomically and durably beneath a workspace root, never through a link, never
+ * replacing a file unless asked, under a Landlock domain that allows writes
+ * beneath the root only. Fails closed when the kernel lacks any of it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "ws_json.h"
+#include "ws_landlock.h"
+#include "ws_path.h"
+#include "ws_util.h"
+
+#ifndef O_TMPFILE
+#define O_TMPFILE (020000000 | O_DIRECTORY)
+#endif
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#define PROC_SUPER_MAGIC_ 0x9fa0
+
+static const char write_usage[] =
+	"usage: glsb-confine write --root DIR (--path REL | --path-hex HEX) --max-bytes N\n"
+	"                          [--no-overwrite]  < DATA\n"
+	"\n"
+	"Write DATA (stdin, at most N bytes; at most N+1 bytes are read) to ROOT/REL.\n"
+	"REL is relative: no leading '/', no empty, '.' or '..' component, no NUL byte.\n"
+	"--path-hex gives REL as hex of its exact bytes (any byte string; a NUL is rejected).\n"
+	"Missing parent directories are created beneath ROOT. No component may be a\n"
+	"symlink or magic link (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|\n"
+	"RESOLVE_NO_MAGICLINKS, one component at a time); the target may not be a\n"
+	"symlink, a directory or a special file. --no-overwrite refuses to replace an\n"
+	"existing file (atomically: link/RENAME_NOREPLACE, never check-then-write).\n"
+	"Before any mutation a Landlock domain (ABI >= 3) allows writes beneath ROOT only.\n"
+	"The data goes to a temporary file in the target directory (O_TMPFILE, else a\n"
+	"random name with O_EXCL), is fsynced, linked/renamed into place, and the\n"
+	"directory is fsynced: a crash leaves the old or the new content.\n"
+	"\n"
+	"Requires openat2 (Linux 5.6), Landlock ABI 3 (Linux 6.2) and procfs at\n"
+	"/proc/self/fd; without any of them it fails closed and writes nothing.\n"
+	"\n"
+	"Output: one JSON line on stdout.\n"
+	"  success (exit 0): {\"ok\":true,\"bytes\":N,\"path\":REL,\"replaced\":BOOL}\n"
+	"  failure (exit 1): {\"ok\":false,\"error\":CODE,\"message\":TEXT}\n"
+	"CODE: usage, empty_path, nul_byte, absolute_path, empty_component, dot_component,\n"
+	"  dotdot_component, name_too_long, path_too_long, too_large, root_invalid,\n"
+	"  symlink, escape, not_directory, target_symlink, is_directory, not_regular_file,\n"
+	"  exists, openat2_unavailable, landlock_unavailable, proc_unavailable,\n"
+	"  landlock_failed, permission_denied, no_space, io_error, out_of_memory\n";
+
+struct write_req {
+	const char *root;
+	const char *path_arg;
+	const char *path_hex;
+	unsigned long long max_bytes;
+	int have_max, overwrite;
+};
+
+static int parse_args(int argc, char **argv, struct write_req *rq)
+{
+	rq->overwrite = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(write_usage, stdout);
+			exit(0);
+		} else if (!strcmp(a, "--no-overwrite")) {
+			rq->overwrite = 0;
+		} else if (!strcmp(a, "--overwrite")) {
+			rq->overwrite = 1;
+		} else if (i + 1 < argc && !strcmp(a, "--root")) {
+			rq->root = argv[++i];
+		} else if (i + 1 < argc && !strcmp(a, "--path")) {
+			rq->path_arg = argv[++i];
+		} else if (i + 1 < argc && !strcmp(a, "--path-hex")) {
+			rq->path_hex = argv[++i];
+		} else if (i + 1 < argc && !strcmp(a, "--max-bytes")) {
+			if (glsb_ws_parse_u64(argv[++i], &rq->max_bytes) || rq->max_bytes > (1ULL << 40))
+				return glsb_ws_fail("usage", "--max-bytes wants a decimal integer in [0, 2^40], got '%s'", argv[i]);
+			rq->have_max = 1;
+		} else {
+			return glsb_ws_fail("usage", "unknown or incomplete option '%s' (see glsb-confine write --help)", a);
+		}
+	}
+	if (!rq->root)
+		return glsb_ws_fail("usage", "--root is required");
+	if (!rq->path_arg == !rq->path_hex)
+		return glsb_ws_fail("usage", "exactly one of --path and --path-hex is required");
+	if (!rq->have_max)
+		return glsb_ws_fail("usage", "--max-bytes is required");
+	return 0;
+}
+
+/* Read at most max+1 bytes of stdin into *out; *n is the count read. */
+static int read_payload(unsigned long long max, unsigned char **out, size_t *n)
+{
+	size_t limit = (size_t)max + 1, cap = 0, len = 0;
+	unsigned char *buf = NULL;
+	for (;;) {
+		if (len == cap) {
+			if (cap == limit)
+				break;
+			size_t ncap = cap ? cap * 2 : 65536;
+			if (ncap > limit)
+				ncap = limit;
+			unsigned char *nb = realloc(buf, ncap);
+			if (!nb) {
+				free(buf);
+				return glsb_ws_fail("out_of_memory", "cannot buffer %zu bytes of data", ncap);
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		ssize_t r = read(STDIN_FILENO, buf + len, cap - len);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			free(buf);
+			return glsb_ws_fail("io_error", "reading the data from stdin: %s", strerror(e));
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	*out = buf;
+	*n = len;
+	return 0;
+}
+
+static int fail_errno(const char *what, const char *name, int err)
+{
+	const char *code = glsb_ws_lookup_code(err);
+	if (err == ENOSPC || err == EDQUOT)
+		code = "no_space";
+	if (err == EACCES && !strcmp(code, "permission_denied"))
+		return glsb_ws_fail(code, "%s '%s': %s (Landlock or file permissions)", what, name, strerror(err));
+	if (err == ELOOP)
+		return glsb_ws_fail(code, "%s '%s': it is a symlink or magic link (links are never followed)", what, name);
+	return glsb_ws_fail(code, "%s '%s': %s", what, name, strerror(err));
+}
+
+/* Check the kernel offers everything the write relies on; fail closed otherwise. */
+static int check_features(int rootfd, int *procfd, int *abi)
+{
+	int fd = glsb_ws_openat2(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC, 0, GLSB_WS_RESOLVE);
+	if (fd < 0) {
+		if (errno == ENOSYS || errno == EINVAL || errno == E2BIG || errno == EPERM)
+			return glsb_ws_fail("openat2_unavailable",
+					    "openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS is unavailable (%s); "
+					    "refusing an unconfined write", strerror(errno));
+		return glsb_ws_fail("root_invalid", "cannot resolve the root: %s", strerror(errno));
+	}
+	close(fd);
+	*procfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct statfs sfs;
+	if (*procfd < 0 || fstatfs(*procfd, &sfs) < 0 || sfs.f_type != PROC_SUPER_MAGIC_) {
+		int e = *procfd < 0 ? errno : 0;
+		if (*procfd >= 0)
+			close(*procfd);
+		*procfd = -1;
+		return glsb_ws_fail("proc_unavailable", "/proc/self/fd is not a procfs directory%s%s; refusing to write",
+				    e ? ": " : "", e ? strerror(e) : "");
+	}
+	*abi = glsb_ws_landlock_abi();
+	if (*abi < 3) {
+		int e = errno;
+		close(*procfd);
+		*procfd = -1;
+		if (*abi == 0)
+			return glsb_ws_fail("landlock_unavailable",
+					    "Landlock is unavailable (%s); refusing an unconfined write", strerror(e));
+		return glsb_ws_fail("landlock_unavailable",
+				    "Landlock ABI %d is older than 3 (REFER and TRUNCATE); refusing an unconfined write",
+				    *abi);
+	}
+	return 0;
+}
+
+/* Open (creating if missing) each parent component below rootfd; returns the
+ * parent directory fd of the final component, or -1 after printing the error. */
+static int open_parents(int rootfd, const struct glsb_ws_path *pp)
+{
+	int cur = glsb_ws_openat2(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, GLSB_WS_RESOLVE);
+	if (cur < 0) {
+		fail_errno("opening the root", ".", errno);
+		return -1;
+	}
+	for (size_t i = 0; i + 1 < pp->ncomp; i++) {
+		const char *name = glsb_ws_path_comp(pp, i);
+		int next = -1, created = 0;
+		for (int tries = 0; tries < 4 && next < 0; tries++) {
+			next = glsb_ws_openat2(cur, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+					       GLSB_WS_RESOLVE);
+			if (next >= 0 || errno != ENOENT)
+				break;
+			if (mkdirat(cur, name, 0777) == 0)
+				created = 1;
+			else if (errno != EEXIST) {
+				int e = errno;
+				close(cur);
+				fail_errno("creating directory", name, e);
+				return -1;
+			}
+		}
+		if (next < 0) {
+			int e = errno;
+			close(cur);
+			fail_errno("opening directory", name, e);
+			return -1;
+		}
+		/* The new entry must survive a crash before anything is put under it. */
+		if (created && fsync(cur) < 0) {
+			int e = errno;
+			close(next);
+			close(cur);
+			fail_errno("syncing the directory holding", name, e);
+			return -1;
+		}
+		close(cur);
+		cur = next;
+	}
+	return cur;
+}
+
+static void random_name(char *out, size_t size)
+{
+	unsigned char r[8] = {0};
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+		/* Uniqueness only; O_EXCL/link still refuse a clash. */
+		unsigned long long t = (unsigned long long)getpid() ^ (unsigned long long)(uintptr_t)out;
+		memcpy(r, &t, sizeof r);
+	}
+	snprintf(out, size, ".glsb-write-%02x%02x%02x%02x%02x%02x%02x%02x.tmp",
+		 r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+struct target {
+	int dirfd, procfd;
+	const char *name;
+	int overwrite;
+	int exists;
+	mode_t old_mode;
+};
+
+/* Create the temporary file: O_TMPFILE (nameless) when the filesystem allows,
+ * else a random name created with O_EXCL. tmpname[0] is '\0' for O_TMPFILE. */
+static int create_temp(const struct target *t, char *tmpname, size_t size)
+{
+	tmpname[0] = '\0';
+	int fd = glsb_ws_openat2(t->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666, GLSB_WS_RESOLVE);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+		return fd;
+	for (int tries = 0; tries < 8; tries++) {
+		random_name(tmpname, size);
+		fd = glsb_ws_openat2(t->dirfd, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666,
+				     GLSB_WS_RESOLVE);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0)
+		tmpname[0] = '\0';
+	return fd;
+}
+
+/* Give the data its final name. Without overwrite only operations that fail
+ * when the name exists are used (linkat, RENAME_NOREPLACE), so a file created
+ * concurrently is never replaced. Returns 0 or -1 with errno. */
+static int commit(const struct target *t, int tmpfd, char *tmpname, size_t size)
+{
+	if (!tmpname[0]) { /* O_TMPFILE: link it in through its /proc/self/fd magic link */
+		char fdname[16];
+		snprintf(fdname, sizeof fdname, "%d", tmpfd);
+		if (!t->overwrite)
+			return linkat(t->procfd, fdname, t->dirfd, t->name, AT_SYMLINK_FOLLOW);
+		int r = -1;
+		for (int tries = 0; tries < 8; tries++) {
+			random_name(tmpname, size);
+			r = linkat(t->procfd, fdname, t->dirfd, tmpname, AT_SYMLINK_FOLLOW);
+			if (r == 0 || errno != EEXIST)
+				break;
+		}
+		if (r < 0) {
+			tmpname[0] = '\0';
+			return -1;
+		}
+	}
+	if (t->overwrite)
+		return renameat(t->dirfd, tmpname, t->dirfd, t->name);
+	if (syscall(SYS_renameat2, t->dirfd, tmpname, t->dirfd, t->name, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -1;
+	/* No RENAME_NOREPLACE on this filesystem: link (never replaces) then drop the temp name. */
+	if (linkat(t->dirfd, tmpname, t->dirfd, t->name, 0) < 0)
+		return -1;
+	unlinkat(t->dirfd, tmpname, 0);
+	return 0;
+}
+
+static int inspect_target(struct target *t)
+{
+	struct stat st;
+	if (fstatat(t->dirfd, t->name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return fail_errno("inspecting the target", t->name, errno);
+	}
+	if (S_ISLNK(st.st_mode))
+		return glsb_ws_fail("target_symlink", "the target '%s' is a symlink; it is never followed or replaced",
+				    t->name);
+	if (S_ISDIR(st.st_mode))
+		return glsb_ws_fail("is_directory", "the target '%s' is a directory", t->name);
+	if (!S_ISREG(st.st_mode))
+		return glsb_ws_fail("not_regular_file", "the target '%s' exists and is not a regular file", t->name);
+	if (!t->overwrite)
+		return glsb_ws_fail("exists", "the target '%s' exists and overwrite is false", t->name);
+	t->exists = 1;
+	t->old_mode = st.st_mode & 0777;
+	return 0;
+}
+
+/* Everything from the first mutation on; runs under the Landlock domain. */
+static int do_write(struct target *t, const struct glsb_ws_path *pp, const unsigned char *data, size_t len)
+{
+	if (inspect_target(t))
+		return 1;
+	char tmpname[64];
+	int tmpfd = create_temp(t, tmpname, sizeof tmpname);
+	if (tmpfd < 0)
+		return fail_errno("creating a temporary file next to", t->name, errno);
+	int rc = 0, e = 0;
+	const char *what = NULL;
+	if (t->exists && fchmod(tmpfd, t->old_mode) < 0)
+		e = errno, what = "keeping the mode of";
+	else if (write_all(tmpfd, data, len) < 0)
+		e = errno, what = "writing the data for";
+	else if (fsync(tmpfd) < 0)
+		e = errno, what = "syncing the data for";
+	else if (commit(t, tmpfd, tmpname, sizeof tmpname) < 0)
+		e = errno, what = "moving the data into place as";
+	if (what) {
+		if (e == EEXIST)
+			rc = glsb_ws_fail("exists", "the target '%s' appeared during the write and overwrite is false",
+					  t->name);
+		else
+			rc = fail_errno(what, t->name, e);
+	}
+	if (what && tmpname[0])
+		unlinkat(t->dirfd, tmpname, 0); /* every failure leaves the temp name, if there is one */
+	close(tmpfd);
+	if (rc)
+		return rc;
+	if (fsync(t->dirfd) < 0)
+		return fail_errno("syncing the directory of", t->name, errno);
+	struct glsb_ws_buf b = {0};
+	char rel[GLSB_WS_PATH_MAX];
+	size_t n = 0;
+	for (size_t i = 0; i < pp->ncomp; i++) {
+		const char *c = glsb_ws_path_comp(pp, i);
+		size_t cl = strlen(c);
+		if (i)
+			rel[n++] = '/';
+		memcpy(rel + n, c, cl);
+		n += cl;
+	}
+	glsb_ws_json_write_result(&b, len, rel, n, t->exists);
+	rc = glsb_ws_emit(&b) ? 1 : 0;
+	glsb_ws_buf_free(&b);
+	return rc;
+}
+
+int glsb_cmd_write(int argc, char **argv)
+{
+	struct write_req rq = {0};
+	if (parse_args(argc, argv, &rq))
+		return 1;
+
+	/* The path, as exact bytes. */
+	const char *p = rq.path_arg;
+	size_t plen = p ? strlen(p) : 0;
+	unsigned char *decoded = NULL;
+	if (rq.path_hex) {
+		size_t hl = strlen(rq.path_hex);
+		decoded = malloc(hl / 2 + 1);
+		if (!decoded)
+			return glsb_ws_fail("out_of_memory", "decoding --path-hex");
+		long dl = glsb_ws_hex_decode(rq.path_hex, hl, decoded);
+		if (dl < 0) {
+			free(decoded);
+			return glsb_ws_fail("usage", "--path-hex wants an even number of hex digits");
+		}
+		p = (const char *)decoded;
+		plen = (size_t)dl;
+	}
+	static struct glsb_ws_path pp;
+	enum glsb_ws_path_err pe = glsb_ws_path_split(p, plen, &pp);
+	free(decoded);
+	if (pe != GLSB_WS_PATH_OK)
+		return glsb_ws_fail(glsb_ws_path_code(pe), "%s", glsb_ws_path_message(pe));
+
+	unsigned char *data = NULL;
+	size_t len = 0;
+	if (read_payload(rq.max_bytes, &data, &len))
+		return 1;
+	int rc = 1, rootfd = -1, procfd = -1;
+	struct target t = {.dirfd = -1, .overwrite = rq.overwrite, .name = glsb_ws_path_comp(&pp, pp.ncomp - 1)};
+	if (len > rq.max_bytes) {
+		rc = glsb_ws_fail("too_large", "the data is larger than --max-bytes %llu", rq.max_bytes);
+		goto out;
+	}
+	rootfd = open(rq.root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0) {
+		rc = glsb_ws_fail("root_invalid", "cannot open the root directory '%s': %s", rq.root, strerror(errno));
+		goto out;
+	}
+	int abi = 0;
+	if (check_features(rootfd, &procfd, &abi))
+		goto out;
+	char why[256];
+	if (glsb_ws_landlock_confine_writes(rootfd, abi, why, sizeof why) < 0) {
+		rc = glsb_ws_fail("landlock_failed", "%s; refusing an unconfined write", why);
+		goto out;
+	}
+	/* From here on every mutation happens inside the Landlock domain. */
+	t.procfd = procfd;
+	t.dirfd = open_parents(rootfd, &pp);
+	if (t.dirfd < 0)
+		goto out;
+	rc = do_write(&t, &pp, data, len);
+out:
+	if (t.dirfd >= 0)
+		close(t.dirfd);
+	if (procfd >= 0)
+		close(procfd);
+	if (rootfd >= 0)
+		close(rootfd);
+	free(data);
+	return rc;
+}
