@@ -1,0 +1,14 @@
+/* fs.h: the file helpers of fs.c that C code (and the C tests) call directly. */
+#ifndef GLSB_FS_H
+#define GLSB_FS_H
+
+#include <stddef.h>
+
+/*
+ * Removes path and everything under it without following any symlink (path itself
+ * included: a symlink is removed, not its target) and without entering another mount.
+ * A missing path is success. Returns 0, or -1 with a message naming the path in err.
+ */
+int glsb_rmtree(const char *path, char *err, size_t errlen);
+
+#endif
