@@ -1,0 +1,194 @@
+# Persistent Python "kernel" for the E2B emulator's code interpreter (one process per context).
+# Requests arrive on stdin as JSON lines {"code": str, "env": {..}}; events leave on fd 3 as JSON
+# lines: {"type": "stdout"|"stderr", "text"}, {"type": "result", ...}, {"type": "error", name,
+# value, traceback}, {"type": "done"}. Output written by child processes to fd 1/2 is read by
+# the emulator from the real pipes.
+import ast
+import base64
+import io
+import json
+import os
+import signal
+import sys
+import threading
+import traceback
+
+_ctl = os.fdopen(3, "w", encoding="utf-8", buffering=1)
+_lock = threading.Lock()
+_SELF = sys._getframe().f_code.co_filename
+_busy = threading.Event()
+
+
+def _interrupter():
+    # One byte on fd 4 = interrupt the running cell (the client went away), like a kernel interrupt.
+    f = os.fdopen(4, "rb", buffering=0)
+    while True:
+        b = f.read(1)
+        if not b:
+            return
+        if _busy.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+threading.Thread(target=_interrupter, daemon=True).start()
+
+
+def _emit(obj):
+    with _lock:
+        _ctl.write(json.dumps(obj) + "\n")
+        _ctl.flush()
+
+
+class _Stream(io.TextIOBase):
+    def __init__(self, name):
+        self._name = name
+        self._buf = ""
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    def writable(self):
+        return True
+
+    def isatty(self):
+        return False
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str, not %s" % type(s).__name__)
+        self._buf += s
+        i = self._buf.rfind("\n")
+        if i >= 0:
+            out, self._buf = self._buf[: i + 1], self._buf[i + 1:]
+            _emit({"type": self._name, "text": out})
+        return len(s)
+
+    def flush(self):
+        if self._buf:
+            out, self._buf = self._buf, ""
+            _emit({"type": self._name, "text": out})
+
+
+_stdout = _Stream("stdout")
+_stderr = _Stream("stderr")
+sys.stdout = _stdout
+sys.stderr = _stderr
+
+_MIME = [
+    ("_repr_html_", "html"),
+    ("_repr_markdown_", "markdown"),
+    ("_repr_svg_", "svg"),
+    ("_repr_png_", "png"),
+    ("_repr_jpeg_", "jpeg"),
+    ("_repr_pdf_", "pdf"),
+    ("_repr_latex_", "latex"),
+    ("_repr_json_", "json"),
+    ("_repr_javascript_", "javascript"),
+]
+
+
+def _format(obj, is_main):
+    out = {"type": "result", "is_main_result": is_main, "extra": {}}
+    text = repr(obj)
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    out["text"] = text
+    for meth, key in _MIME:
+        fn = getattr(obj, meth, None)
+        if fn is None or not callable(fn):
+            continue
+        try:
+            val = fn()
+        except Exception:
+            continue
+        if val is None:
+            continue
+        if isinstance(val, tuple):
+            val = val[0]
+        if isinstance(val, bytes):
+            val = base64.b64encode(val).decode("ascii")
+        out[key] = val
+    return out
+
+
+def display(*objs, **_kw):
+    _stdout.flush()
+    _stderr.flush()
+    for o in objs:
+        _emit(_format(o, False))
+
+
+_globals = {"__name__": "__main__", "__builtins__": __builtins__, "display": display}
+_count = 0
+
+
+def _run(code, env):
+    global _count
+    _count += 1
+    fname = "<cell-%d>" % _count
+    saved = {}
+    for k, v in (env or {}).items():
+        saved[k] = os.environ.get(k)
+        os.environ[k] = str(v)
+    try:
+        tree = ast.parse(code, fname, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, fname, "exec"), _globals)
+        if last is not None:
+            val = eval(compile(last, fname, "eval"), _globals)
+            if val is not None:
+                _globals["_"] = val
+                _stdout.flush()
+                _stderr.flush()
+                _emit(_format(val, True))
+    except BaseException as e:  # noqa: B902 - a cell may raise anything, even SystemExit
+        _stdout.flush()
+        _stderr.flush()
+        tb = e.__traceback__
+        # Drop this driver's own frame so the traceback starts in the cell.
+        if tb is not None and tb.tb_frame.f_code.co_filename == _SELF:
+            tb = tb.tb_next
+        lines = traceback.format_exception(type(e), e, tb)
+        _emit({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": "".join(lines)})
+    finally:
+        _stdout.flush()
+        _stderr.flush()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def main():
+    stdin = sys.stdin
+    while True:
+        started = False
+        try:
+            line = stdin.readline()
+            if not line:
+                return
+            try:
+                req = json.loads(line)
+            except ValueError:
+                continue
+            started = True
+            _emit({"type": "number_of_executions", "execution_count": _count + 1})
+            _busy.set()
+            try:
+                _run(req.get("code", ""), req.get("env"))
+            finally:
+                _busy.clear()
+            _emit({"type": "done"})
+        except KeyboardInterrupt:
+            # An interrupt that landed outside the cell's own try block.
+            _busy.clear()
+            if started:
+                _emit({"type": "done"})
+
+
+if __name__ == "__main__":
+    main()

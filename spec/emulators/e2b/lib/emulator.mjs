@@ -1,0 +1,263 @@
+// Emulator state: sandboxes, their lifetimes, and the template registry.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomId, uuid } from './util.mjs';
+import { makeTree, rmrf, killTree, baseEnv, spawnIn, liveChildren } from './runtime.mjs';
+import { Faults } from './faults.mjs';
+import { Templates } from './templates.mjs';
+
+export const ENVD_VERSION = '0.6.13';
+
+export class Sandbox {
+  constructor(emu, opts) {
+    this.emu = emu;
+    this.id = opts.id;
+    this.templateID = opts.templateID;
+    this.alias = opts.alias;
+    this.buildID = opts.buildID;
+    this.clientID = randomId('', 8);
+    this.envdAccessToken = randomId('', 32);
+    this.root = opts.root;
+    this.startedAt = Date.now();
+    this.endAt = this.startedAt;
+    this.state = 'running';
+    this.metadata = opts.metadata || {};
+    this.envVars = opts.envVars || {};
+    this.templateEnv = opts.templateEnv || {};
+    this.templateUser = opts.templateUser || 'user';
+    this.templateWorkdir = opts.templateWorkdir;
+    this.cpuCount = opts.cpuCount || 2;
+    this.memoryMB = opts.memoryMB || 512;
+    this.diskSizeMB = 1024;
+    this.autoPause = !!opts.autoPause;
+    this.autoResume = !!opts.autoResume;
+    this.allowInternetAccess = opts.allowInternetAccess;
+    this.network = opts.network;
+    this.volumeMounts = opts.volumeMounts;
+    this.processes = new Map(); // pid -> Proc (envd.mjs)
+    this.contexts = new Map(); // id -> Context (interp.mjs)
+    this.active = new Set(); // in-flight data-plane responses
+    this.fileMeta = new Map(); // sandbox path -> {k: v}
+    this.timer = null;
+  }
+
+  env(user) {
+    return { ...baseEnv(user), E2B_SANDBOX: 'true', E2B_SANDBOX_ID: this.id, ...this.templateEnv, ...this.envVars };
+  }
+
+  setTimeout(seconds) {
+    this.endAt = Date.now() + seconds * 1000;
+    this.arm();
+  }
+
+  arm() {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.state !== 'running') return;
+    const ms = Math.max(0, this.endAt - Date.now());
+    // setTimeout's limit is ~24.8 days; E2B caps lifetimes at 24 h.
+    this.timer = setTimeout(() => this.emu.expire(this), Math.min(ms, 2 ** 31 - 1));
+    this.timer.unref?.();
+  }
+
+  stopRuntime() {
+    for (const p of this.processes.values()) p.kill('SIGKILL', 'sandbox');
+    this.processes.clear();
+    for (const c of this.contexts.values()) c.close();
+    this.contexts.clear();
+    // The VM is gone: connections to it drop.
+    for (const res of this.active) res.socket?.destroy();
+    this.active.clear();
+  }
+
+  detail() {
+    return {
+      sandboxID: this.id,
+      templateID: this.templateID,
+      alias: this.alias,
+      clientID: this.clientID,
+      envdVersion: ENVD_VERSION,
+      envdAccessToken: this.envdAccessToken,
+      domain: null,
+      cpuCount: this.cpuCount,
+      memoryMB: this.memoryMB,
+      diskSizeMB: this.diskSizeMB,
+      startedAt: new Date(this.startedAt).toISOString(),
+      endAt: new Date(this.endAt).toISOString(),
+      state: this.state,
+      metadata: this.metadata,
+      allowInternetAccess: this.allowInternetAccess,
+      network: this.network,
+      lifecycle: { onTimeout: this.autoPause ? 'pause' : 'kill', autoResume: this.autoResume },
+      volumeMounts: this.volumeMounts,
+    };
+  }
+
+  listed() {
+    return {
+      sandboxID: this.id,
+      templateID: this.templateID,
+      alias: this.alias,
+      clientID: this.clientID,
+      envdVersion: ENVD_VERSION,
+      cpuCount: this.cpuCount,
+      memoryMB: this.memoryMB,
+      diskSizeMB: this.diskSizeMB,
+      startedAt: new Date(this.startedAt).toISOString(),
+      endAt: new Date(this.endAt).toISOString(),
+      state: this.state,
+      metadata: this.metadata,
+      volumeMounts: this.volumeMounts,
+    };
+  }
+
+  created() {
+    return {
+      sandboxID: this.id,
+      templateID: this.templateID,
+      alias: this.alias,
+      clientID: this.clientID,
+      envdVersion: ENVD_VERSION,
+      envdAccessToken: this.envdAccessToken,
+      trafficAccessToken: null,
+      domain: null,
+    };
+  }
+}
+
+export class Emulator {
+  constructor({ keys, domain = 'e2b.local', log = () => {} }) {
+    this.keys = new Set(keys);
+    this.domain = domain;
+    this.log = log;
+    this.stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'glsb-e2b-emu-'));
+    fs.mkdirSync(path.join(this.stateDir, 'sandboxes'));
+    this.sandboxes = new Map();
+    this.faults = new Faults();
+    this.templates = new Templates(this);
+    this.baseUrl = null; // set once listening
+    this.closed = false;
+  }
+
+  createSandbox({ resolved, timeoutS, metadata, envVars, autoPause, autoResume, allowInternetAccess, network, volumeMounts }) {
+    const id = randomId('i', 19);
+    const root = path.join(this.stateDir, 'sandboxes', id);
+    const { template, build } = resolved;
+    if (build.root && fs.existsSync(build.root)) {
+      fs.cpSync(build.root, root, { recursive: true, verbatimSymlinks: true });
+    } else {
+      fs.mkdirSync(root, { recursive: true });
+    }
+    makeTree(root);
+    const sbx = new Sandbox(this, {
+      id,
+      templateID: template.templateID,
+      alias: template.names[0],
+      buildID: build.buildID,
+      root,
+      metadata,
+      envVars,
+      templateEnv: build.env,
+      templateUser: build.user,
+      templateWorkdir: build.workdir,
+      cpuCount: build.cpuCount,
+      memoryMB: build.memoryMB,
+      autoPause,
+      autoResume,
+      allowInternetAccess,
+      network,
+      volumeMounts,
+    });
+    this.sandboxes.set(id, sbx);
+    sbx.setTimeout(timeoutS);
+    if (build.startCmd) this.startStartCmd(sbx, build);
+    this.log(`sandbox ${id} created from ${template.templateID}/${build.buildID} (timeout ${timeoutS}s)`);
+    return sbx;
+  }
+
+  // The template's start command runs in the background of every new sandbox.
+  startStartCmd(sbx, build) {
+    const user = build.user || 'user';
+    const child = spawnIn(sbx.root, ['/bin/bash', '-l', '-c', build.startCmd], {
+      env: sbx.env(user), cwd: build.workdir || '/home/user', stdio: ['ignore', 'ignore', 'ignore'],
+    });
+    sbx.startChild = child;
+  }
+
+  expire(sbx) {
+    if (!this.sandboxes.has(sbx.id) || sbx.state !== 'running') return;
+    if (sbx.autoPause) this.pause(sbx);
+    else this.killSandbox(sbx, 'timeout');
+  }
+
+  pause(sbx) {
+    sbx.stopRuntime();
+    if (sbx.startChild) killTree(sbx.startChild);
+    sbx.state = 'paused';
+    if (sbx.timer) clearTimeout(sbx.timer);
+    sbx.timer = null;
+    this.log(`sandbox ${sbx.id} paused`);
+  }
+
+  resume(sbx, timeoutS) {
+    sbx.state = 'running';
+    sbx.setTimeout(timeoutS);
+    this.log(`sandbox ${sbx.id} resumed`);
+  }
+
+  killSandbox(sbx, why = 'kill') {
+    if (!this.sandboxes.has(sbx.id)) return false;
+    this.sandboxes.delete(sbx.id);
+    if (sbx.timer) clearTimeout(sbx.timer);
+    sbx.timer = null;
+    sbx.stopRuntime();
+    if (sbx.startChild) killTree(sbx.startChild);
+    sbx.state = 'killed';
+    rmrf(sbx.root);
+    this.log(`sandbox ${sbx.id} killed (${why})`);
+    return true;
+  }
+
+  checkKey(req) {
+    const k = req.headers['x-api-key'];
+    if (k && this.keys.has(k)) return true;
+    const auth = req.headers.authorization;
+    if (auth && /^Bearer /i.test(auth) && this.keys.has(auth.slice(7).trim())) return true;
+    return false;
+  }
+
+  reset() {
+    for (const sbx of [...this.sandboxes.values()]) this.killSandbox(sbx, 'reset');
+    this.faults.clear();
+    this.templates.reset();
+  }
+
+  state() {
+    return {
+      sandboxes: [...this.sandboxes.values()].map((s) => ({
+        sandboxID: s.id,
+        templateID: s.templateID,
+        state: s.state,
+        endAt: new Date(s.endAt).toISOString(),
+        root: s.root,
+        processes: [...s.processes.values()].map((p) => p.info()),
+        contexts: [...s.contexts.values()].map((c) => c.info()),
+        activeRequests: s.active.size,
+      })),
+      templates: this.templates.list(),
+      faults: this.faults.list(),
+      children: liveChildren.size,
+    };
+  }
+
+  shutdown() {
+    if (this.closed) return;
+    this.closed = true;
+    for (const sbx of [...this.sandboxes.values()]) this.killSandbox(sbx, 'shutdown');
+    this.templates.shutdown();
+    rmrf(this.stateDir);
+  }
+}
+
+export { uuid };

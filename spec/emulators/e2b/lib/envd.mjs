@@ -1,0 +1,502 @@
+// envd (port 49983): Connect RPC process.Process / filesystem.Filesystem and the /files REST API.
+import fs from 'node:fs';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import crypto from 'node:crypto';
+import { readBody, parseJson, send, sendJson } from './util.mjs';
+import { USERS, hostPath, normalizeSandboxPath, spawnIn, killTree, hasBwrap } from './runtime.mjs';
+import { RpcError, parseEnvelope, unaryError, unaryOk, ServerStream } from './connect.mjs';
+import { boundaryOf, parseMultipart } from './multipart.mjs';
+
+const UNAUTHORIZED = 'unauthorized access, please provide a valid access token or method signing if supported';
+const SIGNAL_NAMES = { SIGKILL: 'killed', SIGTERM: 'terminated', SIGINT: 'interrupt', SIGHUP: 'hangup', SIGQUIT: 'quit' };
+const MIME = {
+  '.txt': 'text/plain; charset=utf-8', '.json': 'application/json', '.html': 'text/html; charset=utf-8',
+  '.py': 'text/x-python; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.png': 'image/png',
+  '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.csv': 'text/csv; charset=utf-8', '.md': 'text/markdown; charset=utf-8',
+  '.gz': 'application/gzip', '.tar': 'application/x-tar', '.zip': 'application/zip', '.pdf': 'application/pdf',
+};
+
+// ---- processes ----------------------------------------------------------------------------
+
+class Proc {
+  constructor(sbx, child, config, tag, pty) {
+    this.sbx = sbx;
+    this.child = child;
+    this.pid = child.pid;
+    this.config = config;
+    this.tag = tag;
+    this.pty = pty;
+    this.subscribers = new Set();
+    this.endEvent = null;
+    this.killSignal = null;
+    this.killReason = null;
+    this.timer = null;
+    this.stdinOpen = child.stdin && !child.stdin.destroyed;
+    const emit = (kind) => (chunk) => this.publish({ data: { [pty ? 'pty' : kind]: chunk.toString('base64') } });
+    child.stdout?.on('data', emit('stdout'));
+    child.stderr?.on('data', emit('stderr'));
+    child.stdin?.on('error', () => { this.stdinOpen = false; });
+    child.on('close', (code, signal) => this.finish(code, signal));
+    child.on('error', (e) => this.finish(null, null, e));
+  }
+
+  publish(ev) {
+    for (const s of [...this.subscribers]) s(ev);
+  }
+
+  finish(code, signal, err) {
+    if (this.endEvent) return;
+    if (this.timer) clearTimeout(this.timer);
+    let end;
+    const sig = this.killSignal || signal;
+    if (err) end = { exitCode: -1, exited: false, status: 'error', error: String(err.message || err) };
+    else if (sig) {
+      const what = `signal: ${SIGNAL_NAMES[sig] || sig}`;
+      end = { exitCode: -1, exited: false, status: what, error: what };
+    } else if (code === 0) end = { exited: true, status: 'exit status 0' };
+    else end = { exitCode: code, exited: true, status: `exit status ${code}`, error: `exit status ${code}` };
+    this.endEvent = end;
+    this.sbx.processes.delete(this.pid);
+    this.publish({ end });
+    this.subscribers.clear();
+  }
+
+  kill(signal = 'SIGKILL', reason = 'signal') {
+    if (this.endEvent) return;
+    if (!this.killSignal) { this.killSignal = signal; this.killReason = reason; }
+    killTree(this.child, signal);
+    if (signal !== 'SIGKILL') {
+      // bubblewrap dies on SIGTERM and takes the namespace with it; make sure nothing lingers.
+      setTimeout(() => killTree(this.child, 'SIGKILL'), 2000).unref();
+    }
+  }
+
+  info() {
+    const out = { config: { cmd: this.config.cmd, args: this.config.args, envs: this.config.envs, cwd: this.config.cwd }, pid: this.pid };
+    if (this.tag !== undefined) out.tag = this.tag;
+    return out;
+  }
+}
+
+function userFromBasic(req) {
+  const auth = req.headers.authorization;
+  if (!auth) return { user: 'user' };
+  const m = /^Basic\s+(.+)$/i.exec(auth);
+  if (!m) return { error: 'invalid authorization header' };
+  const dec = Buffer.from(m[1], 'base64').toString('utf8');
+  const user = dec.split(':')[0];
+  if (!USERS[user]) return { error: `invalid username: '${user}'` };
+  return { user };
+}
+
+function findExecutable(sbx, cmd, envPath, cwd) {
+  const ok = (sp) => {
+    const hp = hostPath(sbx.root, sp).host;
+    try {
+      const st = fs.statSync(hp);
+      return st.isFile() && (st.mode & 0o111) !== 0;
+    } catch { return false; }
+  };
+  if (cmd.includes('/')) return ok(path.posix.resolve(cwd, cmd));
+  return String(envPath || '').split(':').filter(Boolean).some((d) => ok(path.posix.join(d, cmd)));
+}
+
+function findProc(sbx, selector) {
+  if (!selector) return null;
+  if (selector.pid !== undefined) return sbx.processes.get(Number(selector.pid)) || null;
+  if (selector.tag !== undefined) {
+    for (const p of sbx.processes.values()) if (p.tag === selector.tag) return p;
+  }
+  return null;
+}
+
+function keepaliveMs(req) {
+  const v = Number(req.headers['keepalive-ping-interval']);
+  return (Number.isFinite(v) && v > 0 ? v : 90) * 1000;
+}
+
+function connectTimeoutMs(req) {
+  const v = Number(req.headers['connect-timeout-ms']);
+  return Number.isFinite(v) && v > 0 ? v : 0;
+}
+
+// Attach a stream to a process: forwards events, keepalives, one end, then the end-stream.
+function attach(proc, stream, req, { deadlineMs, ownsDeadline }) {
+  const kaMs = keepaliveMs(req);
+  let ka = null;
+  let streamTimer = null;
+  const armKa = () => {
+    if (ka) clearTimeout(ka);
+    ka = setTimeout(() => { stream.send({ event: { keepalive: {} } }); armKa(); }, kaMs);
+    ka.unref();
+  };
+  const cleanup = () => {
+    if (ka) clearTimeout(ka);
+    if (streamTimer) clearTimeout(streamTimer);
+    proc.subscribers.delete(sub);
+  };
+  const sub = (ev) => {
+    if (ev.end) {
+      cleanup();
+      stream.send({ event: ev });
+      const deadline = proc.killReason === 'deadline';
+      stream.end(deadline ? { code: 'deadline_exceeded', message: 'context deadline exceeded' } : undefined);
+      return;
+    }
+    stream.send({ event: ev });
+    armKa();
+  };
+  proc.subscribers.add(sub);
+  stream.onClose = cleanup;
+  armKa();
+  if (deadlineMs > 0 && !ownsDeadline) {
+    streamTimer = setTimeout(() => {
+      cleanup();
+      stream.end({ code: 'deadline_exceeded', message: 'context deadline exceeded' });
+    }, deadlineMs);
+  }
+}
+
+async function processRpc(emu, sbx, method, req, res, ctx) {
+  const streaming = method === 'Start' || method === 'Connect';
+  const raw = await readBody(req);
+  let msg;
+  try {
+    msg = streaming ? parseEnvelope(raw) : parseJson(raw);
+  } catch (e) {
+    throw e instanceof RpcError ? e : new RpcError('invalid_argument', `unmarshal message: ${e.message}`);
+  }
+  const u = userFromBasic(req);
+  if (u.error) throw new RpcError('unauthenticated', u.error);
+  const user = u.user;
+
+  if (method === 'Start') {
+    const pc = msg.process || {};
+    if (typeof pc.cmd !== 'string' || pc.cmd === '') throw new RpcError('invalid_argument', 'process.cmd is required');
+    const args = Array.isArray(pc.args) ? pc.args.map(String) : [];
+    const envs = pc.envs && typeof pc.envs === 'object' ? pc.envs : {};
+    const cwd = normalizeSandboxPath(pc.cwd || sbx.templateWorkdir || USERS[user], user);
+    const env = { ...sbx.env(user), ...envs };
+    const cwdHost = hostPath(sbx.root, cwd).host;
+    let cwdOk = false;
+    try { cwdOk = fs.statSync(cwdHost).isDirectory(); } catch { cwdOk = false; }
+    if (!cwdOk) throw new RpcError('invalid_argument', `error starting process: chdir ${cwd}: no such file or directory`);
+    if (!findExecutable(sbx, pc.cmd, env.PATH, cwd)) {
+      throw new RpcError('internal', `error starting process: exec: "${pc.cmd}": executable file not found in $PATH`);
+    }
+    const pty = !!msg.pty;
+    const wantStdin = msg.stdin === true || pty;
+    const child = spawnIn(sbx.root, [pc.cmd, ...args], { env, cwd });
+    if (!wantStdin) child.stdin.end();
+    const proc = new Proc(sbx, child, { cmd: pc.cmd, args, envs, cwd }, msg.tag, pty);
+    if (!proc.pid) throw new RpcError('internal', 'error starting process');
+    sbx.processes.set(proc.pid, proc);
+    const deadline = connectTimeoutMs(req);
+    if (deadline > 0) proc.timer = setTimeout(() => proc.kill('SIGKILL', 'deadline'), deadline);
+    const stream = new ServerStream(res, ctx.frameDelayMs);
+    stream.start();
+    stream.send({ event: { start: { pid: proc.pid } } });
+    attach(proc, stream, req, { deadlineMs: deadline, ownsDeadline: true });
+    return;
+  }
+
+  if (method === 'Connect') {
+    const proc = findProc(sbx, msg.process);
+    if (!proc) throw new RpcError('not_found', `process with ${msg.process && msg.process.tag !== undefined ? 'tag ' + msg.process.tag : 'pid ' + (msg.process && msg.process.pid)} not found`);
+    const stream = new ServerStream(res, ctx.frameDelayMs);
+    stream.start();
+    stream.send({ event: { start: { pid: proc.pid } } });
+    attach(proc, stream, req, { deadlineMs: connectTimeoutMs(req), ownsDeadline: false });
+    return;
+  }
+
+  if (method === 'List') {
+    return unaryOk(res, { processes: [...sbx.processes.values()].map((p) => p.info()) });
+  }
+
+  const proc = findProc(sbx, msg.process);
+  if (['SendInput', 'SendSignal', 'CloseStdin', 'Update'].includes(method) && !proc) {
+    throw new RpcError('not_found', `process with ${msg.process && msg.process.tag !== undefined ? 'tag ' + msg.process.tag : 'pid ' + (msg.process && msg.process.pid)} not found`);
+  }
+  if (method === 'SendInput') {
+    const input = msg.input || {};
+    const data = input.stdin ?? input.pty;
+    if (data === undefined) throw new RpcError('invalid_argument', 'input is required');
+    if (!proc.stdinOpen || proc.child.stdin.writableEnded) throw new RpcError('failed_precondition', 'stdin is closed or was not enabled for this process');
+    proc.child.stdin.write(Buffer.from(String(data), 'base64'));
+    return unaryOk(res, {});
+  }
+  if (method === 'SendSignal') {
+    const s = msg.signal;
+    const sig = (s === 'SIGNAL_SIGTERM' || s === 15) ? 'SIGTERM' : (s === 'SIGNAL_SIGKILL' || s === 9) ? 'SIGKILL' : null;
+    if (!sig) throw new RpcError('invalid_argument', `invalid signal: ${s}`);
+    proc.kill(sig, 'signal');
+    return unaryOk(res, {});
+  }
+  if (method === 'CloseStdin') {
+    if (proc.child.stdin && !proc.child.stdin.writableEnded) proc.child.stdin.end();
+    proc.stdinOpen = false;
+    return unaryOk(res, {});
+  }
+  if (method === 'Update') return unaryOk(res, {});
+  if (method === 'StreamInput') throw new RpcError('unimplemented', 'StreamInput needs a bidirectional transport; use SendInput');
+  throw new RpcError('unimplemented', `process.Process/${method} is not implemented`);
+}
+
+// ---- filesystem ---------------------------------------------------------------------------
+
+function goMode(st) {
+  const perm = st.mode & 0o777;
+  if (st.isDirectory()) return (2 ** 31) + perm;
+  if (st.isSymbolicLink()) return (2 ** 27) + perm;
+  return perm;
+}
+
+function permString(st) {
+  const kind = st.isDirectory() ? 'd' : st.isSymbolicLink() ? 'L' : '-';
+  const rwx = 'rwxrwxrwx';
+  let s = kind;
+  for (let i = 0; i < 9; i++) s += (st.mode & (1 << (8 - i))) ? rwx[i] : '-';
+  return s;
+}
+
+function entryInfo(sbx, sbxPath, hostP) {
+  const st = fs.lstatSync(hostP);
+  const type = st.isDirectory() ? 'FILE_TYPE_DIRECTORY' : st.isSymbolicLink() ? 'FILE_TYPE_SYMLINK' : 'FILE_TYPE_FILE';
+  const owner = sbxPath.startsWith('/root') || !hostPath(sbx.root, sbxPath).writable ? 'root' : 'user';
+  const e = {
+    name: path.posix.basename(sbxPath) || '/',
+    type,
+    path: sbxPath,
+    size: String(st.size),
+    mode: goMode(st),
+    permissions: permString(st),
+    owner,
+    group: owner,
+    modifiedTime: st.mtime.toISOString(),
+  };
+  if (st.isSymbolicLink()) {
+    try { e.symlinkTarget = fs.readlinkSync(hostP); } catch { /* dangling */ }
+  }
+  const meta = sbx.fileMeta.get(sbxPath);
+  if (meta) e.metadata = meta;
+  return e;
+}
+
+function exists(p) {
+  try { fs.lstatSync(p); return true; } catch { return false; }
+}
+
+async function filesystemRpc(emu, sbx, method, req, res) {
+  const raw = await readBody(req);
+  if (method === 'WatchDir') throw new RpcError('unimplemented', 'filesystem.Filesystem/WatchDir is not implemented by the emulator');
+  let msg;
+  try { msg = parseJson(raw); } catch (e) { throw new RpcError('invalid_argument', `unmarshal message: ${e.message}`); }
+  const u = userFromBasic(req);
+  if (u.error) throw new RpcError('unauthenticated', u.error);
+  const user = u.user;
+  const resolve = (p) => {
+    const sp = normalizeSandboxPath(p, user);
+    return { sp, ...hostPath(sbx.root, sp) };
+  };
+
+  switch (method) {
+    case 'Stat': {
+      const { sp, host } = resolve(msg.path);
+      if (!exists(host)) throw new RpcError('not_found', `file not found: ${sp}`);
+      return unaryOk(res, { entry: entryInfo(sbx, sp, host) });
+    }
+    case 'MakeDir': {
+      const { sp, host, writable } = resolve(msg.path);
+      if (exists(host)) {
+        if (fs.statSync(host).isDirectory()) throw new RpcError('already_exists', `directory already exists: ${sp}`);
+        throw new RpcError('invalid_argument', `path already exists but it is not a directory: ${sp}`);
+      }
+      if (!writable) throw new RpcError('permission_denied', `permission denied: ${sp}`);
+      fs.mkdirSync(host, { recursive: true });
+      return unaryOk(res, { entry: entryInfo(sbx, sp, host) });
+    }
+    case 'ListDir': {
+      const { sp, host } = resolve(msg.path);
+      let st;
+      try { st = fs.statSync(host); } catch { throw new RpcError('not_found', `directory not found: ${sp}`); }
+      if (!st.isDirectory()) throw new RpcError('invalid_argument', `path is not a directory: ${sp}`);
+      const depth = Number(msg.depth) > 0 ? Number(msg.depth) : 1;
+      const entries = [];
+      const walk = (dirSp, dirHost, level) => {
+        let names;
+        try { names = fs.readdirSync(dirHost).sort(); } catch { return; }
+        for (const n of names) {
+          const csp = path.posix.join(dirSp, n);
+          const chost = path.join(dirHost, n);
+          let e;
+          try { e = entryInfo(sbx, csp, chost); } catch { continue; }
+          entries.push(e);
+          if (level < depth && e.type === 'FILE_TYPE_DIRECTORY') walk(csp, chost, level + 1);
+        }
+      };
+      walk(sp, host, 1);
+      return unaryOk(res, { entries });
+    }
+    case 'Remove': {
+      const { sp, host, writable } = resolve(msg.path);
+      if (!writable) throw new RpcError('permission_denied', `permission denied: ${sp}`);
+      fs.rmSync(host, { recursive: true, force: true });
+      sbx.fileMeta.delete(sp);
+      return unaryOk(res, {});
+    }
+    case 'Move': {
+      const src = resolve(msg.source);
+      const dst = resolve(msg.destination);
+      if (!exists(src.host)) throw new RpcError('not_found', `source file not found: ${src.sp}`);
+      if (!src.writable || !dst.writable) throw new RpcError('permission_denied', `permission denied: ${src.writable ? dst.sp : src.sp}`);
+      fs.mkdirSync(path.dirname(dst.host), { recursive: true });
+      fs.renameSync(src.host, dst.host);
+      if (sbx.fileMeta.has(src.sp)) { sbx.fileMeta.set(dst.sp, sbx.fileMeta.get(src.sp)); sbx.fileMeta.delete(src.sp); }
+      return unaryOk(res, { entry: entryInfo(sbx, dst.sp, dst.host) });
+    }
+    case 'CreateWatcher':
+    case 'GetWatcherEvents':
+    case 'RemoveWatcher':
+      throw new RpcError('unimplemented', `filesystem.Filesystem/${method} is not implemented by the emulator`);
+    default:
+      throw new RpcError('unimplemented', `filesystem.Filesystem/${method} is not implemented`);
+  }
+}
+
+// ---- /files REST --------------------------------------------------------------------------
+
+function restError(res, status, message) {
+  sendJson(res, status, { code: status, message });
+}
+
+function signatureOk(sbx, q, op) {
+  const sig = q.get('signature');
+  if (!sig) return false;
+  const exp = q.get('signature_expiration');
+  if (exp && Number(exp) < Date.now() / 1000) return false;
+  const raw = `${q.get('path') || ''}:${op}:${q.get('username') || ''}:${sbx.envdAccessToken}${exp ? ':' + exp : ''}`;
+  const want = 'v1_' + crypto.createHash('sha256').update(raw).digest('base64').replace(/=+$/, '');
+  return sig === want;
+}
+
+async function files(emu, sbx, req, res, url) {
+  const q = url.searchParams;
+  const op = req.method === 'GET' ? 'read' : 'write';
+  if (req.headers['x-access-token'] !== sbx.envdAccessToken && !signatureOk(sbx, q, op)) {
+    return restError(res, 401, UNAUTHORIZED);
+  }
+  const user = q.get('username') || 'user';
+  if (!USERS[user]) return restError(res, 401, `invalid username: '${user}'`);
+
+  if (req.method === 'GET') {
+    const p = q.get('path');
+    if (!p) return restError(res, 400, 'path is required');
+    const sp = normalizeSandboxPath(p, user);
+    const { host } = hostPath(sbx.root, sp);
+    let st;
+    try { st = fs.statSync(host); } catch { return restError(res, 404, `path '${sp}' does not exist`); }
+    if (st.isDirectory()) return restError(res, 400, `path '${sp}' is a directory`);
+    let data = fs.readFileSync(host);
+    const headers = {
+      'Content-Type': MIME[path.extname(sp).toLowerCase()] || 'application/octet-stream',
+      'Content-Disposition': `inline; filename=${JSON.stringify(path.posix.basename(sp))}`,
+    };
+    if (/\bgzip\b/.test(req.headers['accept-encoding'] || '')) {
+      data = zlib.gzipSync(data);
+      headers['Content-Encoding'] = 'gzip';
+    }
+    return send(res, 200, data, headers);
+  }
+
+  if (req.method !== 'POST') return restError(res, 405, 'method not allowed');
+  let body = await readBody(req);
+  const meta = {};
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (k.startsWith('x-metadata-')) meta[k.slice('x-metadata-'.length)] = String(v);
+  }
+  const targets = [];
+  const ctype = String(req.headers['content-type'] || '');
+  if (ctype.startsWith('application/octet-stream')) {
+    const p = q.get('path');
+    if (!p) return restError(res, 400, 'path is required for application/octet-stream uploads');
+    if (/gzip/i.test(req.headers['content-encoding'] || '')) {
+      try { body = zlib.gunzipSync(body); } catch { return restError(res, 400, 'invalid gzip body'); }
+    }
+    targets.push({ path: p, data: body });
+  } else if (ctype.startsWith('multipart/form-data')) {
+    const boundary = boundaryOf(ctype);
+    if (!boundary) return restError(res, 400, 'missing multipart boundary');
+    let parts;
+    try { parts = parseMultipart(body, boundary); } catch (e) { return restError(res, 400, `error parsing multipart form: ${e.message}`); }
+    const fileParts = parts.filter((x) => x.name === 'file');
+    if (fileParts.length === 0) return restError(res, 400, 'no file part in the multipart form');
+    const qp = q.get('path');
+    if (qp && fileParts.length > 1) return restError(res, 400, 'cannot upload several files to a single path');
+    for (const fp of fileParts) {
+      const p = qp || fp.filename;
+      if (!p) return restError(res, 400, 'file part without a filename and no path given');
+      targets.push({ path: p, data: fp.data });
+    }
+  } else {
+    return restError(res, 400, `unsupported content type '${ctype}'`);
+  }
+  const seen = new Set();
+  const out = [];
+  for (const t of targets) {
+    const sp = normalizeSandboxPath(t.path, user);
+    if (seen.has(sp)) return restError(res, 400, `cannot upload multiple files to the same path '${sp}'`);
+    seen.add(sp);
+    const hp = hostPath(sbx.root, sp);
+    if (!hp.writable) return restError(res, 403, `permission denied: '${sp}'`);
+    try {
+      if (fs.existsSync(hp.host) && fs.statSync(hp.host).isDirectory()) return restError(res, 400, `path '${sp}' is a directory`);
+      fs.mkdirSync(path.dirname(hp.host), { recursive: true });
+      fs.writeFileSync(hp.host, t.data);
+    } catch (e) {
+      return restError(res, 500, `error writing file '${sp}': ${e.message}`);
+    }
+    const info = { path: sp, name: path.posix.basename(sp), type: 'file' };
+    if (Object.keys(meta).length) { sbx.fileMeta.set(sp, meta); info.metadata = meta; } else sbx.fileMeta.delete(sp);
+    out.push(info);
+  }
+  return sendJson(res, 200, out);
+}
+
+// ---- dispatch -----------------------------------------------------------------------------
+
+export async function handleEnvd(emu, sbx, req, res, url, ctx) {
+  const p = url.pathname;
+  if (p === '/health' && req.method === 'GET') return send(res, 204);
+  if (p === '/files') return files(emu, sbx, req, res, url);
+  if (p === '/init' && req.method === 'POST') { await readBody(req); return send(res, 204); }
+  if (req.headers['x-access-token'] !== sbx.envdAccessToken) return restError(res, 401, UNAUTHORIZED);
+  if (p === '/envs' && req.method === 'GET') return sendJson(res, 200, sbx.env('user'));
+  if (p === '/metrics' && req.method === 'GET') {
+    return sendJson(res, 200, { ts: Math.floor(Date.now() / 1000), cpu_count: sbx.cpuCount, cpu_used_pct: 1.5, mem_total: sbx.memoryMB * 1048576, mem_used: 67108864, disk_total: 1073741824, disk_used: 1048576 });
+  }
+  const m = /^\/(process\.Process|filesystem\.Filesystem)\/([A-Za-z]+)$/.exec(p);
+  if (!m || req.method !== 'POST') return restError(res, 404, `no route for ${req.method} ${p}`);
+  const streaming = (m[1] === 'process.Process' && (m[2] === 'Start' || m[2] === 'Connect')) || m[2] === 'WatchDir';
+  const ctype = String(req.headers['content-type'] || '');
+  const want = streaming ? 'application/connect+json' : 'application/json';
+  if (!ctype.startsWith(want)) {
+    await readBody(req).catch(() => {});
+    return send(res, 415, `unsupported content type ${ctype}; the emulator speaks the Connect JSON codec (${want})`, { 'Content-Type': 'text/plain', 'Accept-Post': want });
+  }
+  try {
+    if (m[1] === 'process.Process') await processRpc(emu, sbx, m[2], req, res, ctx);
+    else await filesystemRpc(emu, sbx, m[2], req, res, ctx);
+  } catch (e) {
+    const err = e instanceof RpcError ? e : new RpcError('internal', e.message);
+    if (streaming) {
+      const stream = new ServerStream(res, 0);
+      stream.end(err);
+    } else {
+      unaryError(res, err.code, err.message);
+    }
+  }
+}
+
+export { hasBwrap };

@@ -1,0 +1,200 @@
+// Code interpreter (port 49999): POST /execute NDJSON stream, /contexts. One persistent Python
+// process (driver.py) per context keeps state between executions, like a Jupyter kernel.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { readBody, send, sendJson, uuid, sleep } from './util.mjs';
+import { spawnIn, killTree, normalizeSandboxPath, hostPath } from './runtime.mjs';
+
+const DRIVER = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'driver.py'), 'utf8');
+const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+const KEEPALIVE_MS = 5000;
+const END_LINE = '{"type": "end_of_execution"}\n';
+
+const LANGS = { python: 'python', py: 'python', python3: 'python' };
+
+class Context {
+  constructor(sbx, language, cwd) {
+    this.sbx = sbx;
+    this.id = uuid();
+    this.language = language;
+    this.cwd = cwd;
+    this.child = null;
+    this.queue = Promise.resolve();
+    this.current = null;
+    this.closed = false;
+  }
+
+  info() {
+    return { id: this.id, language: this.language, cwd: this.cwd, pid: this.child ? this.child.pid : null, busy: !!this.current };
+  }
+
+  ensure() {
+    if (this.child && this.child.exitCode === null && this.child.signalCode === null) return;
+    const child = spawnIn(this.sbx.root, [PYTHON, '-c', 'import sys; exec(compile(sys.argv[1], "<e2b-emulator-kernel>", "exec"))', DRIVER], {
+      env: this.sbx.env('user'), cwd: this.cwd, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    let buf = '';
+    child.stdio[3].on('data', (d) => {
+      buf += d.toString('utf8');
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        let ev;
+        try { ev = JSON.parse(line); } catch { continue; }
+        if (this.current) this.current.onEvent(ev);
+      }
+    });
+    const raw = (kind) => (d) => { if (this.current) this.current.onEvent({ type: kind, text: d.toString('utf8') }); };
+    child.stdout.on('data', raw('stdout'));
+    child.stderr.on('data', raw('stderr'));
+    child.stdin.on('error', () => {});
+    child.stdio[4].on('error', () => {});
+    child.on('exit', () => {
+      if (this.child === child) this.child = null;
+      if (this.current) this.current.onDeath();
+    });
+  }
+
+  interrupt() {
+    if (this.child && !this.child.stdio[4].destroyed) this.child.stdio[4].write('i');
+  }
+
+  restart() {
+    if (this.child) killTree(this.child);
+    this.child = null;
+    this.ensure();
+  }
+
+  close() {
+    this.closed = true;
+    if (this.child) killTree(this.child);
+    this.child = null;
+    if (this.current) this.current.onDeath();
+  }
+
+  // Runs one cell, writing NDJSON lines through `out(line)`; resolves when the cell is done.
+  run(code, env, out) {
+    const job = this.queue.then(() => new Promise((resolve) => {
+      if (this.closed) { resolve(); return; }
+      this.ensure();
+      let finished = false;
+      const finish = () => {
+        if (finished) return;
+        finished = true;
+        this.current = null;
+        resolve();
+      };
+      this.current = {
+        onEvent: (ev) => {
+          if (ev.type === 'done') {
+            // Let output that child processes wrote to the raw pipes arrive first.
+            setTimeout(finish, 15);
+            return;
+          }
+          if (ev.type === 'stdout' || ev.type === 'stderr') out(JSON.stringify({ type: ev.type, text: ev.text, timestamp: new Date().toISOString() }) + '\n');
+          else out(JSON.stringify(ev) + '\n');
+        },
+        onDeath: () => {
+          out(JSON.stringify({ type: 'error', name: 'UnexpectedEndOfExecution', value: 'the kernel died while executing the code', traceback: '' }) + '\n');
+          finish();
+        },
+      };
+      this.child.stdin.write(JSON.stringify({ code, env: env || {} }) + '\n');
+    }));
+    this.queue = job.catch(() => {});
+    return job;
+  }
+}
+
+function text(res, status, body) {
+  send(res, status, body, { 'Content-Type': 'text/plain; charset=utf-8' });
+}
+
+function defaultContext(sbx, language) {
+  if (!sbx.defaultContexts) sbx.defaultContexts = new Map();
+  let c = sbx.defaultContexts.get(language);
+  if (!c || c.closed) {
+    c = new Context(sbx, language, sbx.templateWorkdir || '/home/user');
+    sbx.defaultContexts.set(language, c);
+    sbx.contexts.set(c.id, c);
+  }
+  return c;
+}
+
+async function execute(emu, sbx, req, res, ctx) {
+  const tok = req.headers['x-access-token'];
+  if (tok !== sbx.envdAccessToken) { await readBody(req).catch(() => {}); return text(res, 401, 'Unauthorized: invalid or missing X-Access-Token'); }
+  let body;
+  try { body = JSON.parse((await readBody(req)).toString('utf8') || '{}'); } catch { return text(res, 422, 'Invalid JSON body'); }
+  if (typeof body.code !== 'string') return text(res, 422, 'Field "code" is required');
+  if (body.context_id && body.language) return text(res, 400, 'Only one of context_id or language can be provided');
+  let context;
+  if (body.context_id) {
+    context = sbx.contexts.get(body.context_id);
+    if (!context || context.closed) return text(res, 404, `Context ${body.context_id} not found`);
+  } else {
+    const lang = LANGS[String(body.language || 'python').toLowerCase()];
+    if (!lang) return text(res, 400, `Language ${body.language} is not supported by the E2B emulator (python only)`);
+    context = defaultContext(sbx, lang);
+  }
+  res.writeHead(200, {});
+  res.flushHeaders();
+  let chain = Promise.resolve();
+  const delay = ctx.frameDelayMs || 0;
+  const out = (line) => {
+    chain = chain.then(async () => {
+      if (delay) await sleep(delay);
+      if (!res.destroyed && !res.writableEnded) res.write(line);
+    });
+  };
+  let ka = setInterval(() => out('{"type": "keepalive"}\n'), KEEPALIVE_MS);
+  ka.unref();
+  let clientGone = false;
+  res.on('close', () => {
+    if (!res.writableEnded) { clientGone = true; context.interrupt(); }
+  });
+  await context.run(body.code, body.env_vars, out);
+  clearInterval(ka);
+  ka = null;
+  out(END_LINE);
+  await chain;
+  if (!clientGone && !res.destroyed) res.end();
+}
+
+export async function handleInterp(emu, sbx, req, res, url, ctx) {
+  const p = url.pathname.replace(/\/+$/, '') || '/';
+  const m = req.method;
+  let g;
+  if (p === '/health' && m === 'GET') return text(res, 200, 'OK');
+  if (p === '/execute' && m === 'POST') return execute(emu, sbx, req, res, ctx);
+  if (p === '/contexts' && m === 'POST') {
+    let body;
+    try { body = JSON.parse((await readBody(req)).toString('utf8') || '{}'); } catch { return text(res, 422, 'Invalid JSON body'); }
+    const lang = LANGS[String(body.language || 'python').toLowerCase()];
+    if (!lang) return text(res, 400, `Language ${body.language} is not supported by the E2B emulator (python only)`);
+    const cwd = normalizeSandboxPath(body.cwd || '/home/user');
+    const hp = hostPath(sbx.root, cwd);
+    if (hp.writable) fs.mkdirSync(hp.host, { recursive: true });
+    const c = new Context(sbx, lang, cwd);
+    c.ensure();
+    sbx.contexts.set(c.id, c);
+    return sendJson(res, 200, { id: c.id, language: c.language, cwd: c.cwd });
+  }
+  if (p === '/contexts' && m === 'GET') {
+    return sendJson(res, 200, [...sbx.contexts.values()].filter((c) => !c.closed).map((c) => ({ id: c.id, language: c.language, cwd: c.cwd })));
+  }
+  if ((g = p.match(/^\/contexts\/([^/]+)(\/restart)?$/))) {
+    const c = sbx.contexts.get(decodeURIComponent(g[1]));
+    if (!c || c.closed) return text(res, 404, `Context ${g[1]} not found`);
+    if (g[2] && m === 'POST') { c.restart(); return send(res, 204); }
+    if (!g[2] && m === 'DELETE') {
+      c.close();
+      sbx.contexts.delete(c.id);
+      return send(res, 204);
+    }
+  }
+  return text(res, 404, 'Not Found');
+}

@@ -1,0 +1,320 @@
+// Template registry and the build system v2 emulation.
+//
+// A "build" materialises a sandbox file tree: the base is the host system (fromImage is logged,
+// not pulled) or another template's tree (fromTemplate); COPY extracts the uploaded tar
+// into the tree, RUN executes in the tree (bubblewrap view, see runtime.mjs), ENV/WORKDIR/USER
+// set defaults for sandboxes created from it. The start command runs in every new sandbox.
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { randomId, uuid } from './util.mjs';
+import { makeTree, rmrf, spawnIn, hostPath, killTree, liveChildren } from './runtime.mjs';
+
+const DEFAULT_TEMPLATES = ['base', 'code-interpreter-v1'];
+
+export class Templates {
+  constructor(emu) {
+    this.emu = emu;
+    this.dir = path.join(emu.stateDir, 'templates');
+    fs.mkdirSync(this.dir, { recursive: true });
+    this.byId = new Map();
+    this.uploads = new Map(); // token -> {templateID, hash}
+    this.running = new Set(); // build children
+    this.reset();
+  }
+
+  reset() {
+    for (const c of this.running) killTree(c);
+    this.running.clear();
+    for (const t of this.byId.values()) for (const b of t.builds) if (b.root) rmrf(b.root);
+    rmrf(path.join(this.dir, 'files'));
+    this.byId.clear();
+    this.uploads.clear();
+    fs.mkdirSync(path.join(this.dir, 'files'), { recursive: true });
+    for (const name of DEFAULT_TEMPLATES) {
+      const t = this.newTemplate(name, true);
+      const b = this.newBuild(t, {});
+      b.status = 'ready';
+      b.finishedAt = Date.now();
+      t.tags.set('default', b.buildID);
+    }
+  }
+
+  shutdown() {
+    for (const c of this.running) killTree(c);
+    this.running.clear();
+  }
+
+  newTemplate(name, isPublic = false) {
+    const t = {
+      templateID: randomId('', 20),
+      names: [name],
+      public: isPublic,
+      builds: [],
+      tags: new Map(),
+      files: new Set(), // uploaded files hashes
+      createdAt: Date.now(),
+      updatedAt: Date.now(),
+    };
+    this.byId.set(t.templateID, t);
+    return t;
+  }
+
+  newBuild(t, { cpuCount, memoryMB, tags }) {
+    const b = {
+      buildID: uuid(),
+      templateID: t.templateID,
+      status: 'waiting',
+      logEntries: [],
+      reason: undefined,
+      root: null,
+      env: {},
+      user: 'user',
+      workdir: undefined,
+      startCmd: undefined,
+      readyCmd: undefined,
+      cpuCount: cpuCount || 2,
+      memoryMB: memoryMB || 512,
+      requestedTags: tags && tags.length ? tags : ['default'],
+      createdAt: Date.now(),
+      updatedAt: Date.now(),
+      finishedAt: undefined,
+    };
+    t.builds.push(b);
+    return b;
+  }
+
+  // name | team/name | name:tag | templateID -> {template, build?, tag}
+  lookup(ref) {
+    if (typeof ref !== 'string' || ref === '') return null;
+    let name = ref;
+    let tag = 'default';
+    const colon = name.lastIndexOf(':');
+    if (colon > 0) { tag = name.slice(colon + 1); name = name.slice(0, colon); }
+    const slash = name.lastIndexOf('/');
+    if (slash >= 0) name = name.slice(slash + 1);
+    for (const t of this.byId.values()) {
+      if (t.templateID === name || t.names.includes(name)) return { template: t, tag };
+    }
+    return null;
+  }
+
+  // A template usable for create: its tag points at a ready build.
+  resolve(ref) {
+    const found = this.lookup(ref);
+    if (!found) return null;
+    const bid = found.template.tags.get(found.tag);
+    const build = found.template.builds.find((b) => b.buildID === bid && b.status === 'ready');
+    if (!build) return null;
+    return { template: found.template, build };
+  }
+
+  list() {
+    return [...this.byId.values()].map((t) => {
+      const last = t.builds[t.builds.length - 1];
+      return {
+        templateID: t.templateID,
+        buildID: last ? last.buildID : undefined,
+        names: t.names,
+        aliases: t.names,
+        public: t.public,
+        cpuCount: last ? last.cpuCount : 2,
+        memoryMB: last ? last.memoryMB : 512,
+        diskSizeMB: 1024,
+        envdVersion: '0.6.13',
+        buildStatus: last ? last.status : 'waiting',
+        buildCount: t.builds.length,
+        spawnCount: 0,
+        createdAt: new Date(t.createdAt).toISOString(),
+        updatedAt: new Date(t.updatedAt).toISOString(),
+        lastSpawnedAt: null,
+        createdBy: null,
+      };
+    });
+  }
+
+  filePath(templateID, hash) {
+    return path.join(this.dir, 'files', `${templateID}-${hash}.tar`);
+  }
+
+  log(b, message, level = 'info', step) {
+    const e = { timestamp: new Date().toISOString(), level, message };
+    if (step !== undefined) e.step = String(step);
+    b.logEntries.push(e);
+    b.updatedAt = Date.now();
+  }
+
+  fail(b, message, step) {
+    this.log(b, message, 'error', step);
+    b.status = 'error';
+    b.reason = { message, step: step === undefined ? undefined : String(step), logEntries: b.logEntries.slice(-5) };
+    b.finishedAt = Date.now();
+    if (b.root) { rmrf(b.root); b.root = null; }
+  }
+
+  // Run the build JSON (TemplateBuildStartV2) in the background.
+  start(t, b, spec) {
+    b.status = 'building';
+    b.spec = spec;
+    this.run(t, b, spec).catch((e) => {
+      if (b.status === 'building') this.fail(b, `internal emulator error: ${e.message}`);
+    });
+  }
+
+  async run(t, b, spec) {
+    const steps = Array.isArray(spec.steps) ? spec.steps : [];
+    b.root = path.join(this.dir, `build-${b.buildID}`);
+    this.log(b, `Building template ${t.templateID}/${b.buildID}`);
+    if (spec.fromTemplate) {
+      const base = this.resolve(spec.fromTemplate);
+      if (!base) return this.fail(b, `base template '${spec.fromTemplate}' not found`, 'base');
+      if (base.build.root) fs.cpSync(base.build.root, b.root, { recursive: true, verbatimSymlinks: true });
+      Object.assign(b.env, base.build.env);
+      b.user = base.build.user;
+      b.workdir = base.build.workdir;
+      this.log(b, `[base] FROM template ${spec.fromTemplate}`, 'info', 'base');
+    } else {
+      const image = spec.fromImage || 'e2bdev/base';
+      this.log(b, `[base] FROM ${image} (emulated by the host system)`, 'info', 'base');
+    }
+    makeTree(b.root);
+    let user = b.user || 'user';
+    for (let i = 0; i < steps.length; i++) {
+      const step = steps[i] || {};
+      const n = i + 1;
+      const args = Array.isArray(step.args) ? step.args : [];
+      this.log(b, `[builder ${n}/${steps.length}] ${step.type} ${args.join(' ')}`.trim(), 'info', n);
+      try {
+        switch (step.type) {
+          case 'RUN': {
+            const runUser = args[1] || user;
+            const r = await this.runCmd(b, args[0] || '', runUser, n);
+            if (r !== 0) return this.fail(b, `step ${n} failed: command '${args[0]}' exited with code ${r}`, n);
+            break;
+          }
+          case 'COPY': {
+            const err = await this.copy(t, b, step, args);
+            if (err) return this.fail(b, `step ${n} failed: ${err}`, n);
+            break;
+          }
+          case 'ENV':
+            for (let k = 0; k + 1 < args.length; k += 2) b.env[args[k]] = args[k + 1];
+            break;
+          case 'WORKDIR': {
+            const w = path.posix.resolve(b.workdir || '/home/user', args[0] || '/');
+            const hp = hostPath(b.root, w);
+            if (hp.writable) fs.mkdirSync(hp.host, { recursive: true });
+            b.workdir = w;
+            break;
+          }
+          case 'USER':
+            user = args[0] || 'user';
+            b.user = user;
+            break;
+          default:
+            return this.fail(b, `step ${n}: unsupported instruction type '${step.type}'`, n);
+        }
+      } catch (e) {
+        return this.fail(b, `step ${n} failed: ${e.message}`, n);
+      }
+    }
+    if (spec.startCmd) {
+      b.startCmd = spec.startCmd;
+      this.log(b, `[finalize] start command: ${spec.startCmd}`, 'info', 'finalize');
+    }
+    if (spec.readyCmd) {
+      b.readyCmd = spec.readyCmd;
+      this.log(b, `[finalize] ready command: ${spec.readyCmd} (not awaited by the emulator)`, 'info', 'finalize');
+    }
+    this.log(b, 'Build finished', 'info', 'finalize');
+    b.status = 'ready';
+    b.finishedAt = Date.now();
+    t.updatedAt = Date.now();
+    for (const tag of b.requestedTags) t.tags.set(tag, b.buildID);
+  }
+
+  runCmd(b, cmd, user, n) {
+    return new Promise((resolve) => {
+      const env = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: user === 'root' ? '/root' : '/home/user', USER: user, LANG: 'C.UTF-8', ...b.env };
+      const child = spawnIn(b.root, ['/bin/bash', '-c', cmd], { env, cwd: b.workdir || (user === 'root' ? '/root' : '/home/user') });
+      this.running.add(child);
+      let pending = '';
+      const onData = (level) => (d) => {
+        pending += d.toString('utf8');
+        let i;
+        while ((i = pending.indexOf('\n')) >= 0) {
+          this.log(b, pending.slice(0, i), level, n);
+          pending = pending.slice(i + 1);
+        }
+      };
+      child.stdout.on('data', onData('info'));
+      child.stderr.on('data', onData('info'));
+      child.on('error', () => { this.running.delete(child); resolve(127); });
+      child.on('close', (code, sig) => {
+        this.running.delete(child);
+        if (pending) this.log(b, pending, 'info', n);
+        resolve(sig ? 128 : code);
+      });
+    });
+  }
+
+  async copy(t, b, step, args) {
+    const [src, dest, , mode] = args;
+    if (!src || !dest) return 'COPY needs a source and a destination';
+    const file = this.filePath(t.templateID, step.filesHash);
+    if (!step.filesHash || !fs.existsSync(file)) return `files for '${src}' (hash ${step.filesHash}) were not uploaded`;
+    const ctx = fs.mkdtempSync(path.join(this.dir, 'ctx-'));
+    try {
+      const code = await new Promise((resolve) => {
+        const c = spawn('tar', ['-xf', file, '-C', ctx, '--no-same-owner'], { stdio: 'ignore' });
+        liveChildren.add(c);
+        c.on('close', (rc) => { liveChildren.delete(c); resolve(rc); });
+        c.on('error', () => { liveChildren.delete(c); resolve(-1); });
+      });
+      if (code !== 0) return `could not extract the uploaded archive for '${src}'`;
+      const destAbs = path.posix.resolve(b.workdir || '/home/user', dest);
+      const target = hostPath(b.root, destAbs);
+      if (!target.writable) return `destination '${destAbs}' is outside the emulator's writable tree`;
+      const matches = globMatches(ctx, src);
+      if (matches.length === 0) return `no files matched '${src}'`;
+      for (const m of matches) {
+        const st = fs.lstatSync(m);
+        let to;
+        if (st.isDirectory()) to = target.host;
+        else if (dest.endsWith('/') || matches.length > 1 || isDir(target.host)) to = path.join(target.host, path.basename(m));
+        else to = target.host;
+        fs.mkdirSync(st.isDirectory() ? to : path.dirname(to), { recursive: true });
+        fs.cpSync(m, to, { recursive: true, verbatimSymlinks: true, force: true });
+        if (mode) fs.chmodSync(to, parseInt(mode, 8));
+      }
+      return null;
+    } finally {
+      rmrf(ctx);
+    }
+  }
+}
+
+function isDir(p) {
+  try { return fs.statSync(p).isDirectory(); } catch { return false; }
+}
+
+// Files under `base` matching a glob relative to it (*, ?, ** supported).
+function globMatches(base, pattern) {
+  const clean = pattern.replace(/^\.\/+/, '').replace(/\/+$/, '');
+  if (!/[*?[]/.test(clean)) {
+    const p = path.join(base, clean);
+    return fs.existsSync(p) ? [p] : [];
+  }
+  const re = new RegExp('^' + clean.split('/').map((seg) => (seg === '**' ? '.*' : seg
+    .replace(/[.+^${}()|\\]/g, '\\$&').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]'))).join('/') + '$');
+  const out = [];
+  const walk = (dir, rel) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      if (re.test(r)) out.push(path.join(dir, e.name));
+      else if (e.isDirectory()) walk(path.join(dir, e.name), r);
+    }
+  };
+  walk(base, '');
+  return out;
+}

@@ -1,0 +1,228 @@
+#!/usr/bin/env node
+// E2B wire-protocol emulator (tests only). See spec/emulators/README.md.
+//
+//   node server.mjs [--port N] [--host 127.0.0.1] [--api-key KEY]... [--domain D] [--verbose]
+//
+// Prints "listening <base-url>" as the first stdout line. One listener serves the control plane,
+// envd (port 49983) and the code interpreter (port 49999) of every sandbox, routed by the
+// E2b-Sandbox-Id / E2b-Sandbox-Port headers or by a "<port>-<sandboxId>.<domain>" Host, plus the
+// /_emulator admin API.
+import http from 'node:http';
+import { Emulator } from './lib/emulator.mjs';
+import { handleControl, handleUpload } from './lib/control.mjs';
+import { handleEnvd } from './lib/envd.mjs';
+import { handleInterp } from './lib/interp.mjs';
+import { limitResponseBytes } from './lib/faults.mjs';
+import { readBody, parseJson, send, sendJson, apiError, sleep } from './lib/util.mjs';
+import { killAllChildren, hasBwrap } from './lib/runtime.mjs';
+import { unaryError, ServerStream } from './lib/connect.mjs';
+
+function parseArgs(argv) {
+  const o = { port: 0, host: '127.0.0.1', keys: [], domain: 'e2b.local', verbose: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const val = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    if (a === '--port') o.port = Number(val());
+    else if (a.startsWith('--port=')) o.port = Number(a.slice(7));
+    else if (a === '--api-key') o.keys.push(val());
+    else if (a.startsWith('--api-key=')) o.keys.push(a.slice(10));
+    else if (a === '--host') o.host = val();
+    else if (a === '--domain') o.domain = val();
+    else if (a === '--verbose' || a === '-v') o.verbose = true;
+    else if (a === '--help' || a === '-h') {
+      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--verbose]\n');
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a}`);
+  }
+  if (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535) throw new Error('--port must be 0..65535');
+  if (o.keys.length === 0) o.keys.push('e2b_test_key');
+  return o;
+}
+
+let opts;
+try {
+  opts = parseArgs(process.argv.slice(2));
+} catch (e) {
+  process.stderr.write(`emulator e2b: ${e.message}\n`);
+  process.exit(2);
+}
+
+const log = opts.verbose ? (m) => process.stderr.write(`[e2b-emu] ${m}\n`) : () => {};
+const emu = new Emulator({ keys: opts.keys, domain: opts.domain, log });
+
+// Where a request goes: the control plane, or a sandbox port on the data plane.
+function route(req) {
+  const id = req.headers['e2b-sandbox-id'];
+  const port = req.headers['e2b-sandbox-port'];
+  if (id !== undefined || port !== undefined) {
+    if (id === undefined) return { error: 'Missing header: E2b-Sandbox-Id' };
+    if (port === undefined) return { error: 'Missing header: E2b-Sandbox-Port' };
+    return { sandboxId: String(id), port: Number(port) };
+  }
+  const host = String(req.headers.host || '').replace(/:\d+$/, '');
+  const m = /^(\d+)-([a-z0-9]+)\.(.+)$/i.exec(host);
+  if (m) return { sandboxId: m[2], port: Number(m[1]) };
+  return null;
+}
+
+function faultBody(rule, plane, sandboxId, isConnect, isStream) {
+  const status = rule.status;
+  const msg = rule.message || ({
+    401: plane === 'api' ? 'Invalid API key, please visit https://e2b.dev/docs/api-key for more information.' : 'unauthorized access, please provide a valid access token or method signing if supported',
+    404: 'not found (injected fault)',
+    429: 'Rate limit exceeded, please try again later.',
+    500: 'internal server error (injected fault)',
+    502: 'The sandbox was not found',
+    503: 'service is temporarily unavailable (injected fault)',
+  }[status] || `injected fault ${status}`);
+  if (rule.body !== undefined) return { type: 'text/plain', body: typeof rule.body === 'string' ? rule.body : JSON.stringify(rule.body) };
+  if (plane === 'jupyter' && status !== 502) return { type: 'text/plain', body: msg };
+  if (status === 502 && plane !== 'api') return { type: 'application/json', body: JSON.stringify({ sandboxId, message: msg, code: 502 }) };
+  if (isConnect && !isStream) {
+    const code = { 401: 'unauthenticated', 404: 'not_found', 429: 'resource_exhausted', 500: 'internal', 503: 'unavailable', 400: 'invalid_argument', 403: 'permission_denied', 409: 'already_exists', 504: 'deadline_exceeded', 507: 'resource_exhausted' }[status] || 'unknown';
+    return { type: 'application/json', body: JSON.stringify({ code, message: msg }) };
+  }
+  return { type: 'application/json', body: JSON.stringify({ code: status, message: msg }) };
+}
+
+async function admin(req, res, url) {
+  const p = url.pathname;
+  const m = req.method;
+  let g;
+  if (p === '/_emulator/state' && m === 'GET') return sendJson(res, 200, { ...emu.state(), bwrap: hasBwrap(), baseUrl: emu.baseUrl });
+  if (p === '/_emulator/reset' && m === 'POST') { await readBody(req); emu.reset(); return sendJson(res, 200, { ok: true }); }
+  if (p === '/_emulator/faults' && m === 'GET') return sendJson(res, 200, emu.faults.list());
+  if (p === '/_emulator/faults' && m === 'DELETE') { emu.faults.clear(); return send(res, 204); }
+  if (p === '/_emulator/faults' && m === 'POST') {
+    let body;
+    try { body = parseJson(await readBody(req)); } catch { return sendJson(res, 400, { error: 'invalid JSON' }); }
+    const specs = Array.isArray(body) ? body : Array.isArray(body.faults) ? body.faults : [body];
+    try {
+      const rules = specs.map((s) => emu.faults.add(s));
+      return sendJson(res, 200, { ids: rules.map((r) => r.id) });
+    } catch (e) {
+      return sendJson(res, 400, { error: e.message });
+    }
+  }
+  if ((g = p.match(/^\/_emulator\/sandboxes\/([^/]+)\/(kill|expire)$/)) && m === 'POST') {
+    await readBody(req);
+    const sbx = emu.sandboxes.get(decodeURIComponent(g[1]));
+    if (!sbx) return sendJson(res, 404, { error: 'no such sandbox' });
+    if (g[2] === 'kill') emu.killSandbox(sbx, 'admin');
+    else emu.expire(sbx);
+    return send(res, 204);
+  }
+  return sendJson(res, 404, { error: `no admin route ${m} ${p}` });
+}
+
+async function handle(req, res) {
+  const url = new URL(req.url, 'http://emulator');
+  if (url.pathname.startsWith('/_emulator/')) return admin(req, res, url);
+
+  const r = route(req);
+  if (r && r.error) return apiError(res, 400, r.error);
+  const plane = url.pathname.startsWith('/_upload/') ? 'upload' : r ? (r.port === 49999 ? 'jupyter' : 'envd') : 'api';
+  const sandboxId = r ? r.sandboxId : (url.pathname.match(/^\/(?:v2\/)?sandboxes\/([^/]+)/) || [])[1];
+  const isConnect = plane === 'envd' && /^\/(process\.Process|filesystem\.Filesystem)\//.test(url.pathname);
+  const isStream = isConnect && /\/(Start|Connect|WatchDir)$/.test(url.pathname);
+  const ctx = { frameDelayMs: 0 };
+
+  const rule = emu.faults.take({ method: req.method, path: url.pathname, plane, sandboxId });
+  if (rule) {
+    log(`fault #${rule.id} ${rule.action} on ${req.method} ${url.pathname} (${plane})`);
+    if (rule.delayMs) await sleep(rule.delayMs);
+    switch (rule.action) {
+      case 'status': {
+        await readBody(req).catch(() => {});
+        const { type, body } = faultBody(rule, plane, sandboxId, isConnect, isStream);
+        const headers = { 'Content-Type': type };
+        if (rule.retryAfter !== undefined && rule.retryAfter !== null) headers['Retry-After'] = String(rule.retryAfter);
+        return send(res, rule.status, body, headers);
+      }
+      case 'cut_before_response':
+        await readBody(req).catch(() => {});
+        res.socket?.destroy();
+        return;
+      case 'cut_after_bytes':
+        limitResponseBytes(res, rule.bytes);
+        break;
+      case 'slow_stream':
+        ctx.frameDelayMs = rule.frameDelayMs;
+        break;
+      case 'kill_sandbox': {
+        const sbx = emu.sandboxes.get(rule.sandboxId || sandboxId);
+        if (sbx) {
+          if (rule.afterMs > 0) setTimeout(() => emu.killSandbox(sbx, `fault #${rule.id}`), rule.afterMs);
+          else emu.killSandbox(sbx, `fault #${rule.id}`);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  if (plane === 'upload') return handleUpload(emu, req, res, url);
+  if (plane === 'api') return handleControl(emu, req, res, url);
+
+  // Data plane: the edge proxy in front of the sandbox.
+  const sbx = emu.sandboxes.get(r.sandboxId);
+  if (!sbx || sbx.state !== 'running') {
+    if (sbx && sbx.state === 'paused' && sbx.autoResume) {
+      emu.resume(sbx, 300);
+    } else {
+      await readBody(req).catch(() => {});
+      return sendJson(res, 502, { sandboxId: r.sandboxId, message: 'The sandbox was not found', code: 502 });
+    }
+  }
+  if (r.port !== 49983 && r.port !== 49999) {
+    await readBody(req).catch(() => {});
+    return sendJson(res, 502, { sandboxId: r.sandboxId, message: 'The sandbox is running but port is not open', port: r.port, code: 502 });
+  }
+  sbx.active.add(res);
+  res.on('close', () => sbx.active.delete(res));
+  if (r.port === 49999) return handleInterp(emu, sbx, req, res, url, ctx);
+  return handleEnvd(emu, sbx, req, res, url, ctx);
+}
+
+const server = http.createServer({ keepAliveTimeout: 65000, requestTimeout: 0 }, (req, res) => {
+  handle(req, res).catch((e) => {
+    log(`error handling ${req.method} ${req.url}: ${e.stack || e}`);
+    if (!res.headersSent) {
+      if (req.headers['content-type'] === 'application/connect+json') new ServerStream(res).end({ code: 'internal', message: String(e.message) });
+      else if (req.headers['content-type'] === 'application/json' && /^\/(process|filesystem)\./.test(req.url)) unaryError(res, 'internal', String(e.message));
+      else apiError(res, 500, `emulator error: ${e.message}`);
+    } else res.socket?.destroy();
+  });
+});
+
+let stopping = false;
+function stop(code = 0) {
+  if (stopping) return;
+  stopping = true;
+  log('shutting down');
+  try { emu.shutdown(); } catch (e) { process.stderr.write(`emulator e2b: shutdown: ${e.message}\n`); }
+  killAllChildren();
+  server.close();
+  server.closeAllConnections?.();
+  setImmediate(() => process.exit(code));
+}
+process.on('SIGTERM', () => stop(0));
+process.on('SIGINT', () => stop(0));
+process.on('SIGHUP', () => stop(0));
+process.on('exit', () => { killAllChildren(); emu.shutdown(); });
+
+server.on('error', (e) => {
+  process.stderr.write(`emulator e2b: ${e.message}\n`);
+  stop(1);
+});
+
+server.listen(opts.port, opts.host, () => {
+  const { port } = server.address();
+  emu.baseUrl = `http://${opts.host}:${port}`;
+  process.stdout.write(`listening ${emu.baseUrl}\n`);
+  log(`api keys: ${opts.keys.length}, bubblewrap: ${hasBwrap()}, state dir: ${emu.stateDir}`);
+});
