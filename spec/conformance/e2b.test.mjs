@@ -1,0 +1,332 @@
+// Conformance: the official E2B JS SDKs (e2b, @e2b/code-interpreter; versions pinned in
+// spec/package.json) against glsb's E2B emulator. A scenario the SDK rejects is an emulator bug.
+//
+//   cd spec && npm ci && node --test conformance/
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Sandbox } from '@e2b/code-interpreter';
+import {
+  Sandbox as BaseSandbox, Template, AuthenticationError, CommandExitError, TimeoutError,
+  RateLimitError, SandboxNotFoundError, FileNotFoundError, BuildError,
+} from 'e2b';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const KEY = 'e2b_conformance_key';
+
+for (const k of ['E2B_API_KEY', 'E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_DOMAIN', 'E2B_DEBUG', 'E2B_ACCESS_TOKEN']) delete process.env[k];
+
+let emu = null;
+let base = null;
+let opts = null;
+
+async function startEmulator() {
+  const child = spawn(path.join(ROOT, 'scripts', 'emulator'), ['e2b', '--port', '0', '--api-key', KEY], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d; });
+  const first = await new Promise((resolve, reject) => {
+    const rl = readline.createInterface({ input: child.stdout });
+    const t = setTimeout(() => reject(new Error(`emulator did not start in 10 s: ${stderr}`)), 10000);
+    rl.once('line', (line) => { clearTimeout(t); rl.close(); resolve(line); });
+    child.once('exit', (code) => { clearTimeout(t); reject(new Error(`emulator exited (${code}): ${stderr}`)); });
+  });
+  const m = /^listening (http:\/\/\S+)$/.exec(first);
+  if (!m) throw new Error(`unexpected first line from the emulator: ${first}`);
+  return { child, url: m[1], stderr: () => stderr };
+}
+
+async function adminJson(method, p, body) {
+  const res = await fetch(base + p, {
+    method,
+    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  assert.ok(res.ok, `${method} ${p} -> ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+const fault = (spec) => adminJson('POST', '/_emulator/faults', spec);
+const state = () => adminJson('GET', '/_emulator/state');
+
+async function withSandbox(fn, extra = {}) {
+  const sbx = await Sandbox.create({ ...opts, ...extra });
+  try {
+    return await fn(sbx);
+  } finally {
+    await sbx.kill().catch(() => {});
+  }
+}
+
+before(async () => {
+  emu = await startEmulator();
+  base = emu.url;
+  opts = { apiKey: KEY, apiUrl: base, sandboxUrl: base, requestTimeoutMs: 20000 };
+});
+
+after(async () => {
+  if (!emu) return;
+  const exited = new Promise((r) => emu.child.once('exit', r));
+  emu.child.kill('SIGTERM');
+  await exited;
+});
+
+test('create returns a running sandbox that getInfo, list and isRunning see', async () => {
+  await withSandbox(async (sbx) => {
+    assert.match(sbx.sandboxId, /^i[a-z0-9]+$/);
+    assert.equal(await sbx.isRunning(), true);
+    const info = await BaseSandbox.getInfo(sbx.sandboxId, opts);
+    assert.equal(info.sandboxId, sbx.sandboxId);
+    assert.equal(info.state, 'running');
+    assert.deepEqual(info.metadata, { suite: 'conformance' });
+    assert.ok(info.endAt.getTime() > Date.now() + 200_000, 'default timeout is 300 s');
+    const items = await BaseSandbox.list({ ...opts, query: { metadata: { suite: 'conformance' } } }).nextItems();
+    assert.ok(items.some((s) => s.sandboxId === sbx.sandboxId));
+    const none = await BaseSandbox.list({ ...opts, query: { metadata: { suite: 'other' } } }).nextItems();
+    assert.equal(none.length, 0);
+  }, { metadata: { suite: 'conformance' } });
+});
+
+test('runCode keeps state across calls and streams stdout', async () => {
+  await withSandbox(async (sbx) => {
+    const first = await sbx.runCode('x = 21\nprint("set x")');
+    assert.equal(first.error, undefined);
+    assert.deepEqual(first.logs.stdout, ['set x\n']);
+    const seen = [];
+    const second = await sbx.runCode('x * 2', { onStdout: (o) => seen.push(o.line) });
+    assert.equal(second.error, undefined);
+    assert.equal(second.text, '42');
+    assert.equal(second.results.length, 1);
+    assert.equal(second.results[0].isMainResult, true);
+    assert.ok(second.executionCount >= 2);
+    const third = await sbx.runCode('import sys\nprint("a"); print("b", file=sys.stderr)', { onStdout: (o) => seen.push(o.line) });
+    assert.deepEqual(third.logs.stdout, ['a\n']);
+    assert.deepEqual(third.logs.stderr, ['b\n']);
+    assert.deepEqual(seen, ['a\n']);
+  });
+});
+
+test('a failing cell resolves with name, value and traceback (not thrown)', async () => {
+  await withSandbox(async (sbx) => {
+    let fromCallback = null;
+    const ex = await sbx.runCode('def f():\n    return 1 / 0\nf()', { onError: (e) => { fromCallback = e; } });
+    assert.ok(ex.error, 'execution.error is set');
+    assert.equal(ex.error.name, 'ZeroDivisionError');
+    assert.equal(ex.error.value, 'division by zero');
+    assert.match(ex.error.traceback, /ZeroDivisionError/);
+    assert.match(ex.error.traceback, /in f/);
+    assert.equal(fromCallback && fromCallback.name, 'ZeroDivisionError');
+    const after = await sbx.runCode('"still alive"');
+    assert.equal(after.text, 'still alive');
+  });
+});
+
+test('commands.run reports stdout, stderr and exit code; non-zero throws CommandExitError', async () => {
+  await withSandbox(async (sbx) => {
+    const ok = await sbx.commands.run('echo out; echo err >&2; pwd');
+    assert.equal(ok.exitCode, 0);
+    assert.equal(ok.stdout, 'out\n/home/user\n');
+    assert.equal(ok.stderr, 'err\n');
+    const streamed = [];
+    await sbx.commands.run('printf "1\\n"; printf "2\\n"', { onStdout: (d) => streamed.push(d) });
+    assert.equal(streamed.join(''), '1\n2\n');
+    await assert.rejects(sbx.commands.run('echo partial; echo bad >&2; exit 3'), (e) => {
+      assert.ok(e instanceof CommandExitError, `got ${e && e.constructor.name}: ${e}`);
+      assert.equal(e.exitCode, 3);
+      assert.equal(e.stdout, 'partial\n');
+      assert.equal(e.stderr, 'bad\n');
+      return true;
+    });
+    const env = await sbx.commands.run('echo "$GREETING from $(whoami 2>/dev/null || echo someone)"', { envs: { GREETING: 'hello' }, cwd: '/tmp' });
+    assert.match(env.stdout, /^hello from /);
+  });
+});
+
+test('a command past its timeout is killed and the SDK raises TimeoutError', async () => {
+  await withSandbox(async (sbx) => {
+    const t0 = Date.now();
+    await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 700 }), (e) => {
+      assert.ok(e instanceof TimeoutError, `got ${e && e.constructor.name}: ${e}`);
+      return true;
+    });
+    assert.ok(Date.now() - t0 < 5000);
+    // The emulator killed the process (Connect-Timeout-Ms is the process lifetime).
+    let procs = null;
+    for (let i = 0; i < 20; i++) {
+      const s = await state();
+      procs = s.sandboxes.find((x) => x.sandboxID === sbx.sandboxId).processes;
+      if (procs.length === 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(procs, []);
+  });
+});
+
+test('background command: list, kill', async () => {
+  await withSandbox(async (sbx) => {
+    const h = await sbx.commands.run('sleep 30', { background: true, timeoutMs: 0 });
+    const listed = await sbx.commands.list();
+    assert.ok(listed.some((p) => p.pid === h.pid));
+    assert.equal(await sbx.commands.kill(h.pid), true);
+    await assert.rejects(h.wait(), (e) => e instanceof CommandExitError);
+    assert.equal(await sbx.commands.kill(999999), false);
+  });
+});
+
+test('files: write then read, list, exists, makeDir, rename, remove; commands see the same files', async () => {
+  await withSandbox(async (sbx) => {
+    const w = await sbx.files.write('/home/user/hello.txt', 'hi there\n');
+    assert.equal(w.path, '/home/user/hello.txt');
+    assert.equal(await sbx.files.read('/home/user/hello.txt'), 'hi there\n');
+    const bytes = await sbx.files.read('hello.txt', { format: 'bytes' });
+    assert.equal(Buffer.from(bytes).toString(), 'hi there\n');
+    assert.equal((await sbx.commands.run('cat /home/user/hello.txt')).stdout, 'hi there\n');
+    await sbx.commands.run('mkdir -p /home/user/d && echo made > /home/user/d/by-cmd.txt');
+    assert.equal(await sbx.files.read('/home/user/d/by-cmd.txt'), 'made\n');
+    const many = await sbx.files.write([
+      { path: '/home/user/d/a.txt', data: 'A' },
+      { path: '/home/user/d/b.bin', data: new Uint8Array([0, 1, 2, 255]) },
+    ]);
+    assert.equal(many.length, 2);
+    assert.deepEqual([...(await sbx.files.read('/home/user/d/b.bin', { format: 'bytes' }))], [0, 1, 2, 255]);
+    const entries = await sbx.files.list('/home/user');
+    const names = entries.map((e) => e.name).sort();
+    assert.ok(names.includes('hello.txt') && names.includes('d'), names.join(','));
+    const hello = entries.find((e) => e.name === 'hello.txt');
+    assert.equal(hello.type, 'file');
+    assert.equal(hello.size, 9);
+    assert.equal(hello.path, '/home/user/hello.txt');
+    assert.equal(entries.find((e) => e.name === 'd').type, 'dir');
+    assert.equal(await sbx.files.exists('/home/user/hello.txt'), true);
+    assert.equal(await sbx.files.exists('/home/user/nope.txt'), false);
+    assert.equal(await sbx.files.makeDir('/home/user/newdir'), true);
+    assert.equal(await sbx.files.makeDir('/home/user/newdir'), false);
+    const moved = await sbx.files.rename('/home/user/hello.txt', '/home/user/newdir/hello.txt');
+    assert.equal(moved.path, '/home/user/newdir/hello.txt');
+    await sbx.files.remove('/home/user/newdir');
+    assert.equal(await sbx.files.exists('/home/user/newdir'), false);
+    await assert.rejects(sbx.files.read('/home/user/missing.txt'), (e) => e instanceof FileNotFoundError);
+    const info = await sbx.files.getInfo('/home/user/d/a.txt');
+    assert.equal(info.size, 1);
+  });
+});
+
+test('setTimeout moves the end of life; the sandbox expires at its timeout', async () => {
+  await withSandbox(async (sbx) => {
+    await sbx.setTimeout(120_000);
+    const info = await sbx.getInfo();
+    const left = info.endAt.getTime() - Date.now();
+    assert.ok(left > 110_000 && left <= 121_000, `endAt in ${left} ms`);
+    await sbx.setTimeout(1000);
+    await new Promise((r) => setTimeout(r, 1800));
+    assert.equal(await sbx.isRunning(), false);
+    await assert.rejects(BaseSandbox.getInfo(sbx.sandboxId, opts), (e) => e instanceof SandboxNotFoundError);
+  });
+});
+
+test('kill removes the sandbox; kill of an unknown sandbox returns false', async () => {
+  const sbx = await Sandbox.create(opts);
+  await sbx.runCode('1');
+  await sbx.commands.run('sleep 30', { background: true });
+  const root = (await state()).sandboxes.find((s) => s.sandboxID === sbx.sandboxId).root;
+  assert.ok(fs.existsSync(root));
+  assert.equal(await sbx.kill(), true);
+  assert.equal(await BaseSandbox.kill(sbx.sandboxId, opts), false);
+  assert.equal(await BaseSandbox.kill('inotasandbox0000000', opts), false);
+  assert.ok(!fs.existsSync(root), 'sandbox temp dir removed');
+  assert.equal((await state()).sandboxes.some((s) => s.sandboxID === sbx.sandboxId), false);
+  await assert.rejects(sbx.commands.run('true'));
+});
+
+test('a wrong API key raises AuthenticationError', async () => {
+  await assert.rejects(Sandbox.create({ ...opts, apiKey: 'e2b_wrong_key' }), (e) => {
+    assert.ok(e instanceof AuthenticationError, `got ${e && e.constructor.name}: ${e}`);
+    assert.match(e.message, /Invalid API key/);
+    return true;
+  });
+  await assert.rejects(BaseSandbox.kill('ixxxxxxxxxxxxxxxxxxx', { ...opts, apiKey: 'e2b_wrong_key' }), AuthenticationError);
+});
+
+test('429 with Retry-After is retried by the SDK; without it, RateLimitError', async () => {
+  await fault({ method: 'POST', path: '^/v2/sandboxes$', action: 'status', status: 429, retryAfter: 1 });
+  const t0 = Date.now();
+  const sbx = await BaseSandbox.create(opts);
+  const took = Date.now() - t0;
+  await sbx.kill();
+  assert.ok(took >= 900, `retried after Retry-After (took ${took} ms)`);
+  assert.equal((await adminJson('GET', '/_emulator/faults'))[0].remaining, 0);
+
+  await adminJson('DELETE', '/_emulator/faults');
+  await fault({ method: 'POST', path: '^/v2/sandboxes$', status: 429 });
+  await assert.rejects(BaseSandbox.create(opts), (e) => {
+    assert.ok(e instanceof RateLimitError, `got ${e && e.constructor.name}: ${e}`);
+    return true;
+  });
+
+  // More 429s than the SDK's retries (3): the last one surfaces.
+  await adminJson('DELETE', '/_emulator/faults');
+  await fault({ method: 'POST', path: '^/v2/sandboxes$', status: 429, retryAfter: 0, times: 4 });
+  await assert.rejects(BaseSandbox.create(opts), RateLimitError);
+  await adminJson('DELETE', '/_emulator/faults');
+});
+
+test('Template.build (fromImage, copy, runCmd, setEnvs) then create from it', async () => {
+  const ctx = fs.mkdtempSync(path.join(os.tmpdir(), 'glsb-e2b-conf-ctx-'));
+  try {
+    fs.writeFileSync(path.join(ctx, 'hello.txt'), 'hello from the build context\n');
+    fs.mkdirSync(path.join(ctx, 'pkg'));
+    fs.writeFileSync(path.join(ctx, 'pkg', 'mod.py'), 'VALUE = 7\n');
+    const tpl = Template({ fileContextPath: ctx })
+      .fromImage('python:3.12')
+      .copy('hello.txt', '/app/hello.txt')
+      .copy('pkg', '/app/pkg')
+      .setEnvs({ GLSB_TEMPLATE: 'yes' })
+      .runCmd('cat /app/hello.txt > /app/copied.txt && echo built-step-output');
+    const logs = [];
+    const name = 'glsb-conformance-tpl';
+    const built = await Template.build(tpl, name, { ...opts, onBuildLogs: (l) => logs.push(l.message) });
+    assert.equal(built.name, name);
+    assert.ok(built.templateId && built.buildId);
+    assert.ok(logs.some((m) => m.includes('built-step-output')), logs.join('\n'));
+    assert.equal(await Template.exists(name, opts), true);
+    assert.equal(await Template.exists('glsb-no-such-template', opts), false);
+
+    const sbx = await BaseSandbox.create(name, opts);
+    try {
+      assert.equal(await sbx.files.read('/app/copied.txt'), 'hello from the build context\n');
+      assert.equal(await sbx.files.read('/app/pkg/mod.py'), 'VALUE = 7\n');
+      assert.equal((await sbx.commands.run('echo $GLSB_TEMPLATE')).stdout, 'yes\n');
+    } finally {
+      await sbx.kill();
+    }
+
+    // The same files again: the upload is skipped (hash already present).
+    const again = [];
+    await Template.build(tpl, name, { ...opts, onBuildLogs: (l) => again.push(l.message) });
+    assert.ok(again.some((m) => /Skipping upload/.test(m)), again.join('\n'));
+
+    // A failing step surfaces as BuildError.
+    const bad = Template({ fileContextPath: ctx }).fromImage('python:3.12').runCmd('exit 7');
+    await assert.rejects(Template.build(bad, 'glsb-conformance-bad', opts), (e) => e instanceof BuildError);
+    await assert.rejects(BaseSandbox.create('glsb-conformance-bad', opts), /404|not found/);
+  } finally {
+    fs.rmSync(ctx, { recursive: true, force: true });
+  }
+});
+
+test('nothing leaked: no live sandboxes or child processes', async () => {
+  let s = await state();
+  for (let i = 0; i < 20 && (s.sandboxes.length || s.children); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    s = await state();
+  }
+  assert.deepEqual(s.sandboxes.map((x) => x.sandboxID), []);
+  assert.equal(s.children, 0);
+});
