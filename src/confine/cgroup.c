@@ -1,0 +1,294 @@
+/* cgroup.c: per-sandbox memory and pids limits in a leaf cgroup glsb/<name> below the caller's
+ * own cgroup: cgroup v2 when memory and pids can be enabled there, else the v1 hierarchies. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sbkit.h"
+
+/* Mount point of the cgroup2 hierarchy (want == NULL) or of the v1 hierarchy whose super
+ * options include controller want, from /proc/self/mountinfo. */
+static int find_mount(const char *want, char *mnt, size_t cap, char *root, size_t rcap)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[1024];
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof line, f)) {
+		char r[512], m[512], type[64], opts[512];
+		char *sep = strstr(line, " - ");
+		if (!sep || sscanf(line, "%*s %*s %*s %511s %511s", r, m) != 2)
+			continue;
+		if (sscanf(sep + 3, "%63s %*s %511s", type, opts) != 2)
+			continue;
+		if (want ? !strcmp(type, "cgroup") && glsb_sb_has_word(opts, want)
+			 : !strcmp(type, "cgroup2")) {
+			glsb_sb_fmt(mnt, cap, "%s", m);
+			glsb_sb_fmt(root, rcap, "%s", r);
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* This process's cgroup path in the v2 hierarchy (want == NULL) or the v1 one of want. */
+static int own_path(const char *want, char *out, size_t cap)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[1024];
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof line, f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		/* "hierarchy-id:controllers:path" */
+		*c1 = '\0';
+		*c2 = '\0';
+		c2[1 + strcspn(c2 + 1, "\n")] = '\0';
+		if (want ? glsb_sb_has_word(c1 + 1, want) : !strcmp(line, "0") && c1[1] == '\0') {
+			glsb_sb_fmt(out, cap, "%s", c2 + 1);
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Directory of this process's cgroup in a hierarchy, e.g. /sys/fs/cgroup/memory/a/b. */
+static int own_dir(const char *want, char *out, size_t cap)
+{
+	char mnt[512], root[512], path[512];
+
+	if (!find_mount(want, mnt, sizeof mnt, root, sizeof root) ||
+	    !own_path(want, path, sizeof path))
+		return 0;
+	const char *rel = path;
+	size_t rl = strlen(root);
+	/* A mount of a sub-tree (root != "/") shows paths relative to that root. */
+	if (strcmp(root, "/") && !strncmp(path, root, rl))
+		rel = path + rl;
+	glsb_sb_fmt(out, cap, "%s%s", mnt, strcmp(rel, "/") ? rel : "");
+	return 1;
+}
+
+static int knob(const char *dir, const char *name, const char *value)
+{
+	char p[640];
+	glsb_sb_fmt(p, sizeof p, "%s/%s", dir, name);
+	return glsb_sb_write_knob(p, value);
+}
+
+static int has_controllers(const char *dir, const char *file, const char *want1, const char *want2)
+{
+	char p[640], buf[512];
+	glsb_sb_fmt(p, sizeof p, "%s/%s", dir, file);
+	if (glsb_sb_read_file(p, buf, sizeof buf) < 0)
+		return 0;
+	return glsb_sb_has_word(buf, want1) && glsb_sb_has_word(buf, want2);
+}
+
+static int make_leaf(const char *parent, const char *name, char *out, size_t cap)
+{
+	char glsb[560];
+	glsb_sb_fmt(glsb, sizeof glsb, "%s/glsb", parent);
+	if (mkdir(glsb, 0755) < 0 && errno != EEXIST)
+		return -1;
+	if ((size_t)glsb_sb_fmt(out, cap, "%s/%s", glsb, name) >= cap) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return mkdir(out, 0755);
+}
+
+static int try_v2(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, long pids)
+{
+	char base[512], glsb[560], val[32];
+
+	if (!own_dir(NULL, base, sizeof base)) {
+		glsb_sb_fmt(cg->why, sizeof cg->why, "no cgroup2 mount");
+		return -1;
+	}
+	if (!has_controllers(base, "cgroup.controllers", "memory", "pids")) {
+		glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: memory/pids not delegated to %s", base);
+		return -1;
+	}
+	/* Enabling in our own cgroup fails (EBUSY) if it holds processes and is not the root:
+	 * the no-internal-processes rule. The glsb/ child holds none, so it always can. */
+	if (!has_controllers(base, "cgroup.subtree_control", "memory", "pids") &&
+	    knob(base, "cgroup.subtree_control", "+memory +pids") < 0) {
+		glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: cannot enable memory/pids in %s: %s",
+			 base, strerror(errno));
+		return -1;
+	}
+	glsb_sb_fmt(glsb, sizeof glsb, "%s/glsb", base);
+	if ((mkdir(glsb, 0755) < 0 && errno != EEXIST) ||
+	    (!has_controllers(glsb, "cgroup.subtree_control", "memory", "pids") &&
+	     knob(glsb, "cgroup.subtree_control", "+memory +pids") < 0) ||
+	    make_leaf(base, name, cg->dirs[0], sizeof cg->dirs[0]) < 0) {
+		glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: %s: %s", glsb, strerror(errno));
+		return -1;
+	}
+	cg->ndirs = 1;
+	cg->version = 2;
+	glsb_sb_fmt(val, sizeof val, "%ld", memory_mb * 1024 * 1024);
+	if (knob(cg->dirs[0], "memory.max", val) < 0)
+		goto fail;
+	knob(cg->dirs[0], "memory.swap.max", "0"); /* absent without swap accounting */
+	glsb_sb_fmt(val, sizeof val, "%ld", pids);
+	if (knob(cg->dirs[0], "pids.max", val) < 0)
+		goto fail;
+	return 0;
+fail:
+	glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: setting limits in %s: %s", cg->dirs[0],
+		 strerror(errno));
+	glsb_sb_cgroup_remove(cg);
+	return -1;
+}
+
+static int try_v1(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, long pids)
+{
+	static const char *const ctl[] = {"memory", "pids"};
+	char base[512], val[32];
+
+	for (int i = 0; i < 2; i++) {
+		if (!own_dir(ctl[i], base, sizeof base))
+			continue;
+		char *dir = cg->dirs[cg->ndirs];
+		if (make_leaf(base, name, dir, sizeof cg->dirs[0]) < 0)
+			continue;
+		cg->ndirs++;
+		int rc;
+		if (i == 0) {
+			glsb_sb_fmt(val, sizeof val, "%ld", memory_mb * 1024 * 1024);
+			rc = knob(dir, "memory.limit_in_bytes", val);
+			knob(dir, "memory.memsw.limit_in_bytes", val); /* absent without swap accounting */
+		} else {
+			glsb_sb_fmt(val, sizeof val, "%ld", pids);
+			rc = knob(dir, "pids.max", val);
+		}
+		if (rc < 0) {
+			glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v1: setting limits in %s: %s", dir,
+				 strerror(errno));
+			glsb_sb_cgroup_remove(cg);
+			return -1;
+		}
+	}
+	if (cg->ndirs == 0)
+		return -1;
+	cg->version = 1;
+	return 0;
+}
+
+int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, long pids)
+{
+	char why2[256];
+
+	memset(cg, 0, sizeof *cg);
+	if (try_v2(cg, name, memory_mb, pids) == 0)
+		return 0;
+	glsb_sb_fmt(why2, sizeof why2, "%s", cg->why);
+	if (try_v1(cg, name, memory_mb, pids) == 0)
+		return 0;
+	if (!cg->why[0] || strncmp(cg->why, "cgroup v1", 9))
+		glsb_sb_fmt(cg->why, sizeof cg->why, "%s; no usable cgroup v1 memory/pids hierarchy",
+			 why2);
+	return -1;
+}
+
+int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid)
+{
+	char val[32];
+
+	glsb_sb_fmt(val, sizeof val, "%d", (int)pid);
+	for (int i = 0; i < cg->ndirs; i++)
+		if (knob(cg->dirs[i], "cgroup.procs", val) < 0)
+			return -1;
+	return 0;
+}
+
+void glsb_sb_cgroup_remove(struct glsb_sb_cgroup *cg)
+{
+	for (int i = 0; i < cg->ndirs; i++) {
+		/* The last tasks of a dead pid namespace may take a moment to leave. */
+		for (int tries = 0; rmdir(cg->dirs[i]) < 0 && errno == EBUSY && tries < 200; tries++)
+			nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+	}
+	cg->ndirs = 0;
+	cg->version = 0;
+}
+
+static void json_words(struct glsb_sb_buf *b, const char *list)
+{
+	char word[64];
+	int first = 1;
+
+	glsb_sb_buf_printf(b, "[");
+	for (const char *p = list; *p;) {
+		while (*p == ' ' || *p == '\n')
+			p++;
+		size_t n = strcspn(p, " \n");
+		if (n == 0)
+			break;
+		glsb_sb_fmt(word, sizeof word, "%.*s", (int)n, p);
+		glsb_sb_buf_printf(b, "%s", first ? "" : ",");
+		glsb_sb_buf_json_str(b, word);
+		first = 0;
+		p += n;
+	}
+	glsb_sb_buf_printf(b, "]");
+}
+
+void glsb_sb_cgroup_describe(struct glsb_sb_buf *b)
+{
+	char base[512], p[640], ctl[512], sub[512], procs[64];
+
+	glsb_sb_buf_printf(b, "\"cgroup_v2\":");
+	if (!own_dir(NULL, base, sizeof base)) {
+		glsb_sb_buf_printf(b, "false,\"cgroup_v2_reason\":\"no cgroup2 mount\"");
+	} else {
+		glsb_sb_fmt(p, sizeof p, "%s/cgroup.controllers", base);
+		if (glsb_sb_read_file(p, ctl, sizeof ctl) < 0)
+			ctl[0] = '\0';
+		glsb_sb_fmt(p, sizeof p, "%s/cgroup.subtree_control", base);
+		if (glsb_sb_read_file(p, sub, sizeof sub) < 0)
+			sub[0] = '\0';
+		glsb_sb_fmt(p, sizeof p, "%s/cgroup.procs", base);
+		if (glsb_sb_read_file(p, procs, sizeof procs) < 0)
+			procs[0] = '\0';
+		/* A controller can be enabled for children if it is already, or if our cgroup
+		 * may take it (no processes of its own, or the root). */
+		glsb_sb_fmt(p, sizeof p, "%s/cgroup.type", base);
+		int is_root = access(p, F_OK) < 0; /* the root cgroup has no cgroup.type */
+		int free_to_enable = procs[0] == '\0' || is_root;
+		glsb_sb_buf_printf(b, "{\"cgroup\":");
+		glsb_sb_buf_json_str(b, base);
+		glsb_sb_buf_printf(b, ",\"controllers\":");
+		json_words(b, ctl);
+		glsb_sb_buf_printf(b, ",\"enableable\":");
+		json_words(b, free_to_enable ? ctl : sub);
+		glsb_sb_buf_printf(b, ",\"memory_and_pids\":%s}",
+				   glsb_sb_has_word(free_to_enable ? ctl : sub, "memory") &&
+				   glsb_sb_has_word(free_to_enable ? ctl : sub, "pids")
+				   ? "true" : "false");
+	}
+	glsb_sb_buf_printf(b, ",\"cgroup_v1\":");
+	int any = 0;
+	static const char *const v1[] = {"memory", "pids"};
+	for (int i = 0; i < 2; i++) {
+		if (!own_dir(v1[i], base, sizeof base))
+			continue;
+		glsb_sb_buf_printf(b, "%s\"%s\":", any ? "," : "{", v1[i]);
+		glsb_sb_buf_json_str(b, base);
+		any = 1;
+	}
+	glsb_sb_buf_printf(b, "%s", any ? "}" : "false,\"cgroup_v1_reason\":\"no memory or pids hierarchy mounted\"");
+}

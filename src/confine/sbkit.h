@@ -1,0 +1,71 @@
+/* sbkit.h: the confinement pieces used by `sandbox` and probed by `doctor`: namespace probes,
+ * Landlock, the seccomp filter and cgroup limits. Each returns a failure value; none exits. */
+#ifndef GLSB_SB_KIT_H
+#define GLSB_SB_KIT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kernel.h"
+#include "sbutil.h"
+
+/* --- namespaces (ns.c) --- */
+struct glsb_sb_ns {
+	const char *name; /* "userns", "pidns", ... as in the JSON reports */
+	int flag;         /* CLONE_NEW* */
+};
+extern const struct glsb_sb_ns glsb_sb_namespaces[];
+extern const int glsb_sb_namespace_count;
+/* Try unshare(CLONE_NEWUSER) then unshare(flag) in a throwaway child: 0 or an errno. */
+int glsb_sb_probe_ns(int flag);
+
+/* --- Landlock (landlock.c) --- */
+#define GLSB_LL_READ (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+#define GLSB_LL_RX (GLSB_LL_READ | LANDLOCK_ACCESS_FS_EXECUTE)
+#define GLSB_LL_DEV (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | \
+		     LANDLOCK_ACCESS_FS_IOCTL_DEV)
+#define GLSB_LL_RW (~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK))
+
+/* Highest Landlock ABI the kernel offers, or 0 (errno says why). */
+int glsb_sb_landlock_abi(void);
+/* Every filesystem right the given ABI can handle. */
+uint64_t glsb_sb_landlock_fs_rights(int abi);
+
+struct glsb_sb_landlock {
+	int fd;
+	int abi;
+	uint64_t handled;
+};
+/* Create a ruleset handling every fs right of abi; scope abstract sockets and signals (ABI >= 6)
+ * when scope is set. 0 or -1 with errno. */
+int glsb_sb_landlock_begin(struct glsb_sb_landlock *ll, int abi, int scope);
+/* Allow access (masked to what is handled) beneath path. 0 or -1 with errno. */
+int glsb_sb_landlock_allow(struct glsb_sb_landlock *ll, const char *path, uint64_t access);
+/* restrict_self (no_new_privs must be set) and close the ruleset. 0 or -1 with errno. */
+int glsb_sb_landlock_enforce(struct glsb_sb_landlock *ll);
+void glsb_sb_landlock_abort(struct glsb_sb_landlock *ll);
+
+/* --- seccomp (seccomp.c) --- */
+/* Install the sandbox's denylist filter (no_new_privs must be set). 0 or -1 with errno. */
+int glsb_sb_seccomp_install(void);
+/* Number of syscalls denied by the filter (for reports). */
+int glsb_sb_seccomp_rule_count(void);
+
+/* --- cgroups (cgroup.c) --- */
+struct glsb_sb_cgroup {
+	int version;       /* 0 none, 1, 2 */
+	int ndirs;
+	char dirs[2][512]; /* created leaf cgroups: v2 one, v1 memory and/or pids */
+	char why[256];     /* why nothing was created */
+};
+/* Create a leaf cgroup glsb/<name> below this process's cgroup with memory and pids limits
+ * (v2 when memory and pids can be enabled there, else v1 memory/pids). 0, or -1 with why set. */
+int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, long pids);
+/* Move pid into the created cgroup(s). 0 or -1 with errno. */
+int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid);
+/* Remove the created cgroup(s); waits briefly for the kernel to release them. */
+void glsb_sb_cgroup_remove(struct glsb_sb_cgroup *cg);
+/* Append "cgroup_v2":...,"cgroup_v1":... describing this machine to a JSON object. */
+void glsb_sb_cgroup_describe(struct glsb_sb_buf *b);
+
+#endif
