@@ -14,7 +14,7 @@ import { handleEnvd } from './lib/envd.mjs';
 import { handleInterp } from './lib/interp.mjs';
 import { limitResponseBytes } from './lib/faults.mjs';
 import { readBody, parseJson, send, sendJson, apiError, sleep } from './lib/util.mjs';
-import { killAllChildren, hasBwrap } from './lib/runtime.mjs';
+import { killAllChildren, hasBwrap, liveChildren } from './lib/runtime.mjs';
 import { unaryError, ServerStream } from './lib/connect.mjs';
 
 function parseArgs(argv) {
@@ -208,7 +208,13 @@ function stop(code = 0) {
   killAllChildren();
   server.close();
   server.closeAllConnections?.();
-  setImmediate(() => process.exit(code));
+  // Reap every child before exiting so none is left as a zombie under a non-reaping pid 1.
+  const t0 = Date.now();
+  const wait = () => {
+    if (liveChildren.size === 0 || Date.now() - t0 > 3000) process.exit(code);
+    else setTimeout(wait, 10);
+  };
+  wait();
 }
 process.on('SIGTERM', () => stop(0));
 process.on('SIGINT', () => stop(0));

@@ -18,7 +18,7 @@ let bwrapOk = null;
 export function hasBwrap() {
   if (bwrapOk !== null) return bwrapOk;
   if (process.env.E2B_EMULATOR_NO_BWRAP === '1') return (bwrapOk = false);
-  const r = spawnSync('bwrap', ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--die-with-parent', '/bin/true'],
+  const r = spawnSync('bwrap', ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--as-pid-1', '--die-with-parent', '/bin/true'],
     { stdio: 'ignore', timeout: 10000 });
   bwrapOk = r.status === 0;
   return bwrapOk;
@@ -27,8 +27,41 @@ export function hasBwrap() {
 // Every child process the emulator started, so shutdown can kill all of them.
 export const liveChildren = new Set();
 
+function childrenOf(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+// Signal a sandbox process. Under bubblewrap the tree is: bwrap (our child) -> the command, which
+// is pid 1 of its own pid namespace. The signal goes to the command: SIGKILL makes the kernel kill
+// everything in the namespace while our direct child stays alive to reap it and exit, so nothing
+// is orphaned (a container's pid 1 may never reap orphans). As a namespace init the command
+// ignores signals it has no handler for (e.g. SIGTERM for bash); callers back that up with
+// SIGKILL. Without bubblewrap, or before the tree exists, the process group is signalled.
 export function killTree(child, signal = 'SIGKILL') {
   if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  if (child.isBwrap) {
+    const targets = childrenOf(child.pid);
+    let sent = 0;
+    for (const p of targets) {
+      try { process.kill(p, signal); sent++; } catch { /* gone */ }
+    }
+    if (sent > 0) {
+      if (signal === 'SIGKILL') {
+        // Backstop: if bwrap did not exit on its own, kill it too.
+        const t = setTimeout(() => {
+          if (child.exitCode === null && child.signalCode === null) {
+            try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ }
+          }
+        }, 1000);
+        t.unref();
+      }
+      return;
+    }
+  }
   try { process.kill(-child.pid, signal); } catch { /* group gone */ }
   try { child.kill(signal); } catch { /* already dead */ }
 }
@@ -97,8 +130,11 @@ export function spawnIn(root, argv, { env = {}, cwd = '/home/user', stdio = ['pi
   if (hasBwrap()) {
     const args = [...hostRootArgs()];
     for (const top of WRITABLE_TOPS) args.push('--bind', path.join(root, top), '/' + top);
-    args.push('--remount-ro', '/', '--unshare-pid', '--die-with-parent', '--chdir', cwd, '--', ...argv);
+    // --as-pid-1: bwrap's own init would be left unreaped when bwrap exits (a zombie under a
+    // container's pid 1); the command is the namespace's pid 1 instead.
+    args.push('--remount-ro', '/', '--unshare-pid', '--as-pid-1', '--die-with-parent', '--chdir', cwd, '--', ...argv);
     child = spawn('bwrap', args, { env, stdio, detached: true });
+    child.isBwrap = true;
   } else {
     const mapped = hostPath(root, cwd).host;
     const henv = { ...env };
