@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Sandbox } from '@e2b/code-interpreter';
 import {
   Sandbox as BaseSandbox, Template, AuthenticationError, CommandExitError, TimeoutError,
-  RateLimitError, SandboxNotFoundError, FileNotFoundError, BuildError,
+  RateLimitError, SandboxNotFoundError, FileNotFoundError, BuildError, ServiceBusyError,
 } from 'e2b';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -319,6 +319,76 @@ test('Template.build (fromImage, copy, runCmd, setEnvs) then create from it', as
   } finally {
     fs.rmSync(ctx, { recursive: true, force: true });
   }
+});
+
+test('runCode past its timeoutMs raises TimeoutError; the kernel is interrupted and keeps its state', async () => {
+  await withSandbox(async (sbx) => {
+    await sbx.runCode('kept = "yes"');
+    await assert.rejects(sbx.runCode('import time\ntime.sleep(30)', { timeoutMs: 800 }), (e) => {
+      assert.ok(e instanceof TimeoutError, `got ${e && e.constructor.name}: ${e}`);
+      return true;
+    });
+    const t0 = Date.now();
+    const next = await sbx.runCode('kept');
+    assert.equal(next.text, 'yes');
+    assert.ok(Date.now() - t0 < 5000, 'the interrupted cell did not block the next one');
+  });
+});
+
+test('faults: sandbox killed behind the client\'s back, mid-execution and between calls', async () => {
+  const sbx = await Sandbox.create(opts);
+  await fault({ plane: 'jupyter', path: '^/execute$', action: 'kill_sandbox', afterMs: 300 });
+  await assert.rejects(sbx.runCode('import time\ntime.sleep(10)'), (e) => {
+    assert.ok(e instanceof TimeoutError, `got ${e && e.constructor.name}: ${e}`);
+    return true;
+  });
+  assert.equal(await sbx.isRunning(), false);
+
+  const other = await Sandbox.create(opts);
+  await adminJson('POST', `/_emulator/sandboxes/${other.sandboxId}/kill`);
+  // The proxy's 502 on the first read of a stream -> "Sandbox is probably not running anymore".
+  await assert.rejects(other.commands.run('true'), (e) => {
+    assert.ok(e instanceof SandboxNotFoundError, `got ${e && e.constructor.name}: ${e}`);
+    return true;
+  });
+  await assert.rejects(other.files.read('/home/user/x'), (e) => {
+    assert.ok(e instanceof TimeoutError, `got ${e && e.constructor.name}: ${e}`);
+    return true;
+  });
+  assert.equal(await BaseSandbox.kill(other.sandboxId, opts), false);
+});
+
+test('faults: status codes, delays and cut connections as the SDK sees them', async () => {
+  await fault({ method: 'POST', path: '^/v2/sandboxes$', status: 503 });
+  await assert.rejects(BaseSandbox.create(opts), (e) => {
+    assert.ok(e instanceof ServiceBusyError, `got ${e && e.constructor.name}: ${e}`);
+    return true;
+  });
+  await fault({ method: 'POST', path: '^/v2/sandboxes$', status: 500 });
+  await assert.rejects(BaseSandbox.create(opts), /500/);
+  await fault({ method: 'POST', path: '^/v2/sandboxes$', action: 'cut_before_response' });
+  await assert.rejects(BaseSandbox.create(opts));
+  assert.equal((await state()).sandboxes.length, 0, 'a request cut before the response created nothing');
+
+  await withSandbox(async (sbx) => {
+    // A cut in the middle of the NDJSON stream.
+    await fault({ plane: 'jupyter', path: '^/execute$', action: 'cut_after_bytes', bytes: 60 });
+    await assert.rejects(sbx.runCode('print("x" * 500)'));
+    // Slow stream: frames of a command arrive spaced out.
+    await fault({ plane: 'envd', path: 'Process/Start$', action: 'slow_stream', frameDelayMs: 150 });
+    const t0 = Date.now();
+    const r = await sbx.commands.run('echo a; sleep 0.05; echo b');
+    assert.equal(r.stdout, 'a\nb\n');
+    assert.ok(Date.now() - t0 >= 4 * 150, `slow stream took ${Date.now() - t0} ms`);
+    // The edge proxy's 502 on the data plane.
+    await fault({ plane: 'envd', path: '^/files$', status: 502 });
+    await assert.rejects(sbx.files.read('/home/user/x'), (e) => e instanceof TimeoutError);
+    // A delay longer than the request timeout.
+    await fault({ method: 'GET', path: '^/sandboxes/', action: 'delay', delayMs: 1500 });
+    await assert.rejects(BaseSandbox.getInfo(sbx.sandboxId, { ...opts, requestTimeoutMs: 300 }));
+    assert.equal((await sbx.runCode('1 + 1')).text, '2');
+  });
+  await adminJson('DELETE', '/_emulator/faults');
 });
 
 test('nothing leaked: no live sandboxes or child processes', async () => {
