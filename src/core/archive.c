@@ -479,7 +479,9 @@ static int unpack_impl(lua_State *L)
 	}
 	for (;;) {
 		struct archive_entry *e;
-		const char *raw, *why = NULL, *type, *prev, *target = NULL;
+		const char *raw, *why = NULL, *prev, *target = NULL;
+		int type = -1;
+		const char *points_to = NULL; /* a symlink's target, also for a hardlink to a symlink */
 		char *name;
 		size_t rlen, nlen;
 		int r = archive_read_next_header(b->a, &e);
@@ -531,27 +533,33 @@ static int unpack_impl(lua_State *L)
 					why = "hardlink target is not an earlier entry";
 				else if (strcmp(prev, "dir") == 0)
 					why = "hardlink to a directory";
+				else if (strcmp(prev, "symlink") == 0) {
+					/* The new name is that symlink, now read from another directory. */
+					lua_getfield(L, U_LINKS, canon);
+					points_to = lua_tostring(L, -1); /* anchored in U_LINKS */
+					lua_pop(L, 1);
+				}
 			}
 			if (why) {
 				lua_pushfstring(L, "tar_unpack: entry '%s': %s ('%s')", raw, why, hl);
 				return unpack_fail(L, b);
 			}
-			type = "hardlink";
+			type = T_HARDLINK;
 			target = canon;
 		} else {
 			switch (archive_entry_filetype(e)) {
-			case AE_IFREG: type = "file"; break;
-			case AE_IFDIR: type = "dir"; break;
-			case AE_IFLNK: type = "symlink"; break;
+			case AE_IFREG: type = T_FILE; break;
+			case AE_IFDIR: type = T_DIR; break;
+			case AE_IFLNK: type = T_SYMLINK; break;
 			case AE_IFCHR: why = "character device entries are not allowed"; break;
 			case AE_IFBLK: why = "block device entries are not allowed"; break;
 			case AE_IFIFO: why = "fifo entries are not allowed"; break;
 			case AE_IFSOCK: why = "socket entries are not allowed"; break;
 			default: why = "entry type not supported"; break;
 			}
-			if (!why && nlen == 0 && strcmp(type, "dir") != 0)
+			if (!why && nlen == 0 && type != T_DIR)
 				why = "empty name";
-			if (!why && strcmp(type, "symlink") == 0) {
+			if (!why && type == T_SYMLINK) {
 				target = archive_entry_symlink_utf8(e);
 				if (!target)
 					target = archive_entry_symlink(e);
@@ -559,6 +567,7 @@ static int unpack_impl(lua_State *L)
 					why = "symlink target is empty";
 				else if (target[0] == '/')
 					why = "symlink target is absolute";
+				points_to = target;
 			}
 			if (why) {
 				lua_pushfstring(L, "tar_unpack: entry '%s': %s", raw, why);
@@ -572,7 +581,7 @@ static int unpack_impl(lua_State *L)
 		lua_getfield(L, U_NAMES, name);
 		prev = lua_tostring(L, -1);
 		lua_pop(L, 1);
-		if (prev && (strcmp(prev, "symlink") == 0 || strcmp(type, "symlink") == 0)) {
+		if (prev && (strcmp(prev, "symlink") == 0 || points_to)) {
 			lua_pushfstring(L, "tar_unpack: entry '%s': name used twice, once by a symlink", raw);
 			return unpack_fail(L, b);
 		}
@@ -580,7 +589,7 @@ static int unpack_impl(lua_State *L)
 		lua_createtable(L, 0, 4);
 		lua_pushstring(L, name);
 		lua_setfield(L, -2, "name");
-		lua_pushstring(L, type);
+		lua_pushstring(L, TYPES[type]);
 		lua_setfield(L, -2, "type");
 		lua_pushinteger(L, archive_entry_perm(e) & 07777);
 		lua_setfield(L, -2, "mode");
@@ -588,39 +597,38 @@ static int unpack_impl(lua_State *L)
 			lua_pushstring(L, target);
 			lua_setfield(L, -2, "target");
 		}
-		if (strcmp(type, "file") == 0) {
+		if (type == T_FILE) {
 			if (read_data(L, b, e, &total, max_bytes, name) != 0)
 				return unpack_fail(L, b);
 			lua_setfield(L, -2, "data");
 		}
-		if (strcmp(type, "symlink") == 0) {
+		if (points_to) {
 			lua_pushstring(L, name);
-			lua_pushstring(L, target);
+			lua_pushstring(L, points_to);
 			lua_settable(L, U_LINKS);
 		}
 		lua_pushstring(L, name);
-		lua_pushstring(L, type);
+		lua_pushstring(L, points_to ? "symlink" : TYPES[type]);
 		lua_settable(L, U_NAMES);
 		lua_rawseti(L, U_RESULT, ++out);
 	}
-	/* Every symlink is judged against the whole archive, later entries included. */
+	/* Every symlink (and hardlink to one) is judged against the whole archive, later
+	 * entries included; no name is both a link and something else, so U_LINKS is exact. */
 	for (i = 1; i <= out; i++) {
 		const char *why;
 		lua_rawgeti(L, U_RESULT, i);
-		lua_getfield(L, -1, "type");
-		if (strcmp(lua_tostring(L, -1), "symlink") != 0) {
-			lua_pop(L, 2);
+		lua_getfield(L, -1, "name");
+		if (lua_getfield(L, U_LINKS, lua_tostring(L, -1)) != LUA_TSTRING) {
+			lua_pop(L, 3);
 			continue;
 		}
-		lua_getfield(L, -2, "name");
-		lua_getfield(L, -3, "target");
 		why = link_escapes(L, b, lua_tostring(L, -2), lua_tostring(L, -1));
 		if (why) {
 			lua_pushfstring(L, "tar_unpack: entry '%s': symlink to '%s': %s",
 					lua_tostring(L, -2), lua_tostring(L, -1), why);
 			return unpack_fail(L, b);
 		}
-		lua_pop(L, 4);
+		lua_pop(L, 3);
 	}
 	box_release(b);
 	lua_settop(L, U_RESULT);

@@ -405,6 +405,13 @@ static void test_refuse_hardlinks(void)
 	static const struct spec missing[] = {{"f", AE_IFREG, NULL, "x"}, {"h", 0, "g", NULL}};
 	static const struct spec later[] = {{"h", 0, "f", NULL}, {"f", AE_IFREG, NULL, "x"}};
 	static const struct spec to_dir[] = {{"d", AE_IFDIR, NULL, NULL}, {"h", 0, "d", NULL}};
+	/* a hardlink to a symlink is that symlink in another directory: "../x" is fine from a/,
+	 * not from the root */
+	static const struct spec to_link[] = {
+		{"a", AE_IFDIR, NULL, NULL}, {"a/s", AE_IFLNK, "../x", NULL}, {"h", 0, "a/s", NULL}};
+	static const struct spec to_link2[] = {
+		{"a", AE_IFDIR, NULL, NULL}, {"a/s", AE_IFLNK, "../x", NULL}, {"a/h", 0, "a/s", NULL},
+		{"h2", 0, "a/h", NULL}};
 	static const struct spec fine[] = {
 		{"f", AE_IFREG, NULL, "x"}, {"h", 0, "./f", NULL}, {"h2", 0, "h", NULL},
 		{"s", AE_IFLNK, "f", NULL}, {"h3", 0, "s", NULL}};
@@ -419,6 +426,10 @@ static void test_refuse_hardlinks(void)
 	expect_refused(NULL, "'h'", "not an earlier entry");
 	CHECK(build(to_dir, 2, "pax", 0));
 	expect_refused(NULL, "'h'", "hardlink to a directory");
+	CHECK(build(to_link, 3, "pax", 0));
+	expect_refused(NULL, "'h'", "escapes the archive root");
+	CHECK(build(to_link2, 4, "pax", 0));
+	expect_refused(NULL, "'h2'", "escapes the archive root");
 	CHECK(build(fine, 5, "pax", 0));
 	CHECK(unpack(abuf, alen, NULL));
 	lua_rawgeti(L, -1, 2);
