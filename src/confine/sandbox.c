@@ -318,7 +318,7 @@ static int prepare_workspace(char *err, size_t errcap)
 /* --- inside: the child of clone, pid 1 of the new pid namespace ---------------------------- */
 
 static int status_wr = -1; /* child -> supervisor: 'O' + applied JSON, or 'E' + error JSON */
-static int sync_rd = -1;   /* supervisor -> child: ids mapped, cgroup joined */
+static int sync_rd = -1;   /* supervisor -> child: '1' ids mapped, '2' cgroup joined */
 
 __attribute__((noreturn, format(printf, 1, 2))) static void child_fail(const char *fmt, ...)
 {
@@ -590,6 +590,9 @@ __attribute__((noreturn)) static void run_init(const char *prog, char **envp)
 	if (pid < 0)
 		_exit(EXIT_SETUP);
 	if (pid == 0) {
+		for (int sig = 1; sig < 65; sig++)
+			if (sig != SIGKILL && sig != SIGSTOP)
+				signal(sig, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (glsb_sys_close_range(3, ~0U, 0) < 0)
 			for (int fd = 3; fd < 1024; fd++)
@@ -660,6 +663,10 @@ __attribute__((noreturn)) static void child_main(void)
 	if (!timens)
 		add_missing("timens", 0);
 
+	/* The supervisor has put us in the cgroup before anything big is allocated or forked. */
+	if (read(sync_rd, &ok, 1) != 1)
+		_exit(EXIT_SETUP);
+
 	rlim_t mb = 1024 * 1024;
 	long fsize = opt.file_mb < opt.disk_mb ? opt.file_mb : opt.disk_mb;
 	set_limit(RLIMIT_CPU, "cpu", (rlim_t)opt.cpu_s, (rlim_t)opt.cpu_s + 5);
@@ -715,6 +722,14 @@ __attribute__((noreturn)) static void child_main(void)
 		glsb_sb_buf_printf(&applied, ",\"seccomp_rules\":%d", glsb_sb_seccomp_rule_count());
 	glsb_sb_buf_printf(&applied, ",\"cgroup\":%s",
 			   cgroup.version == 2 ? "\"v2\"" : cgroup.version == 1 ? "\"v1\"" : "false");
+	if (cgroup.version) {
+		glsb_sb_buf_printf(&applied, ",\"cgroup_dirs\":[");
+		for (int i = 0; i < cgroup.ndirs; i++) {
+			glsb_sb_buf_printf(&applied, "%s", i ? "," : "");
+			glsb_sb_buf_json_str(&applied, cgroup.dirs[i]);
+		}
+		glsb_sb_buf_printf(&applied, "]");
+	}
 	glsb_sb_buf_printf(&applied,
 			   ",\"rlimits\":{\"cpu_seconds\":%ld,\"data_mb\":%ld,\"fsize_mb\":%ld,"
 			   "\"nofile\":%ld,\"nproc\":%ld},\"tmp_mb\":%ld,\"network\":\"%s\"",
@@ -921,7 +936,9 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGQUIT);
-	sigprocmask(SIG_BLOCK, &sigs, &oldmask);
+	sigset_t blocked = sigs;
+	sigaddset(&blocked, SIGPIPE); /* a vanished reader is an EPIPE, not our death */
+	sigprocmask(SIG_BLOCK, &blocked, &oldmask);
 
 	int pipes[2][2] = {{-1, -1}, {-1, -1}}, sfd = -1, have_cgroup = 0, exit_code = EXIT_SETUP;
 	pid_t pid = -1;
@@ -949,11 +966,17 @@ int glsb_cmd_sandbox(int argc, char **argv)
 
 	if (write_id_maps(pid, err, sizeof err) < 0)
 		goto kill_fail;
+	if (write(pipes[0][1], "1", 1) != 1) {
+		glsb_sb_fmt(err, sizeof err, "sync: %s", strerror(errno));
+		goto kill_fail;
+	}
+	/* Moving a task between cgroups waits for an RCU grace period (milliseconds, on v1
+	 * especially): do it while the child builds its root, which allocates next to nothing. */
 	if (have_cgroup && glsb_sb_cgroup_attach(&cgroup, pid) < 0) {
 		glsb_sb_fmt(err, sizeof err, "joining cgroup %s: %s", cgroup.dirs[0], strerror(errno));
 		goto kill_fail;
 	}
-	if (write(pipes[0][1], "1", 1) != 1) {
+	if (write(pipes[0][1], "2", 1) != 1) {
 		glsb_sb_fmt(err, sizeof err, "sync: %s", strerror(errno));
 		goto kill_fail;
 	}
