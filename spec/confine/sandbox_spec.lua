@@ -35,6 +35,31 @@ describe("glsb-confine sandbox #confine", function()
       assert.are.equal(1000, a.uid)
     end)
 
+    it("maps the sandbox user to an unprivileged host id (root caller) and owns the workspace", function()
+      local out, code, report, ws = H.sandbox({ "sh", "-c", "echo x > /home/user/f" },
+        { keep = true, args = { "--id-base", "1500000000" } })
+      finally(function() H.rm_rf(ws) end)
+      assert.are.equal(0, code, out)
+      assert.are.equal(1500001000, report.applied.host_uid)
+      local owner = H.sh("stat -c %u:%g " .. H.q(ws .. "/home/f") .. " " .. H.q(ws .. "/files"))
+      assert.are.equal("1500001000:1500001000\n1500001000:1500001000\n", owner)
+    end)
+
+    it("works for an unprivileged caller, mapping uid 1000 to the caller", function()
+      local base = H.mktemp_dir()
+      finally(function() H.rm_rf(base) end)
+      os.execute("chown nobody:nogroup " .. H.q(base))
+      local report_file = base .. "/report"
+      local out, code = H.sh("setpriv --reuid=65534 --regid=65534 --clear-groups " ..
+        H.join({ H.bin, "sandbox", "--workspace", base .. "/ws", "--report-fd", "3", "--",
+          "sh", "-c", "id -u; echo hi > /home/user/f" }) .. " 3>" .. H.q(report_file) .. " 2>&1")
+      assert.are.equal(0, code, out)
+      assert.are.equal("1000\n", out)
+      local report = require("cjson").decode(H.read(report_file))
+      assert.are.equal(65534, report.applied.host_uid)
+      assert.are.equal("65534\n", H.sh("stat -c %u " .. H.q(base .. "/ws/home/f")))
+    end)
+
     it("reports a failure as ok=false and exits 125", function()
       local out, code, report = H.sandbox({ "no-such-program-xyz" })
       assert.are.equal(125, code, out)

@@ -123,6 +123,7 @@ static struct mnt plan[128];
 static int nplan;
 static char ws_real[PATH_MAX];
 static int root_mode;         /* started as root: shifted id map */
+static long host_uid, host_gid; /* what the sandbox user is on the host */
 static int clone_flags;
 static struct glsb_sb_cgroup cgroup;
 static char missing[512];     /* JSON array body of required features missing */
@@ -638,6 +639,8 @@ __attribute__((noreturn)) static void child_main(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (read(sync_rd, &ok, 1) != 1)
 		_exit(EXIT_SETUP);
+	/* A session of its own: no controlling terminal, no job control over the caller's. */
+	setsid();
 
 	/* Open every bind source now: a bind needs a source in our own mount namespace, and only
 	 * before the switch to the sandbox's ids can we cross a 0700 workspace owned by the caller. */
@@ -736,8 +739,7 @@ __attribute__((noreturn)) static void child_main(void)
 			   opt.cpu_s, opt.memory_mb, fsize, opt.nofile, opt.nproc, opt.disk_mb,
 			   opt.network ? "host" : "loopback");
 	glsb_sb_buf_printf(&applied, ",\"uid\":%d,\"host_uid\":%ld,\"host_gid\":%ld}", SANDBOX_UID,
-			   root_mode ? opt.id_base + SANDBOX_UID : (long)getuid(),
-			   root_mode ? opt.id_base + SANDBOX_UID : (long)getgid());
+			   host_uid, host_gid);
 
 	/* The environment: exactly --env plus defaults. */
 	static char *envp[260];
@@ -925,9 +927,19 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	}
 	opt.argv = argv + i;
 	root_mode = geteuid() == 0;
+	host_uid = root_mode ? opt.id_base + SANDBOX_UID : (long)getuid();
+	host_gid = root_mode ? opt.id_base + SANDBOX_UID : (long)getgid();
 
-	/* The supervisor dies with its owner too, but gets to clean up: SIGHUP, handled below. */
+	/* The supervisor dies with its owner too, but gets to clean up: SIGHUP, handled below.
+	 * If the owner is already gone, the signal will never come: stop here. */
+	pid_t owner = getppid();
 	prctl(PR_SET_PDEATHSIG, SIGHUP);
+	if (getppid() != owner || owner == 1)
+		return EXIT_SETUP;
+	/* Pipes and the report must not land on 0-2 if a caller closed them. */
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+			return EXIT_SETUP;
 
 	sigset_t sigs, oldmask;
 	sigemptyset(&sigs);
