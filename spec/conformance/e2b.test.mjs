@@ -26,7 +26,7 @@ let base = null;
 let opts = null;
 
 async function startEmulator() {
-  const child = spawn(path.join(ROOT, 'scripts', 'emulator'), ['e2b', '--port', '0', '--api-key', KEY], {
+  const child = spawn(path.join(ROOT, 'scripts', 'emulator'), ['e2b', '--port', '0', '--api-key', KEY, '--exit-with-parent'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

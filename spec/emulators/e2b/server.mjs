@@ -18,7 +18,7 @@ import { killAllChildren, hasBwrap, liveChildren } from './lib/runtime.mjs';
 import { unaryError, ServerStream } from './lib/connect.mjs';
 
 function parseArgs(argv) {
-  const o = { port: 0, host: '127.0.0.1', keys: [], domain: 'e2b.local', verbose: false };
+  const o = { port: 0, host: '127.0.0.1', keys: [], domain: 'e2b.local', verbose: false, exitWithParent: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const val = () => {
@@ -32,8 +32,9 @@ function parseArgs(argv) {
     else if (a === '--host') o.host = val();
     else if (a === '--domain') o.domain = val();
     else if (a === '--verbose' || a === '-v') o.verbose = true;
+    else if (a === '--exit-with-parent') o.exitWithParent = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--verbose]\n');
+      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--exit-with-parent] [--verbose]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -220,6 +221,12 @@ process.on('SIGTERM', () => stop(0));
 process.on('SIGINT', () => stop(0));
 process.on('SIGHUP', () => stop(0));
 process.on('exit', () => { killAllChildren(); emu.shutdown(); });
+
+// --exit-with-parent: a test runner that dies without stopping us does not leave us behind.
+if (opts.exitWithParent) {
+  const parent = process.ppid;
+  setInterval(() => { if (process.ppid !== parent) stop(0); }, 500).unref();
+}
 
 server.on('error', (e) => {
   process.stderr.write(`emulator e2b: ${e.message}\n`);

@@ -77,10 +77,15 @@ export async function handleControl(emu, req, res, url) {
     const q = url.searchParams;
     const states = p === '/sandboxes' ? ['running'] : (q.get('state') || 'running,paused').split(',').filter(Boolean);
     const meta = parseMetadataQuery(q.get('metadata'));
+    const tpl = q.get('template');
+    const after = q.get('startedAfter') ? Date.parse(q.get('startedAfter')) : NaN;
     let list = [...emu.sandboxes.values()]
       .filter((s) => states.includes(s.state))
       .filter((s) => Object.entries(meta).every(([k, v]) => s.metadata && s.metadata[k] === v))
+      .filter((s) => !tpl || s.templateID === tpl || s.alias === tpl)
+      .filter((s) => Number.isNaN(after) || s.startedAt > after)
       .sort((a, b) => a.startedAt - b.startedAt || (a.id < b.id ? -1 : 1));
+    if (String(q.get('order') || '').toLowerCase() === 'desc') list.reverse();
     if (p === '/sandboxes') return sendJson(res, 200, list.map((s) => s.listed()));
     const headers = { 'X-Total-Running': String([...emu.sandboxes.values()].filter((s) => s.state === 'running').length) };
     const limit = Math.max(1, Math.min(1000, Number(q.get('limit')) || 100));
