@@ -180,6 +180,38 @@ test('background command: list, kill', async () => {
   });
 });
 
+test('stdin: sendStdin then closeStdin reach the process; connect() attaches to a running one', async () => {
+  await withSandbox(async (sbx) => {
+    const h = await sbx.commands.run('cat; echo "<eof>"', { background: true, stdin: true });
+    await sbx.commands.sendStdin(h.pid, 'line one\n');
+    await sbx.commands.closeStdin(h.pid);
+    const r = await h.wait();
+    assert.equal(r.stdout, 'line one\n<eof>\n');
+
+    const bg = await sbx.commands.run('sleep 0.4; echo late', { background: true });
+    const attached = await sbx.commands.connect(bg.pid);
+    const done = await attached.wait();
+    assert.equal(done.exitCode, 0);
+    assert.match(done.stdout, /late/);
+  });
+});
+
+test('pause keeps files; connect resumes; a paused sandbox is not reachable', async () => {
+  const sbx = await BaseSandbox.create(opts);
+  try {
+    await sbx.files.write('/home/user/keep.txt', 'kept');
+    assert.equal(await sbx.pause(), true);
+    assert.equal(await BaseSandbox.pause(sbx.sandboxId, opts), false, 'already paused -> false');
+    assert.equal((await BaseSandbox.getInfo(sbx.sandboxId, opts)).state, 'paused');
+    assert.equal(await sbx.isRunning(), false);
+    const again = await BaseSandbox.connect(sbx.sandboxId, opts);
+    assert.equal((await BaseSandbox.getInfo(sbx.sandboxId, opts)).state, 'running');
+    assert.equal(await again.files.read('/home/user/keep.txt'), 'kept');
+  } finally {
+    await BaseSandbox.kill(sbx.sandboxId, opts);
+  }
+});
+
 test('files: write then read, list, exists, makeDir, rename, remove; commands see the same files', async () => {
   await withSandbox(async (sbx) => {
     const w = await sbx.files.write('/home/user/hello.txt', 'hi there\n');
