@@ -67,6 +67,22 @@ describe("glsb-confine sandbox #confine", function()
       assert.matches("no%-such%-program%-xyz", report.error)
     end)
 
+    it("fails closed, naming the missing features, where namespaces are denied", function()
+      -- Inside a sandbox the seccomp filter denies new namespaces: a nested sandbox must refuse
+      -- to start, also with --allow-degraded (user, mount and pid namespaces are essential).
+      for _, extra in ipairs({ "", "--allow-degraded " }) do
+        local out, code = H.sandbox({ "sh", "-c", "/opt/glsb-confine sandbox " .. extra ..
+          "--workspace /tmp/w --report-fd 3 -- true 3>&1; echo rc=$?" },
+          { args = { "--ro-bind", H.bin, "/opt/glsb-confine" } })
+        assert.are.equal(0, code, out)
+        assert.matches("rc=125\n$", out)
+        local report = require("cjson").decode(out:match("^[^\n]+"))
+        assert.is_false(report.ok)
+        assert.matches("missing userns", report.error)
+        assert.are.equal("userns", report.missing[1])
+      end
+    end)
+
     it("fails with usage errors as 2", function()
       local _, code = H.sh(H.q(H.bin) .. " sandbox --bogus -- true 2>&1")
       assert.are.equal(2, code)

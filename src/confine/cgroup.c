@@ -109,14 +109,11 @@ static int make_leaf(const char *parent, const char *name, char *out, size_t cap
 	return mkdir(out, 0755);
 }
 
-static int try_v2(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, long pids)
+static int try_v2_at(struct glsb_sb_cgroup *cg, const char *base, const char *name,
+		     long memory_mb, long pids)
 {
-	char base[512], glsb[560], val[32];
+	char glsb[560], val[32];
 
-	if (!own_dir(NULL, base, sizeof base)) {
-		glsb_sb_fmt(cg->why, sizeof cg->why, "no cgroup2 mount");
-		return -1;
-	}
 	if (!has_controllers(base, "cgroup.controllers", "memory", "pids")) {
 		glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: memory/pids not delegated to %s", base);
 		return -1;
@@ -151,6 +148,28 @@ fail:
 	glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: setting limits in %s: %s", cg->dirs[0],
 		 strerror(errno));
 	glsb_sb_cgroup_remove(cg);
+	return -1;
+}
+
+static int try_v2(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, long pids)
+{
+	char base[512], mnt[512], root[512], why[256];
+
+	if (!own_dir(NULL, base, sizeof base)) {
+		glsb_sb_fmt(cg->why, sizeof cg->why, "no cgroup2 mount");
+		return -1;
+	}
+	if (try_v2_at(cg, base, name, memory_mb, pids) == 0)
+		return 0;
+	/* Our own cgroup usually holds processes (a service or session scope), so it cannot
+	 * enable controllers for children; root may use the top of the hierarchy instead. */
+	if (!find_mount(NULL, mnt, sizeof mnt, root, sizeof root) || !strcmp(mnt, base) ||
+	    access(mnt, W_OK) < 0)
+		return -1;
+	glsb_sb_fmt(why, sizeof why, "%s", cg->why);
+	if (try_v2_at(cg, mnt, name, memory_mb, pids) == 0)
+		return 0;
+	glsb_sb_fmt(cg->why, sizeof cg->why, "%s; at the top: %s", why, cg->why);
 	return -1;
 }
 

@@ -838,8 +838,16 @@ static pid_t start_child(int pipes[2][2], char *err, size_t errcap)
 			flags &= ~ns->flag;
 		}
 		if (fatal || flags == clone_flags) {
-			glsb_sb_fmt(err, errcap, "cannot create namespaces: %s%s%s",
-				 strerror(clone_errno), missing[0] ? "; missing " : "", missing);
+			char names[256] = "";
+			for (int k = 0; k < glsb_sb_namespace_count; k++) {
+				const struct glsb_sb_ns *ns = &glsb_sb_namespaces[k];
+				size_t len = strlen(names);
+				if (clone_flags & ns->flag & ~flags)
+					glsb_sb_fmt(names + len, sizeof names - len, "%s%s",
+						    len ? ", " : "", ns->name);
+			}
+			glsb_sb_fmt(err, errcap, "cannot create namespaces (%s)%s%s",
+				    strerror(clone_errno), names[0] ? ": missing " : "", names);
 			return -1;
 		}
 	}
