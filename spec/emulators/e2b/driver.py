@@ -163,6 +163,19 @@ def _run(code, env):
                 os.environ[k] = v
 
 
+_SYNC = b"\x00\x01e2b-emulator-sync\x01\x00"
+
+
+def _sync():
+    # Mark the end of the cell on the raw fd 1/2 pipes too: once the emulator sees this on both,
+    # everything that child processes wrote before it has been forwarded.
+    for fd in (1, 2):
+        try:
+            os.write(fd, _SYNC)
+        except OSError:
+            pass
+
+
 def main():
     stdin = sys.stdin
     while True:
@@ -182,11 +195,13 @@ def main():
                 _run(req.get("code", ""), req.get("env"))
             finally:
                 _busy.clear()
+            _sync()
             _emit({"type": "done"})
         except KeyboardInterrupt:
             # An interrupt that landed outside the cell's own try block.
             _busy.clear()
             if started:
+                _sync()
                 _emit({"type": "done"})
 
 
