@@ -318,6 +318,7 @@ static int prepare_workspace(char *err, size_t errcap)
 
 /* --- inside: the child of clone, pid 1 of the new pid namespace ---------------------------- */
 
+static int sup_sfd = -1;   /* the supervisor's signalfd, closed in the child */
 static int status_wr = -1; /* child -> supervisor: 'O' + applied JSON, or 'E' + error JSON */
 static int sync_rd = -1;   /* supervisor -> child: '1' ids mapped, '2' cgroup joined */
 
@@ -334,6 +335,11 @@ __attribute__((noreturn, format(printf, 1, 2))) static void child_fail(const cha
 	glsb_sb_buf_json_str(&b, msg);
 	glsb_sb_buf_printf(&b, ",\"missing\":[%s]", missing);
 	glsb_sb_write_all(status_wr, b.data, b.len);
+	if (opt.report_fd < 0) {
+		char line[1100];
+		int n = snprintf(line, sizeof line, "glsb-confine sandbox: %s\n", msg);
+		glsb_sb_write_all(2, line, n < (int)sizeof line ? (size_t)n : sizeof line - 1);
+	}
 	_exit(EXIT_SETUP);
 }
 
@@ -725,7 +731,10 @@ __attribute__((noreturn)) static void child_main(void)
 		glsb_sb_buf_printf(&applied, ",\"seccomp_rules\":%d", glsb_sb_seccomp_rule_count());
 	glsb_sb_buf_printf(&applied, ",\"cgroup\":%s",
 			   cgroup.version == 2 ? "\"v2\"" : cgroup.version == 1 ? "\"v1\"" : "false");
-	if (cgroup.version) {
+	if (!cgroup.version) {
+		glsb_sb_buf_printf(&applied, ",\"cgroup_reason\":");
+		glsb_sb_buf_json_str(&applied, cgroup.why);
+	} else {
 		glsb_sb_buf_printf(&applied, ",\"cgroup_dirs\":[");
 		for (int i = 0; i < cgroup.ndirs; i++) {
 			glsb_sb_buf_printf(&applied, "%s", i ? "," : "");
@@ -817,6 +826,7 @@ static pid_t start_child(int pipes[2][2], char *err, size_t errcap)
 			status_wr = pipes[1][1];
 			if (opt.report_fd >= 0)
 				close(opt.report_fd);
+			close(sup_sfd);
 			child_main();
 		}
 		if (pid > 0)
@@ -855,6 +865,37 @@ static pid_t start_child(int pipes[2][2], char *err, size_t errcap)
 	return -1;
 }
 
+/* Read what the child wrote to the status pipe: 0 while more may come, 1 at EOF or error. */
+static int read_status(int fd, struct glsb_sb_buf *msg)
+{
+	ssize_t n = read(fd, msg->data + msg->len, sizeof msg->data - 1 - msg->len);
+	if (n < 0 && errno == EINTR)
+		return 0;
+	if (n > 0) {
+		msg->len += (size_t)n;
+		if (msg->len < sizeof msg->data - 1)
+			return 0;
+	}
+	msg->data[msg->len] = '\0';
+	return 1;
+}
+
+/* Turn the child's 'O'/'E' message into the report line (the child cannot know its host pid). */
+static void forward_status(const struct glsb_sb_buf *msg, pid_t pid)
+{
+	struct glsb_sb_buf line = {.len = 0};
+
+	if (msg->len == 0 || opt.report_fd < 0)
+		return;
+	if (msg->data[0] == 'O')
+		glsb_sb_buf_printf(&line, "{\"ok\":true,\"pid\":%d,%s}\n", (int)pid, msg->data + 1);
+	else
+		glsb_sb_buf_printf(&line, "{\"ok\":false,%s}\n", msg->data + 1);
+	glsb_sb_write_all(opt.report_fd, line.data, line.len);
+	close(opt.report_fd);
+	opt.report_fd = -1;
+}
+
 int glsb_cmd_sandbox(int argc, char **argv)
 {
 	char err[1024];
@@ -881,7 +922,7 @@ int glsb_cmd_sandbox(int argc, char **argv)
 		} else if ((!strcmp(a, "--ro-bind") || !strcmp(a, "--bind")) && more >= 2) {
 			const char *dst = argv[i + 2];
 			if (opt.nbinds >= (int)(sizeof opt.binds / sizeof opt.binds[0]) ||
-			    dst[0] != '/' || strstr(dst, "/..") || strlen(dst) > 200) {
+			    dst[0] != '/' || !dst[1] || strstr(dst, "/..") || strlen(dst) > 200) {
 				fprintf(stderr, "glsb-confine sandbox: bad or too many binds (%s)\n", dst);
 				return 2;
 			}
@@ -976,6 +1017,7 @@ int glsb_cmd_sandbox(int argc, char **argv)
 		glsb_sb_fmt(err, sizeof err, "pipe/signalfd: %s", strerror(errno));
 		goto fail;
 	}
+	sup_sfd = sfd;
 	pid = start_child(pipes, err, sizeof err);
 	if (pid < 0)
 		goto fail;
@@ -1003,7 +1045,7 @@ int glsb_cmd_sandbox(int argc, char **argv)
 
 	/* Wait for the setup report, signals, and the end of the sandbox. */
 	struct glsb_sb_buf msg = {.len = 0};
-	int status_fd = pipes[1][0], terms = 0, failed_inside = 0, st = 0;
+	int status_fd = pipes[1][0], terms = 0, st = 0;
 	for (;;) {
 		struct pollfd p[2] = {{sfd, POLLIN, 0}, {status_fd, POLLIN, 0}};
 		if (poll(p, status_fd >= 0 ? 2 : 1, -1) < 0) {
@@ -1012,39 +1054,18 @@ int glsb_cmd_sandbox(int argc, char **argv)
 			break;
 		}
 		if (status_fd >= 0 && p[1].revents) {
-			ssize_t n = read(status_fd, msg.data + msg.len, sizeof msg.data - 1 - msg.len);
-			if (n > 0) {
-				msg.len += (size_t)n;
-				if (msg.len < sizeof msg.data - 1)
-					continue;
-			}
-			if (n < 0 && errno == EINTR)
+			if (read_status(status_fd, &msg) == 0)
 				continue;
 			close(status_fd);
 			status_fd = pipes[1][0] = -1;
-			msg.data[msg.len] = '\0';
-			if (msg.len > 0 && opt.report_fd >= 0) {
-				struct glsb_sb_buf line = {.len = 0};
-				if (msg.data[0] == 'O')
-					glsb_sb_buf_printf(&line, "{\"ok\":true,\"pid\":%d,%s}\n", (int)pid,
-							   msg.data + 1);
-				else
-					glsb_sb_buf_printf(&line, "{\"ok\":false,%s}\n", msg.data + 1);
-				glsb_sb_write_all(opt.report_fd, line.data, line.len);
-				close(opt.report_fd);
-				opt.report_fd = -1;
-			} else if (msg.len > 0 && msg.data[0] == 'E') {
-				fprintf(stderr, "glsb-confine sandbox: {%s}\n", msg.data + 1);
-			}
-			failed_inside = msg.len > 0 && msg.data[0] == 'E';
+			forward_status(&msg, pid);
 		}
 		if (p[0].revents) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
 				continue;
 			if (si.ssi_signo == SIGCHLD) {
-				pid_t w = waitpid(pid, &st, WNOHANG);
-				if (w == pid)
+				if (waitpid(pid, &st, WNOHANG) == pid)
 					break;
 			} else if (si.ssi_signo == SIGHUP || terms++ > 0) {
 				kill(pid, SIGKILL);
@@ -1053,6 +1074,14 @@ int glsb_cmd_sandbox(int argc, char **argv)
 			}
 		}
 	}
+	if (status_fd >= 0) {
+		/* The child is gone: whatever it wrote is in the pipe, then EOF. */
+		while (read_status(status_fd, &msg) == 0)
+			;
+		close(status_fd);
+		pipes[1][0] = -1;
+		forward_status(&msg, pid);
+	}
 	exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	if (opt.report_fd >= 0) {
 		/* Died before reporting (e.g. killed during set-up). */
@@ -1060,7 +1089,7 @@ int glsb_cmd_sandbox(int argc, char **argv)
 		report_failure(err);
 		exit_code = EXIT_SETUP;
 	}
-	if (failed_inside)
+	if (msg.len > 0 && msg.data[0] == 'E')
 		exit_code = EXIT_SETUP;
 	goto out;
 
