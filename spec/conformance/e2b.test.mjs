@@ -113,6 +113,41 @@ test('runCode keeps state across calls and streams stdout', async () => {
   });
 });
 
+test('code contexts, env vars, rich results, child-process output, syntax errors', async () => {
+  await withSandbox(async (sbx) => {
+    const ctx = await sbx.createCodeContext({ cwd: '/tmp' });
+    assert.ok(ctx.id);
+    assert.equal(ctx.cwd, '/tmp');
+    await sbx.runCode('only_here = 1', { context: ctx });
+    assert.equal((await sbx.runCode('import os\nos.getcwd()', { context: ctx })).text, '/tmp');
+    const other = await sbx.runCode('only_here');
+    assert.equal(other.error.name, 'NameError');
+    assert.ok((await sbx.listCodeContexts()).some((c) => c.id === ctx.id));
+    await sbx.restartCodeContext(ctx);
+    assert.equal((await sbx.runCode('"only_here" in dir()', { context: ctx })).text, 'False');
+    await sbx.removeCodeContext(ctx);
+    assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === ctx.id));
+    await assert.rejects(sbx.runCode('1', { context: ctx }));
+
+    const env = await sbx.runCode('import os\nos.environ.get("GLSB_X")', { envs: { GLSB_X: 'from-env' } });
+    assert.equal(env.text, 'from-env');
+    assert.equal((await sbx.runCode('import os\nos.environ.get("GLSB_X")')).text, undefined, 'env_vars last one execution');
+
+    const rich = await sbx.runCode('class H:\n    def _repr_html_(self):\n        return "<b>hi</b>"\n    def __repr__(self):\n        return "H()"\ndisplay(H())\nH()');
+    assert.equal(rich.results.length, 2);
+    assert.equal(rich.results[0].isMainResult, false);
+    assert.equal(rich.results[1].isMainResult, true);
+    assert.equal(rich.results[1].html, '<b>hi</b>');
+    assert.equal(rich.text, 'H()');
+
+    const sub = await sbx.runCode('import subprocess\nsubprocess.run(["echo", "from-child"])\nprint("after")');
+    assert.equal(sub.logs.stdout.join(''), 'from-child\nafter\n');
+
+    const syn = await sbx.runCode('def broken(:\n    pass');
+    assert.equal(syn.error.name, 'SyntaxError');
+  });
+});
+
 test('a failing cell resolves with name, value and traceback (not thrown)', async () => {
   await withSandbox(async (sbx) => {
     let fromCallback = null;
