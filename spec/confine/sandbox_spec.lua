@@ -266,6 +266,23 @@ except Exception as e:
       assert.matches("^status 200", out)
     end)
 
+    it("cannot connect to the host's abstract unix sockets, even with --network", function()
+      local name = "glsb-spec-" .. tostring(math.random(100000, 999999))
+      local listener = tonumber((H.sh("python3 -c " .. H.q(
+        "import socket,time\ns=socket.socket(socket.AF_UNIX)\ns.bind('\\0" .. name ..
+        "')\ns.listen()\ntime.sleep(20)") .. " >/dev/null 2>&1 & echo $!")))
+      finally(function() os.execute("kill " .. listener .. " 2>/dev/null") end)
+      local probe = ("import socket,time\nfor i in range(40):\n  s=socket.socket(socket.AF_UNIX)\n" ..
+        "  try:\n    s.connect('\\0%s'); print('connected'); break\n  except OSError as e:\n" ..
+        "    err=e.errno; time.sleep(0.05)\nelse: print('errno', err)\n"):format(name)
+      -- the probe itself proves the listener is up from the host
+      local host_out = H.sh("python3 -c " .. H.q(probe))
+      assert.matches("^connected", host_out)
+      local out, code = H.python(probe, { args = { "--network" } })
+      assert.are.equal(0, code, out)
+      assert.matches("^errno 1\n", out) -- EPERM from the Landlock scope
+    end)
+
     it("has a working loopback of its own", function()
       local out, code = H.python([[
 import socket
