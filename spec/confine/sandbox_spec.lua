@@ -362,6 +362,25 @@ except OSError as e:
     end)
   end)
 
+  describe("cgroup leftovers", function()
+    it("the next sandbox removes empty leaves of dead supervisors", function()
+      local _, code, report = H.sandbox({ "true" })
+      assert.are.equal(0, code)
+      assert(report.applied.cgroup, "no cgroup limits on this machine (doctor tells why)")
+      local dead = tonumber((H.sh("sh -c 'echo $$'")))
+      local stale = {}
+      for _, dir in ipairs(report.applied.cgroup_dirs) do
+        local leaf = dir:gsub("/sb%-[^/]+$", "/sb-" .. dead .. "-1")
+        assert.is_true(os.execute("mkdir " .. H.q(leaf)))
+        stale[#stale + 1] = leaf
+      end
+      finally(function() for _, leaf in ipairs(stale) do os.execute("rmdir " .. H.q(leaf) .. " 2>/dev/null") end end)
+      _, code = H.sandbox({ "true" })
+      assert.are.equal(0, code)
+      for _, leaf in ipairs(stale) do assert.is_false(H.exists(leaf), leaf) end
+    end)
+  end)
+
   describe("lifetime", function()
     it("forwards SIGTERM to PROGRAM", function()
       local ws = H.mktemp_dir()
@@ -369,6 +388,34 @@ except OSError as e:
       local out = H.sh(H.join({ H.bin, "sandbox", "--workspace", ws, "--", "sleep", "100" }) ..
         " & p=$!; sleep 0.5; kill -TERM $p; wait $p; echo rc=$?")
       assert.matches("rc=143", out)
+    end)
+
+    it("kills every sandbox process when the supervisor itself is SIGKILLed", function()
+      local ws = H.mktemp_dir()
+      finally(function() H.rm_rf(ws) end)
+      local marker = "sleep 4" .. tostring(math.random(100000, 999999))
+      -- The supervisor's parent must outlive it (else PDEATHSIG ends the test early): a shell
+      -- that records the supervisor's pid and waits.
+      local pidfile = ws .. "/sup.pid"
+      local inner = H.join({ H.bin, "sandbox", "--workspace", ws, "--", "sh", "-c",
+        marker .. " & " .. marker }) .. " & echo $! > " .. H.q(pidfile) .. "; wait"
+      os.execute("sh -c " .. H.q(inner) .. " >/dev/null 2>&1 &")
+      assert.is_true(H.wait_until(function() return tonumber(H.read(pidfile)) ~= nil end, 5))
+      local sup = tonumber(H.read(pidfile))
+      finally(function() os.execute("kill -9 " .. sup .. " 2>/dev/null") end)
+      assert.is_true(H.wait_until(function() return H.count_procs(marker) >= 4 end, 10),
+        "sandbox did not start")
+      os.execute("kill -9 " .. sup)
+      assert.is_true(H.wait_until(function() return H.count_procs(marker) == 0 end, 5),
+        "sandbox processes survived the supervisor")
+      -- Its cgroup leaves could not be removed by it; the next sandbox collects them.
+      local _, code, report = H.sandbox({ "true" })
+      assert.are.equal(0, code)
+      for _, dir in ipairs(report.applied.cgroup_dirs or {}) do
+        local parent = dir:match("^(.*)/[^/]+$")
+        local left = H.sh("ls " .. H.q(parent) .. " | grep -c '^sb-" .. sup .. "-'")
+        assert.are.equal("0\n", left, parent)
+      end
     end)
 
     it("kills every sandbox process and cleans up when its parent is killed", function()

@@ -1,6 +1,8 @@
 /* cgroup.c: per-sandbox memory and pids limits in a leaf cgroup glsb/<name> below the caller's
  * own cgroup: cgroup v2 when memory and pids can be enabled there, else the v1 hierarchies. */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -96,12 +98,33 @@ static int has_controllers(const char *dir, const char *file, const char *want1,
 	return glsb_sb_has_word(buf, want1) && glsb_sb_has_word(buf, want2);
 }
 
+/* Remove leaves sb-<pid>-... left by a supervisor that was killed (SIGKILL leaves no time to
+ * clean up): their supervisor is gone and, being empty, rmdir succeeds; busy ones stay. */
+static void collect_stale(const char *glsb)
+{
+	DIR *d = opendir(glsb);
+	if (!d)
+		return;
+	for (struct dirent *e; (e = readdir(d));) {
+		char path[800];
+		int pid;
+		if (sscanf(e->d_name, "sb-%d-", &pid) != 1 || pid <= 0)
+			continue;
+		if (kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		glsb_sb_fmt(path, sizeof path, "%s/%s", glsb, e->d_name);
+		rmdir(path);
+	}
+	closedir(d);
+}
+
 static int make_leaf(const char *parent, const char *name, char *out, size_t cap)
 {
 	char glsb[560];
 	glsb_sb_fmt(glsb, sizeof glsb, "%s/glsb", parent);
 	if (mkdir(glsb, 0755) < 0 && errno != EEXIST)
 		return -1;
+	collect_stale(glsb);
 	if ((size_t)glsb_sb_fmt(out, cap, "%s/%s", glsb, name) >= cap) {
 		errno = ENAMETOOLONG;
 		return -1;
@@ -238,7 +261,7 @@ void glsb_sb_cgroup_remove(struct glsb_sb_cgroup *cg)
 {
 	for (int i = 0; i < cg->ndirs; i++) {
 		/* The last tasks of a dead pid namespace may take a moment to leave. */
-		for (int tries = 0; rmdir(cg->dirs[i]) < 0 && errno == EBUSY && tries < 200; tries++)
+		for (int tries = 0; rmdir(cg->dirs[i]) < 0 && errno == EBUSY && tries < 400; tries++)
 			nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
 	}
 	cg->ndirs = 0;
