@@ -1,0 +1,102 @@
+-- http.lua: blocking-style HTTP on top of glsb.core.http: buffered requests, streamed frames, JSON.
+--
+-- A call waits on the loop (yielding when inside a task). Transport failures never raise: the result
+-- carries `error = {phase, code, message, retry_safe, timeout}` from the core, which providers turn into
+-- error objects with a stage. Cancelling the calling task aborts the transfer and re-raises.
+local core = require "glsb.core"
+local loop = require "glsb.loop"
+
+local M = {}
+
+local function header_list(headers)
+  if headers == nil then return nil end
+  local list = {}
+  for k, v in pairs(headers) do
+    if type(k) == "number" then
+      list[#list + 1] = v
+    else
+      list[#list + 1] = k .. ": " .. tostring(v)
+    end
+  end
+  table.sort(list) -- stable wire order, so captures and signatures are reproducible
+  return list
+end
+
+-- request(opts) -> result
+-- opts: as core.http (method, url, headers as map or array, body, timeouts, framer, ...) plus
+--   on_headers(status, headers) called once the response head arrives (return false to abort),
+--   on_frame(frame) called for each frame in order (return false to abort).
+-- result: { status, headers, body (buffered), error (nil on success), aborted }
+function M.request(opts)
+  if type(opts) ~= "table" then error("glsb.http.request: opts must be a table", 2) end
+  local copy = {}
+  for k, v in pairs(opts) do copy[k] = v end
+  copy.headers = header_list(opts.headers)
+  copy.on_frame, copy.on_headers = nil, nil
+  local on_frame, on_headers = opts.on_frame, opts.on_headers
+  local req <close> = core.http(copy)
+  local saw_head = false
+  local ok, err = pcall(function()
+    while true do
+      if on_headers and not saw_head then
+        local status, headers = req:status()
+        if status ~= 0 then
+          saw_head = true
+          if on_headers(status, headers) == false then return "aborted" end
+        end
+      end
+      if copy.framer then
+        for _, frame in ipairs(req:frames()) do
+          if on_frame(frame) == false then return "aborted" end
+        end
+      end
+      if req:done() then
+        -- frames that arrived with the last bytes
+        if copy.framer then
+          for _, frame in ipairs(req:frames()) do
+            if on_frame(frame) == false then return "aborted" end
+          end
+        end
+        return "done"
+      end
+      loop.wait(req.token)
+    end
+  end)
+  if not ok then error(err, 0) end
+  if err == "aborted" then
+    local status, headers = req:status()
+    return { status = status, headers = headers, aborted = true }
+  end
+  return req:result()
+end
+
+local cjson = require "cjson.safe"
+M.json_null = cjson.null
+
+-- json(opts) -> result with `json` (decoded body, when it parses) added. opts.json is encoded as the body.
+function M.json(opts)
+  local copy = {}
+  for k, v in pairs(opts) do copy[k] = v end
+  local headers = {}
+  for k, v in pairs(opts.headers or {}) do headers[k] = v end
+  if opts.json ~= nil then
+    copy.body = assert(cjson.encode(opts.json))
+    headers["Content-Type"] = headers["Content-Type"] or "application/json"
+  end
+  headers["Accept"] = headers["Accept"] or "application/json"
+  copy.headers = headers
+  copy.json = nil
+  local res = M.request(copy)
+  if res.body and res.body ~= "" then res.json = cjson.decode(res.body) end
+  return res
+end
+
+M.encode_json = cjson.encode
+M.decode_json = cjson.decode
+
+-- Percent-encodes a URL component (RFC 3986 unreserved characters are kept).
+function M.escape(s)
+  return (tostring(s):gsub("[^%w%-%._~]", function(c) return string.format("%%%02X", c:byte()) end))
+end
+
+return M

@@ -1,0 +1,174 @@
+-- process.lua: child processes for tasks: spawn, read lines, write, wait with deadlines, kill.
+local core = require "glsb.core"
+local loop = require "glsb.loop"
+
+local M = {}
+
+local Process = {}
+Process.__index = Process
+
+-- spawn(opts) -> Process, or nil, message. opts: as core.spawn (argv, env, cwd, stdin/stdout/stderr,
+-- setsid, pass_fds).
+function M.spawn(opts)
+  local p, err = core.spawn(opts)
+  if not p then return nil, err end
+  return setmetatable({ proc = p, pid = p.pid, buf = { stdout = "", stderr = "" }, eof = {} }, Process)
+end
+
+-- Reads what is available on stdout/stderr, waiting until deadline. Returns data, "" at EOF, or
+-- nil, "timeout".
+function Process:read(which, deadline)
+  which = which or "stdout"
+  if self.buf[which] ~= "" then
+    local data = self.buf[which]
+    self.buf[which] = ""
+    return data
+  end
+  if self.eof[which] then return "" end
+  while true do
+    local data, err = self.proc:read(which)
+    if data then
+      if data == "" then self.eof[which] = true end
+      return data
+    elseif err ~= "again" then
+      self.eof[which] = true
+      return ""
+    end
+    local fd = self.proc:fd(which)
+    if loop.wait_fd(fd, "r", deadline) == "timeout" then return nil, "timeout" end
+  end
+end
+
+-- Reads one line (without its "\n"). At EOF returns the last partial line, then nil, "eof".
+function Process:read_line(which, deadline)
+  which = which or "stdout"
+  while true do
+    local buf = self.buf[which]
+    local nl = buf:find("\n", 1, true)
+    if nl then
+      self.buf[which] = buf:sub(nl + 1)
+      return buf:sub(1, nl - 1)
+    end
+    if self.eof[which] then
+      if buf ~= "" then
+        self.buf[which] = ""
+        return buf
+      end
+      return nil, "eof"
+    end
+    self.buf[which] = ""
+    local data, err = self:read(which, deadline)
+    if not data then
+      self.buf[which] = buf
+      return nil, err
+    end
+    self.buf[which] = buf .. data
+  end
+end
+
+-- Reads exactly n bytes from stdout (for length-prefixed protocols). nil, "eof" | "timeout" otherwise.
+function Process:read_exact(n, deadline, which)
+  which = which or "stdout"
+  while #self.buf[which] < n do
+    if self.eof[which] then return nil, "eof" end
+    local have = self.buf[which]
+    self.buf[which] = ""
+    local data, err = self:read(which, deadline)
+    if not data then
+      self.buf[which] = have
+      return nil, err
+    end
+    self.buf[which] = have .. data
+  end
+  local buf = self.buf[which]
+  self.buf[which] = buf:sub(n + 1)
+  return buf:sub(1, n)
+end
+
+-- Writes all of data to stdin. Returns true, or nil, message ("timeout", a broken pipe, ...).
+function Process:write(data, deadline)
+  local pos = 1
+  while pos <= #data do
+    local n, err = self.proc:write(pos == 1 and data or data:sub(pos))
+    if n then
+      pos = pos + n
+    elseif err == "again" then
+      if loop.wait_fd(self.proc:fd("stdin"), "w", deadline) == "timeout" then return nil, "timeout" end
+    else
+      return nil, err
+    end
+  end
+  return true
+end
+
+function Process:close_stdin() self.proc:close_fd("stdin") end
+
+-- Waits for the process to end. Returns {code = n} or {signal = n}, or nil, "timeout".
+function Process:wait(deadline)
+  while true do
+    local st = self.proc:poll()
+    if st then return st end
+    local pidfd = self.proc:fd("pidfd")
+    if not pidfd then
+      loop.sleep(0.01) -- no pidfd (old kernel): poll
+    elseif loop.wait_fd(pidfd, "r", deadline) == "timeout" then
+      return nil, "timeout"
+    end
+  end
+end
+
+function Process:kill(sig, group) return self.proc:kill(sig or "KILL", group) end
+
+function Process:fd(which) return self.proc:fd(which) end
+
+-- Reads stdout and stderr to EOF (concurrently) and waits for exit. Returns stdout, stderr, status,
+-- or nil, "timeout" (the process is left running: the caller decides).
+function Process:communicate(input, deadline)
+  if input then
+    local ok, err = self:write(input, deadline)
+    if not ok and err == "timeout" then return nil, "timeout" end
+  end
+  if self.proc:fd("stdin") then self:close_stdin() end
+  local out, errs = {}, {}
+  local function drain(which, acc)
+    return function()
+      while true do
+        local data, e = self:read(which, deadline)
+        if not data then return e end
+        if data == "" then return "eof" end
+        acc[#acc + 1] = data
+      end
+    end
+  end
+  local tasks = {}
+  if self.proc:fd("stdout") then tasks[#tasks + 1] = loop.spawn(drain("stdout", out)) end
+  if self.proc:fd("stderr") then tasks[#tasks + 1] = loop.spawn(drain("stderr", errs)) end
+  local results = table.pack(loop.gather(tasks))
+  for i = 1, results.n do
+    if results[i] == "timeout" then return nil, "timeout" end
+  end
+  local st, err = self:wait(deadline)
+  if not st then return nil, err end
+  return table.concat(out), table.concat(errs), st
+end
+
+function Process:close() self.proc:close() end
+Process.__close = Process.close
+Process.__gc = Process.close
+
+-- run(argv, opts) -> stdout, stderr, status | nil, message: spawn, feed opts.input, collect, wait.
+function M.run(argv, opts)
+  opts = opts or {}
+  return loop.sync(function()
+    local p, err = M.spawn({ argv = argv, env = opts.env, cwd = opts.cwd, stdin = opts.input and "pipe" or "null" })
+    if not p then return nil, err end
+    local deadline = opts.timeout and core.now() + opts.timeout or nil
+    local out, errs, st = p:communicate(opts.input, deadline)
+    if not out then p:kill("KILL") end
+    p:close()
+    if not out then return nil, errs end
+    return out, errs, st
+  end)
+end
+
+return M

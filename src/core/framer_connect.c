@@ -1,0 +1,63 @@
+/* framer_connect.c: Connect protocol streaming envelopes: 1 flag byte, 4-byte big-endian length, payload. */
+#include <stdint.h>
+#include <string.h>
+
+#include "framer.h"
+
+#define PREFIX 5
+
+static int fail(glsb_framer *f, const char *code)
+{
+	f->error = code;
+	return -1;
+}
+
+static size_t envelope_len(const unsigned char *p)
+{
+	return ((size_t)p[1] << 24) | ((size_t)p[2] << 16) | ((size_t)p[3] << 8) | (size_t)p[4];
+}
+
+static int connect_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queue *q)
+{
+	while (n) {
+		/* Complete the 5-byte prefix first; then we know how much payload to wait for. */
+		if (f->pending.len < PREFIX) {
+			size_t take = PREFIX - f->pending.len;
+			if (take > n)
+				take = n;
+			if (glsb_buf_append(&f->pending, s, take))
+				return fail(f, "OUT_OF_MEMORY");
+			s += take;
+			n -= take;
+			if (f->pending.len < PREFIX)
+				return 0;
+			if (envelope_len((unsigned char *)f->pending.p) > f->max_frame)
+				return fail(f, "FRAME_TOO_LARGE");
+		}
+		size_t want = envelope_len((unsigned char *)f->pending.p);
+		size_t have = f->pending.len - PREFIX;
+		size_t take = want - have;
+		if (take > n)
+			take = n;
+		if (glsb_buf_append(&f->pending, s, take))
+			return fail(f, "OUT_OF_MEMORY");
+		s += take;
+		n -= take;
+		if (f->pending.len - PREFIX < want)
+			return 0;
+		glsb_frame *fr = glsb_frame_push(q, f->pending.p + PREFIX, want);
+		if (!fr)
+			return fail(f, "OUT_OF_MEMORY");
+		fr->number = (unsigned char)f->pending.p[0];
+		f->pending.len = 0;
+	}
+	return 0;
+}
+
+static int connect_finish(glsb_framer *f, glsb_frame_queue *q)
+{
+	(void)q;
+	return f->pending.len ? fail(f, "TRUNCATED_ENVELOPE") : 0;
+}
+
+const struct glsb_framer_type glsb_framer_connect = {"connect", connect_feed, connect_finish};

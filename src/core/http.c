@@ -1,0 +1,486 @@
+/* http.c: libcurl requests on the shared multi handle, framed or buffered bodies, and which phase failed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "framer.h"
+#include "loop.h"
+
+#define REQUEST_MT "glsb.HttpRequest"
+#define HIGH_WATER (8u << 20) /* queued frame bytes before the transfer is paused */
+
+typedef struct {
+	CURL *easy;
+	struct curl_slist *req_headers;
+	char *body;
+	size_t body_len;
+	long long token;
+	int in_multi, done, paused, headers_done;
+	CURLcode rc;
+	long status;
+	glsb_buf resp_headers; /* "name\0value\0" pairs of the final response, names lower-cased */
+	glsb_framer *framer;   /* NULL: buffered mode */
+	glsb_buf resp_body;
+	size_t max_body;
+	glsb_frame_queue frames;
+	const char *own_error; /* FRAME_TOO_LARGE, BODY_TOO_LARGE, OUT_OF_MEMORY, ... */
+	/* What went out on the wire, from the debug callback: the basis of retry_safe. */
+	size_t header_out, data_out;
+	char errbuf[CURL_ERROR_SIZE];
+} request;
+
+static request *check_request(lua_State *L)
+{
+	return luaL_checkudata(L, 1, REQUEST_MT);
+}
+
+static void detach(request *r)
+{
+	if (r->easy) {
+		if (r->in_multi)
+			curl_multi_remove_handle(glsb_loop_multi(), r->easy);
+		curl_easy_cleanup(r->easy);
+		r->easy = NULL;
+	}
+	r->in_multi = 0;
+}
+
+static void release(request *r)
+{
+	detach(r);
+	curl_slist_free_all(r->req_headers);
+	r->req_headers = NULL;
+	free(r->body);
+	r->body = NULL;
+	glsb_buf_free(&r->resp_headers);
+	glsb_buf_free(&r->resp_body);
+	glsb_framer_free(r->framer);
+	r->framer = NULL;
+	glsb_queue_clear(&r->frames);
+}
+
+void glsb_http_transfer_done(CURL *easy, CURLcode rc)
+{
+	request *r = NULL;
+	curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
+	if (!r)
+		return;
+	if (rc == CURLE_OK && r->framer && glsb_framer_finish(r->framer, &r->frames) != 0)
+		rc = CURLE_WRITE_ERROR; /* the framer's own code names the problem */
+	r->rc = rc;
+	r->done = 1;
+	curl_multi_remove_handle(glsb_loop_multi(), easy);
+	r->in_multi = 0;
+	glsb_loop_ready(r->token);
+}
+
+static int debug_cb(CURL *easy, curl_infotype type, char *data, size_t size, void *ud)
+{
+	(void)easy;
+	(void)data;
+	request *r = ud;
+	if (type == CURLINFO_HEADER_OUT)
+		r->header_out += size;
+	else if (type == CURLINFO_DATA_OUT)
+		r->data_out += size;
+	return 0;
+}
+
+static size_t header_cb(char *buf, size_t size, size_t nitems, void *ud)
+{
+	request *r = ud;
+	size_t n = size * nitems;
+	if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
+		/* A new status line (after 100 Continue or a redirect) starts a new header set. */
+		r->resp_headers.len = 0;
+		r->headers_done = 0;
+		return n;
+	}
+	if (n <= 2 && (buf[0] == '\r' || buf[0] == '\n')) {
+		long status = 0;
+		curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+		if (status >= 200) {
+			r->status = status;
+			r->headers_done = 1;
+			glsb_loop_ready(r->token);
+		}
+		return n;
+	}
+	const char *colon = memchr(buf, ':', n);
+	if (!colon)
+		return n;
+	size_t name_len = (size_t)(colon - buf);
+	const char *v = colon + 1, *end = buf + n;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	size_t start = r->resp_headers.len;
+	if (glsb_buf_append(&r->resp_headers, buf, name_len) || glsb_buf_append(&r->resp_headers, "", 1) ||
+	    glsb_buf_append(&r->resp_headers, v, (size_t)(end - v)) || glsb_buf_append(&r->resp_headers, "", 1))
+		return 0;
+	for (size_t i = start; i < start + name_len; i++)
+		if (r->resp_headers.p[i] >= 'A' && r->resp_headers.p[i] <= 'Z')
+			r->resp_headers.p[i] += 'a' - 'A';
+	return n;
+}
+
+static size_t write_cb(char *buf, size_t size, size_t nitems, void *ud)
+{
+	request *r = ud;
+	size_t n = size * nitems;
+	if (!r->framer) {
+		if (r->resp_body.len + n > r->max_body) {
+			r->own_error = "BODY_TOO_LARGE";
+			return 0;
+		}
+		if (glsb_buf_append(&r->resp_body, buf, n)) {
+			r->own_error = "OUT_OF_MEMORY";
+			return 0;
+		}
+		return n;
+	}
+	if (r->frames.bytes >= HIGH_WATER) {
+		r->paused = 1; /* libcurl hands the same bytes again once frames() resumes us */
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	size_t before = r->frames.count;
+	if (glsb_framer_feed(r->framer, buf, n, &r->frames) != 0) {
+		r->own_error = r->framer->error;
+		return 0;
+	}
+	if (r->frames.count != before)
+		glsb_loop_ready(r->token);
+	return n;
+}
+
+static void set_timeout_ms(lua_State *L, CURL *easy, CURLoption opt, const char *field)
+{
+	lua_getfield(L, 1, field);
+	if (!lua_isnil(L, -1)) {
+		lua_Number s = luaL_checknumber(L, -1);
+		if (s > 0)
+			curl_easy_setopt(easy, opt, (long)(s * 1000 + 0.5));
+	}
+	lua_pop(L, 1);
+}
+
+static const char *opt_string(lua_State *L, const char *field)
+{
+	lua_getfield(L, 1, field);
+	const char *s = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+	lua_pop(L, 1); /* the string stays alive: it is referenced from the options table */
+	return s;
+}
+
+/* http(opts) -> request; see src/core/README.md. Raises only on misuse. */
+static int l_http(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	const char *url = opt_string(L, "url");
+	luaL_argcheck(L, url != NULL, 1, "opts.url is required");
+	const char *method = opt_string(L, "method");
+	const char *framer = opt_string(L, "framer");
+
+	request *r = lua_newuserdatauv(L, sizeof *r, 0);
+	memset(r, 0, sizeof *r);
+	luaL_setmetatable(L, REQUEST_MT);
+
+	lua_getfield(L, 1, "max_frame");
+	size_t max_frame = (size_t)luaL_optinteger(L, -1, 16 << 20);
+	lua_getfield(L, 1, "max_body");
+	r->max_body = (size_t)luaL_optinteger(L, -1, (lua_Integer)256 << 20);
+	lua_pop(L, 2);
+	if (framer && !(r->framer = glsb_framer_new(framer, max_frame)))
+		return luaL_argerror(L, 1, lua_pushfstring(L, "unknown framer '%s'", framer));
+
+	CURLM *multi = glsb_loop_multi();
+	if (!multi || !(r->easy = curl_easy_init()))
+		return luaL_error(L, "libcurl: cannot create a handle");
+	CURL *e = r->easy;
+	r->token = glsb_loop_token();
+	curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, debug_cb);
+	curl_easy_setopt(e, CURLOPT_DEBUGDATA, r);
+	curl_easy_setopt(e, CURLOPT_VERBOSE, 1L); /* only so that debug_cb sees what is sent */
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+
+	lua_getfield(L, 1, "body");
+	if (!lua_isnil(L, -1)) {
+		size_t len;
+		const char *b = luaL_checklstring(L, -1, &len);
+		if (!(r->body = glsb_strndup(b, len)))
+			return luaL_error(L, "out of memory");
+		r->body_len = len;
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	}
+	lua_pop(L, 1);
+	if (method) {
+		if (!strcmp(method, "HEAD"))
+			curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		else if (strcmp(method, "GET") != 0 || r->body)
+			curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+	}
+
+	/* No "Expect: 100-continue" round trip: it only delays the body on loopback and in APIs. */
+	r->req_headers = curl_slist_append(NULL, "Expect:");
+	lua_getfield(L, 1, "headers");
+	if (!lua_isnil(L, -1)) {
+		luaL_checktype(L, -1, LUA_TTABLE);
+		lua_Integer n = luaL_len(L, -1);
+		for (lua_Integer i = 1; i <= n; i++) {
+			lua_rawgeti(L, -1, i);
+			const char *h = lua_tostring(L, -1);
+			if (!h)
+				return luaL_argerror(L, 1, "opts.headers must be an array of 'Name: value' strings");
+			struct curl_slist *next = curl_slist_append(r->req_headers, h);
+			if (!next)
+				return luaL_error(L, "out of memory");
+			r->req_headers = next;
+			lua_pop(L, 1);
+		}
+	}
+	lua_pop(L, 1);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->req_headers);
+
+	set_timeout_ms(L, e, CURLOPT_CONNECTTIMEOUT_MS, "connect_timeout");
+	set_timeout_ms(L, e, CURLOPT_TIMEOUT_MS, "timeout");
+	lua_getfield(L, 1, "idle_timeout");
+	if (!lua_isnil(L, -1)) {
+		/* No byte in either direction for this long: give up (libcurl's low-speed check). */
+		curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)luaL_checknumber(L, -1));
+	}
+	lua_pop(L, 1);
+	const char *s;
+	if ((s = opt_string(L, "unix_socket")))
+		curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, s);
+	if ((s = opt_string(L, "aws_sigv4")))
+		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, s);
+	if ((s = opt_string(L, "userpwd")))
+		curl_easy_setopt(e, CURLOPT_USERPWD, s);
+	if ((s = opt_string(L, "http_version"))) {
+		if (!strcmp(s, "1.1"))
+			curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+		else if (!strcmp(s, "2"))
+			curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+		else if (!strcmp(s, "2-prior-knowledge"))
+			curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+		else
+			return luaL_argerror(L, 1, "opts.http_version must be '1.1', '2' or '2-prior-knowledge'");
+	}
+
+	if (curl_multi_add_handle(multi, e) != CURLM_OK)
+		return luaL_error(L, "libcurl: cannot add the transfer");
+	r->in_multi = 1;
+	return 1;
+}
+
+static void push_headers(lua_State *L, request *r)
+{
+	lua_newtable(L);
+	const char *p = r->resp_headers.p, *end = p + r->resp_headers.len;
+	while (p && p < end) {
+		const char *name = p;
+		const char *value = name + strlen(name) + 1;
+		p = value + strlen(value) + 1;
+		if (lua_getfield(L, -1, name) == LUA_TSTRING) {
+			/* Repeated headers are joined, as RFC 9110 allows for list-valued fields. */
+			lua_pushliteral(L, ", ");
+			lua_pushstring(L, value);
+			lua_concat(L, 3);
+		} else {
+			lua_pop(L, 1);
+			lua_pushstring(L, value);
+		}
+		lua_setfield(L, -2, name);
+	}
+}
+
+static int l_status(lua_State *L)
+{
+	request *r = check_request(L);
+	lua_pushinteger(L, r->headers_done ? r->status : 0);
+	push_headers(L, r);
+	return 2;
+}
+
+static void push_frame(lua_State *L, request *r, glsb_frame *fr)
+{
+	if (r->framer->type == &glsb_framer_raw || r->framer->type == &glsb_framer_lines) {
+		lua_pushlstring(L, fr->data, fr->data_len);
+		return;
+	}
+	lua_createtable(L, 0, 4);
+	lua_pushlstring(L, fr->data, fr->data_len);
+	lua_setfield(L, -2, "data");
+	if (r->framer->type == &glsb_framer_connect) {
+		lua_pushinteger(L, fr->number);
+		lua_setfield(L, -2, "flags");
+		return;
+	}
+	lua_pushstring(L, fr->event ? fr->event : "message");
+	lua_setfield(L, -2, "event");
+	if (fr->id) {
+		lua_pushstring(L, fr->id);
+		lua_setfield(L, -2, "id");
+	}
+	if (fr->number >= 0) {
+		lua_pushinteger(L, fr->number);
+		lua_setfield(L, -2, "retry");
+	}
+}
+
+static int l_frames(lua_State *L)
+{
+	request *r = check_request(L);
+	lua_createtable(L, (int)r->frames.count, 0);
+	if (!r->framer)
+		return 1;
+	lua_Integer i = 0;
+	for (glsb_frame *fr = r->frames.head; fr; fr = fr->next) {
+		push_frame(L, r, fr);
+		lua_rawseti(L, -2, ++i);
+	}
+	glsb_queue_clear(&r->frames);
+	if (r->paused && r->easy) {
+		r->paused = 0;
+		curl_easy_pause(r->easy, CURLPAUSE_CONT);
+	}
+	return 1;
+}
+
+static int l_done(lua_State *L)
+{
+	lua_pushboolean(L, check_request(L)->done);
+	return 1;
+}
+
+/* Turns a failed transfer into {phase, code, message, retry_safe}. */
+static void push_failure(lua_State *L, request *r)
+{
+	const char *phase, *code;
+	int retry_safe;
+	curl_off_t connect_us = 0;
+	curl_easy_getinfo(r->easy, CURLINFO_CONNECT_TIME_T, &connect_us);
+	int sent_all = r->header_out > 0 && r->data_out >= r->body_len;
+	if (r->own_error) {
+		phase = "framing";
+		code = r->own_error;
+		retry_safe = 0;
+	} else {
+		code = NULL;
+		if (r->header_out == 0 && (connect_us == 0 || r->rc == CURLE_COULDNT_CONNECT ||
+					   r->rc == CURLE_COULDNT_RESOLVE_HOST)) {
+			phase = "connect";
+			retry_safe = 1;
+		} else if (!sent_all) {
+			phase = "send";
+			retry_safe = 1;
+		} else {
+			phase = "receive";
+			retry_safe = 0;
+		}
+	}
+	lua_createtable(L, 0, 5);
+	lua_pushstring(L, phase);
+	lua_setfield(L, -2, "phase");
+	if (code) {
+		lua_pushstring(L, code);
+	} else {
+		switch (r->rc) {
+		case CURLE_COULDNT_CONNECT: lua_pushliteral(L, "COULDNT_CONNECT"); break;
+		case CURLE_COULDNT_RESOLVE_HOST: lua_pushliteral(L, "COULDNT_RESOLVE_HOST"); break;
+		case CURLE_OPERATION_TIMEDOUT: lua_pushliteral(L, "OPERATION_TIMEDOUT"); break;
+		case CURLE_SEND_ERROR: lua_pushliteral(L, "SEND_ERROR"); break;
+		case CURLE_RECV_ERROR: lua_pushliteral(L, "RECV_ERROR"); break;
+		case CURLE_GOT_NOTHING: lua_pushliteral(L, "GOT_NOTHING"); break;
+		case CURLE_PARTIAL_FILE: lua_pushliteral(L, "PARTIAL_FILE"); break;
+		case CURLE_ABORTED_BY_CALLBACK: lua_pushliteral(L, "ABORTED"); break;
+		default: lua_pushfstring(L, "CURLE_%d", (int)r->rc); break;
+		}
+	}
+	lua_setfield(L, -2, "code");
+	lua_pushstring(L, r->own_error ? r->own_error : (r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->rc)));
+	lua_setfield(L, -2, "message");
+	lua_pushboolean(L, retry_safe);
+	lua_setfield(L, -2, "retry_safe");
+	lua_pushboolean(L, r->rc == CURLE_OPERATION_TIMEDOUT);
+	lua_setfield(L, -2, "timeout");
+}
+
+static int l_result(lua_State *L)
+{
+	request *r = check_request(L);
+	if (!r->done)
+		return luaL_error(L, "request is still running");
+	lua_createtable(L, 0, 4);
+	lua_pushinteger(L, r->headers_done ? r->status : 0);
+	lua_setfield(L, -2, "status");
+	push_headers(L, r);
+	lua_setfield(L, -2, "headers");
+	if (!r->framer) {
+		lua_pushlstring(L, r->resp_body.p ? r->resp_body.p : "", r->resp_body.len);
+		lua_setfield(L, -2, "body");
+	}
+	if (r->rc != CURLE_OK && r->easy) {
+		push_failure(L, r);
+		lua_setfield(L, -2, "error");
+	}
+	curl_off_t us = 0;
+	if (r->easy && curl_easy_getinfo(r->easy, CURLINFO_TOTAL_TIME_T, &us) == CURLE_OK) {
+		lua_pushnumber(L, (lua_Number)us / 1e6);
+		lua_setfield(L, -2, "time_total");
+	}
+	return 1;
+}
+
+static int l_close(lua_State *L)
+{
+	release(check_request(L));
+	return 0;
+}
+
+static int l_token(lua_State *L)
+{
+	request *r = check_request(L);
+	const char *k = luaL_checkstring(L, 2);
+	if (!strcmp(k, "token")) {
+		lua_pushinteger(L, (lua_Integer)r->token);
+		return 1;
+	}
+	luaL_getmetatable(L, REQUEST_MT);
+	lua_getfield(L, -1, "methods");
+	lua_getfield(L, -1, k);
+	return 1;
+}
+
+void glsb_open_http(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"status", l_status}, {"frames", l_frames}, {"done", l_done},
+		{"result", l_result}, {"close", l_close}, {NULL, NULL},
+	};
+	if (luaL_newmetatable(L, REQUEST_MT)) {
+		luaL_newlib(L, methods);
+		lua_setfield(L, -2, "methods");
+		lua_pushcfunction(L, l_token);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_close);
+		lua_setfield(L, -2, "__gc");
+		lua_pushcfunction(L, l_close);
+		lua_setfield(L, -2, "__close");
+	}
+	lua_pop(L, 1);
+	lua_pushcfunction(L, l_http);
+	lua_setfield(L, -2, "http");
+}

@@ -1,0 +1,355 @@
+/* process.c: child processes with non-blocking pipes and a pidfd the loop can wait on. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+#define PROCESS_MT "glsb.Process"
+
+extern char **environ;
+
+enum { IN, OUT, ERR, NSTD };
+static const char *const std_names[] = {"stdin", "stdout", "stderr", "pidfd", NULL};
+
+typedef struct {
+	pid_t pid;
+	int fd[NSTD];
+	int pidfd;
+	int reaped;
+	int code, sig;
+} process;
+
+static process *check_process(lua_State *L)
+{
+	return luaL_checkudata(L, 1, PROCESS_MT);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static int try_reap(process *p, int options)
+{
+	if (p->reaped || p->pid <= 0)
+		return p->reaped;
+	siginfo_t info;
+	memset(&info, 0, sizeof info);
+	int rc = p->pidfd >= 0 ? waitid((idtype_t)P_PIDFD, (id_t)p->pidfd, &info, WEXITED | options)
+			       : waitid(P_PID, (id_t)p->pid, &info, WEXITED | options);
+	if (rc == 0 && info.si_pid != 0) {
+		p->reaped = 1;
+		if (info.si_code == CLD_EXITED)
+			p->code = info.si_status;
+		else
+			p->sig = info.si_status;
+	} else if (rc < 0 && errno == ECHILD) {
+		p->reaped = 1; /* someone else reaped it; we cannot know how it ended */
+		p->code = -1;
+	}
+	return p->reaped;
+}
+
+static void release(process *p)
+{
+	for (int i = 0; i < NSTD; i++)
+		close_fd(&p->fd[i]);
+	if (!p->reaped && p->pid > 0) {
+		kill(p->pid, SIGKILL);
+		try_reap(p, 0);
+	}
+	close_fd(&p->pidfd);
+}
+
+/* stdio disposition: "pipe" (default), "null", "inherit". */
+static int std_mode(lua_State *L, const char *field)
+{
+	static const char *const modes[] = {"pipe", "null", "inherit", NULL};
+	lua_getfield(L, 1, field);
+	int m = lua_isnil(L, -1) ? 0 : luaL_checkoption(L, -1, NULL, modes);
+	lua_pop(L, 1);
+	return m;
+}
+
+/* NULL-terminated copy of a Lua array of strings at the top of the stack (pointers into Lua strings). */
+static char **string_array(lua_State *L, const char *what)
+{
+	lua_Integer n = luaL_len(L, -1);
+	char **v = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 1), 0);
+	for (lua_Integer i = 1; i <= n; i++) {
+		lua_rawgeti(L, -2, i);
+		if (lua_type(L, -1) != LUA_TSTRING)
+			luaL_error(L, "spawn: %s[%d] must be a string", what, (int)i);
+		v[i - 1] = (char *)lua_tostring(L, -1);
+		lua_pop(L, 1);
+	}
+	v[n] = NULL;
+	return v;
+}
+
+/* spawn(opts) -> process | nil, message */
+static int l_spawn(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_getfield(L, 1, "argv");
+	luaL_argcheck(L, lua_istable(L, -1) && luaL_len(L, -1) > 0, 1, "opts.argv must be a non-empty array");
+	char **argv = string_array(L, "argv"); /* keeps the userdata on the stack */
+	lua_getfield(L, 1, "env");
+	char **envp = environ;
+	if (!lua_isnil(L, -1)) {
+		luaL_checktype(L, -1, LUA_TTABLE);
+		envp = string_array(L, "env");
+	}
+	lua_getfield(L, 1, "cwd");
+	const char *cwd = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+	lua_getfield(L, 1, "setsid");
+	int setsid_flag = lua_toboolean(L, -1);
+	int modes[NSTD] = {std_mode(L, "stdin"), std_mode(L, "stdout"), std_mode(L, "stderr")};
+
+	/* pass_fds: kept open at the same number. Single-threaded, so clearing CLOEXEC briefly is safe. */
+	int pass[32], npass = 0;
+	lua_getfield(L, 1, "pass_fds");
+	if (!lua_isnil(L, -1)) {
+		luaL_checktype(L, -1, LUA_TTABLE);
+		for (lua_Integer i = 1; i <= luaL_len(L, -1) && npass < 32; i++) {
+			lua_rawgeti(L, -1, i);
+			pass[npass++] = (int)luaL_checkinteger(L, -1);
+			lua_pop(L, 1);
+		}
+	}
+	lua_pop(L, 1);
+	process *p = lua_newuserdatauv(L, sizeof *p, 0);
+	memset(p, 0, sizeof *p);
+	for (int i = 0; i < NSTD; i++)
+		p->fd[i] = -1;
+	p->pidfd = -1;
+	luaL_setmetatable(L, PROCESS_MT);
+
+	int child_fd[NSTD] = {-1, -1, -1};
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&attr);
+	const char *failed = NULL;
+	int err = 0;
+	for (int i = 0; i < NSTD && !failed; i++) {
+		if (modes[i] == 0) {
+			int pp[2];
+			if (pipe2(pp, O_CLOEXEC) < 0) {
+				failed = "pipe";
+				err = errno;
+				break;
+			}
+			/* The parent's end is non-blocking: the loop polls it. */
+			p->fd[i] = i == IN ? pp[1] : pp[0];
+			child_fd[i] = i == IN ? pp[0] : pp[1];
+			fcntl(p->fd[i], F_SETFL, fcntl(p->fd[i], F_GETFL) | O_NONBLOCK);
+			posix_spawn_file_actions_adddup2(&fa, child_fd[i], i);
+		} else if (modes[i] == 1) {
+			posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == IN ? O_RDONLY : O_WRONLY, 0);
+		}
+	}
+
+	int pass_flags[32];
+	for (int i = 0; i < npass; i++) {
+		pass_flags[i] = fcntl(pass[i], F_GETFD);
+		fcntl(pass[i], F_SETFD, 0);
+	}
+
+	if (cwd)
+		posix_spawn_file_actions_addchdir_np(&fa, cwd);
+	sigset_t mask, defaults;
+	sigemptyset(&mask);
+	sigfillset(&defaults);
+	sigdelset(&defaults, SIGKILL);
+	sigdelset(&defaults, SIGSTOP);
+	short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+	if (setsid_flag)
+		flags |= POSIX_SPAWN_SETSID;
+	posix_spawnattr_setsigmask(&attr, &mask);
+	posix_spawnattr_setsigdefault(&attr, &defaults);
+	posix_spawnattr_setflags(&attr, flags);
+
+	if (!failed) {
+		err = posix_spawnp(&p->pid, argv[0], &fa, &attr, argv, envp);
+		if (err) {
+			failed = "spawn";
+			p->pid = 0;
+		}
+	}
+	for (int i = 0; i < npass; i++)
+		fcntl(pass[i], F_SETFD, pass_flags[i]);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	for (int i = 0; i < NSTD; i++)
+		close_fd(&child_fd[i]);
+	if (failed) {
+		release(p);
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s %s: %s", failed, argv[0], strerror(err));
+		return 2;
+	}
+	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	if (p->pidfd >= 0)
+		fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
+	return 1;
+}
+
+static int which_fd(lua_State *L, int arg)
+{
+	return luaL_checkoption(L, arg, NULL, std_names);
+}
+
+static int l_fd(lua_State *L)
+{
+	process *p = check_process(L);
+	int w = which_fd(L, 2);
+	int fd = w == NSTD ? p->pidfd : p->fd[w];
+	if (fd < 0)
+		return 0;
+	lua_pushinteger(L, fd);
+	return 1;
+}
+
+static int push_errno(lua_State *L, int e)
+{
+	lua_pushnil(L);
+	if (e == EAGAIN || e == EWOULDBLOCK)
+		lua_pushliteral(L, "again");
+	else
+		lua_pushstring(L, strerror(e));
+	return 2;
+}
+
+static int l_read(lua_State *L)
+{
+	process *p = check_process(L);
+	int w = which_fd(L, 2);
+	size_t max = (size_t)luaL_optinteger(L, 3, 65536);
+	luaL_argcheck(L, w == OUT || w == ERR, 2, "read from stdout or stderr");
+	luaL_argcheck(L, max > 0, 3, "max must be > 0");
+	if (p->fd[w] < 0)
+		return luaL_error(L, "%s is closed", std_names[w]);
+	luaL_Buffer b;
+	char *buf = luaL_buffinitsize(L, &b, max);
+	ssize_t n;
+	do
+		n = read(p->fd[w], buf, max);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return push_errno(L, errno);
+	luaL_pushresultsize(&b, (size_t)n);
+	return 1;
+}
+
+static int l_write(lua_State *L)
+{
+	process *p = check_process(L);
+	size_t len;
+	const char *data = luaL_checklstring(L, 2, &len);
+	if (p->fd[IN] < 0)
+		return luaL_error(L, "stdin is closed");
+	ssize_t n;
+	do
+		n = write(p->fd[IN], data, len);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return push_errno(L, errno);
+	lua_pushinteger(L, n);
+	return 1;
+}
+
+static int l_close_fd(lua_State *L)
+{
+	process *p = check_process(L);
+	int w = which_fd(L, 2);
+	luaL_argcheck(L, w < NSTD, 2, "close stdin, stdout or stderr");
+	close_fd(&p->fd[w]);
+	return 0;
+}
+
+static int l_kill(lua_State *L)
+{
+	static const char *const names[] = {"KILL", "TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "CONT", "STOP", NULL};
+	static const int nums[] = {SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGSTOP};
+	process *p = check_process(L);
+	int sig = lua_type(L, 2) == LUA_TNUMBER ? (int)lua_tointeger(L, 2) : nums[luaL_checkoption(L, 2, "KILL", names)];
+	int group = lua_toboolean(L, 3);
+	if (p->reaped || p->pid <= 0) {
+		lua_pushboolean(L, 0);
+		return 1;
+	}
+	int rc = group ? kill(-p->pid, sig) : (p->pidfd >= 0 ? (int)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0)
+							   : kill(p->pid, sig));
+	lua_pushboolean(L, rc == 0);
+	return 1;
+}
+
+static int l_poll(lua_State *L)
+{
+	process *p = check_process(L);
+	if (!try_reap(p, WNOHANG))
+		return 0;
+	lua_createtable(L, 0, 1);
+	lua_pushinteger(L, p->sig ? p->sig : p->code);
+	lua_setfield(L, -2, p->sig ? "signal" : "code");
+	return 1;
+}
+
+static int l_close(lua_State *L)
+{
+	release(check_process(L));
+	return 0;
+}
+
+static int l_index(lua_State *L)
+{
+	process *p = check_process(L);
+	const char *k = luaL_checkstring(L, 2);
+	if (!strcmp(k, "pid")) {
+		lua_pushinteger(L, p->pid);
+		return 1;
+	}
+	luaL_getmetatable(L, PROCESS_MT);
+	lua_getfield(L, -1, "methods");
+	lua_getfield(L, -1, k);
+	return 1;
+}
+
+void glsb_open_process(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"fd", l_fd}, {"read", l_read}, {"write", l_write}, {"close_fd", l_close_fd},
+		{"kill", l_kill}, {"poll", l_poll}, {"close", l_close}, {NULL, NULL},
+	};
+	/* A write to a pipe whose reader died must come back as EPIPE, not kill the host process. */
+	struct sigaction sa;
+	if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
+		signal(SIGPIPE, SIG_IGN);
+	if (luaL_newmetatable(L, PROCESS_MT)) {
+		luaL_newlib(L, methods);
+		lua_setfield(L, -2, "methods");
+		lua_pushcfunction(L, l_index);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_close);
+		lua_setfield(L, -2, "__gc");
+		lua_pushcfunction(L, l_close);
+		lua_setfield(L, -2, "__close");
+	}
+	lua_pop(L, 1);
+	lua_pushcfunction(L, l_spawn);
+	lua_setfield(L, -2, "spawn");
+}

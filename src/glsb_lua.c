@@ -1,0 +1,254 @@
+/* glsb_lua.c: the glsb-lua interpreter: Lua 5.4 with glsb.core preloaded and glsb's modules on the path. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "core.h"
+
+#ifndef GLSB_VERSION
+#define GLSB_VERSION "dev"
+#endif
+
+static const char usage_text[] =
+	"usage: glsb-lua [options] [script [args...]]\n"
+	"\n"
+	"Runs Lua 5.4 scripts with the glsb sandbox library available (require \"glsb\").\n"
+	"\n"
+	"  script [args]   run a script file; its arguments are in the global 'arg' as with lua5.4\n"
+	"  -               run the script read from standard input\n"
+	"  -e CHUNK        run CHUNK (may be repeated; runs before a script)\n"
+	"  -i              interactive prompt after running the script (default with no script on a tty)\n"
+	"  --doctor        print which confinement features this machine offers the local provider\n"
+	"  -v, --version   print the version\n"
+	"  -h, --help      print this help\n"
+	"\n"
+	"environment:\n"
+	"  GLSB_PATH       colon-separated folders of extra provider modules (searched first)\n"
+	"  GLSB_CONFINE    path of the glsb-confine helper (default: found next to glsb-lua)\n"
+	"\n"
+	"example:\n"
+	"  glsb-lua -e 'local glsb = require \"glsb\"; print(glsb.create():execute_code(\"print(6*7)\").stdout)'\n";
+
+/* Directory holding this executable, via /proc/self/exe. */
+static int exe_dir(char *out, size_t size)
+{
+	ssize_t n = readlink("/proc/self/exe", out, size - 1);
+	if (n <= 0)
+		return -1;
+	out[n] = '\0';
+	char *slash = strrchr(out, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	return 0;
+}
+
+static int is_dir(const char *path)
+{
+	return access(path, R_OK | X_OK) == 0;
+}
+
+/* Prepends glsb's module folders to package.path: the source tree (build/glsb-lua -> ../lua) and the
+ * installed layout (PREFIX/bin/glsb-lua -> PREFIX/share/lua/5.4). */
+static void set_paths(lua_State *L)
+{
+	char dir[PATH_MAX], cand[PATH_MAX + 64];
+	luaL_Buffer b;
+	if (exe_dir(dir, sizeof dir) != 0)
+		return;
+	lua_getglobal(L, "package");
+	luaL_buffinit(L, &b);
+	snprintf(cand, sizeof cand, "%s/../lua", dir);
+	if (is_dir(cand)) {
+		lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", cand, cand);
+		luaL_addvalue(&b);
+	}
+	snprintf(cand, sizeof cand, "%s/../share/lua/" LUA_VERSION_MAJOR "." LUA_VERSION_MINOR, dir);
+	if (is_dir(cand)) {
+		lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", cand, cand);
+		luaL_addvalue(&b);
+	}
+	lua_getfield(L, -2, "path");
+	luaL_addvalue(&b);
+	luaL_pushresult(&b);
+	lua_setfield(L, -2, "path");
+	lua_pop(L, 1);
+}
+
+static void preload_core(lua_State *L)
+{
+	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+	lua_pushcfunction(L, luaopen_glsb_core);
+	lua_setfield(L, -2, "glsb.core");
+	lua_pop(L, 1);
+}
+
+/* Error handler: glsb errors print through their __tostring (class, stage, message, cause); other
+ * errors get a traceback. */
+static int msghandler(lua_State *L)
+{
+	if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+		return 1;
+	const char *msg = lua_tostring(L, 1);
+	if (!msg)
+		msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+	luaL_traceback(L, L, msg, 1);
+	return 1;
+}
+
+static int report(lua_State *L, int status)
+{
+	if (status != LUA_OK) {
+		fprintf(stderr, "glsb-lua: %s\n", lua_tostring(L, -1));
+		fflush(stderr);
+		lua_pop(L, 1);
+	}
+	return status;
+}
+
+static int docall(lua_State *L, int nargs, int nres)
+{
+	int base = lua_gettop(L) - nargs;
+	lua_pushcfunction(L, msghandler);
+	lua_insert(L, base);
+	int status = lua_pcall(L, nargs, nres, base);
+	lua_remove(L, base);
+	return status;
+}
+
+static int dostring(lua_State *L, const char *s, const char *name)
+{
+	int status = luaL_loadbuffer(L, s, strlen(s), name);
+	if (status == LUA_OK)
+		status = docall(L, 0, 0);
+	return report(L, status);
+}
+
+/* The global 'arg', as lua.c builds it: arg[0] = script, arg[1..] = its arguments, negatives before. */
+static void create_arg(lua_State *L, char **argv, int argc, int script)
+{
+	lua_createtable(L, argc - script, script + 1);
+	for (int i = 0; i < argc; i++) {
+		lua_pushstring(L, argv[i]);
+		lua_rawseti(L, -2, i - script);
+	}
+	lua_setglobal(L, "arg");
+}
+
+static int run_script(lua_State *L, const char *fname, char **argv, int argc, int script)
+{
+	int status = luaL_loadfile(L, strcmp(fname, "-") == 0 ? NULL : fname);
+	if (status == LUA_OK) {
+		int n = argc - script - 1;
+		luaL_checkstack(L, n, "too many arguments to script");
+		for (int i = script + 1; i < argc; i++)
+			lua_pushstring(L, argv[i]);
+		status = docall(L, n, 0);
+	}
+	return report(L, status);
+}
+
+/* A small line REPL: an expression prints its values, a statement just runs. */
+static void repl(lua_State *L)
+{
+	char line[8192];
+	printf("glsb-lua %s (%s) - require \"glsb\" is loaded as 'glsb'\n", GLSB_VERSION, LUA_RELEASE);
+	dostring(L, "glsb = require 'glsb'", "=repl");
+	for (;;) {
+		fputs("> ", stdout);
+		fflush(stdout);
+		if (!fgets(line, sizeof line, stdin))
+			break;
+		line[strcspn(line, "\n")] = '\0';
+		if (!line[0])
+			continue;
+		lua_settop(L, 0);
+		const char *ret = lua_pushfstring(L, "return %s", line);
+		if (luaL_loadbuffer(L, ret, strlen(ret), "=stdin") != LUA_OK) {
+			lua_pop(L, 1);
+			if (luaL_loadbuffer(L, line, strlen(line), "=stdin") != LUA_OK) {
+				report(L, LUA_ERRSYNTAX);
+				continue;
+			}
+		}
+		lua_remove(L, 1);
+		if (report(L, docall(L, 0, LUA_MULTRET)) != LUA_OK)
+			continue;
+		int n = lua_gettop(L);
+		if (n > 0) {
+			lua_getglobal(L, "print");
+			lua_insert(L, 1);
+			report(L, docall(L, n, 0));
+		}
+	}
+	putchar('\n');
+}
+
+int main(int argc, char **argv)
+{
+	lua_State *L = luaL_newstate();
+	if (!L) {
+		fputs("glsb-lua: cannot create a Lua state\n", stderr);
+		return 1;
+	}
+	luaL_openlibs(L);
+	preload_core(L);
+	set_paths(L);
+
+	int script = 0, interactive = 0, ran_chunk = 0, status = LUA_OK;
+	for (int i = 1; i < argc && !script; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(usage_text, stdout);
+			lua_close(L);
+			return 0;
+		} else if (!strcmp(a, "-v") || !strcmp(a, "--version")) {
+			printf("glsb-lua %s (%s)\n", GLSB_VERSION, LUA_RELEASE);
+			lua_close(L);
+			return 0;
+		} else if (!strcmp(a, "--doctor")) {
+			status = dostring(L, "require('glsb.doctor').main()", "=doctor");
+			lua_close(L);
+			return status == LUA_OK ? 0 : 1;
+		} else if (!strcmp(a, "-i")) {
+			interactive = 1;
+		} else if (!strcmp(a, "-e")) {
+			if (++i >= argc) {
+				fputs("glsb-lua: '-e' needs an argument\n", stderr);
+				lua_close(L);
+				return 2;
+			}
+			create_arg(L, argv, argc, 0);
+			ran_chunk = 1;
+			if ((status = dostring(L, argv[i], "=(command line)")) != LUA_OK)
+				break;
+		} else if (!strcmp(a, "-") || a[0] != '-') {
+			script = i;
+		} else {
+			fprintf(stderr, "glsb-lua: unknown option '%s'\n%s", a, usage_text);
+			lua_close(L);
+			return 2;
+		}
+	}
+	if (status == LUA_OK && script) {
+		create_arg(L, argv, argc, script);
+		status = run_script(L, argv[script], argv, argc, script);
+	}
+	if (status == LUA_OK && (interactive || (!script && !ran_chunk))) {
+		if (isatty(STDIN_FILENO)) {
+			create_arg(L, argv, argc, 0);
+			repl(L);
+		} else if (!interactive) {
+			create_arg(L, argv, argc, 0);
+			status = run_script(L, "-", argv, 1, 0); /* like lua5.4: no tty, read the script from stdin */
+		}
+	}
+	lua_close(L);
+	return status == LUA_OK ? 0 : 1;
+}
