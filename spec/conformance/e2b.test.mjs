@@ -145,6 +145,10 @@ test('code contexts, env vars, rich results, child-process output, syntax errors
 
     const syn = await sbx.runCode('def broken(:\n    pass');
     assert.equal(syn.error.name, 'SyntaxError');
+
+    const uni = await sbx.runCode('print("h\u00e9llo \u{1F600}")\n"\u00fc"');
+    assert.deepEqual(uni.logs.stdout, ['h\u00e9llo \u{1F600}\n']);
+    assert.equal(uni.text, '\u00fc');
   });
 });
 

@@ -7,6 +7,7 @@ import ast
 import base64
 import io
 import json
+import linecache
 import os
 import signal
 import sys
@@ -91,7 +92,8 @@ _MIME = [
 def _format(obj, is_main):
     out = {"type": "result", "is_main_result": is_main, "extra": {}}
     text = repr(obj)
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+    # The real server strips one pair of outer single quotes from text/plain.
+    if len(text) >= 2 and text.startswith("'") and text.endswith("'"):
         text = text[1:-1]
     out["text"] = text
     for meth, key in _MIME:
@@ -119,6 +121,41 @@ def display(*objs, **_kw):
         _emit(_format(o, False))
 
 
+_RED, _GREEN, _RESET = "\x1b[0;31m", "\x1b[0;32m", "\x1b[0m"
+
+
+def _where(filename, lineno, name):
+    if filename.startswith("<cell-"):
+        where = "Cell %sIn[%s], line %d%s" % (_GREEN, filename[6:-1], lineno, _RESET)
+    else:
+        where = "File %s%s:%d%s" % (_GREEN, filename, lineno, _RESET)
+    if name and name != "<module>":
+        where += ", in %s()" % name
+    return where
+
+
+def _ipython_tb(e, tb):
+    # Shaped like IPython's (colour codes included): what the real Jupyter-backed server sends.
+    name = type(e).__name__
+    parts = []
+    if not (isinstance(e, SyntaxError) and str(e.filename).startswith("<cell-")):
+        parts += [_RED + "-" * 75 + _RESET,
+                  _RED + name + _RESET + " " * max(1, 42 - len(name)) + "Traceback (most recent call last)"]
+        for fs in traceback.extract_tb(tb):
+            parts.append(_where(fs.filename, fs.lineno, fs.name))
+            parts.append("%s----> %d%s %s" % (_GREEN, fs.lineno, _RESET, (fs.line or "").strip()))
+            parts.append("")
+    if isinstance(e, SyntaxError) and e.filename:
+        parts.append("  " + _where(e.filename, e.lineno or 0, None))
+        if e.text:
+            parts.append("    " + e.text.rstrip("\n"))
+            if e.offset:
+                parts.append("    " + " " * (e.offset - 1) + "^")
+        parts.append("")
+    parts.append(_RED + name + _RESET + ": " + str(e))
+    return "\n".join(parts)
+
+
 _globals = {"__name__": "__main__", "__builtins__": __builtins__, "display": display}
 _count = 0
 
@@ -127,6 +164,7 @@ def _run(code, env):
     global _count
     _count += 1
     fname = "<cell-%d>" % _count
+    linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
     saved = {}
     for k, v in (env or {}).items():
         saved[k] = os.environ.get(k)
@@ -151,8 +189,7 @@ def _run(code, env):
         # Drop this driver's own frame so the traceback starts in the cell.
         if tb is not None and tb.tb_frame.f_code.co_filename == _SELF:
             tb = tb.tb_next
-        lines = traceback.format_exception(type(e), e, tb)
-        _emit({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": "".join(lines)})
+        _emit({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": _ipython_tb(e, tb)})
     finally:
         _stdout.flush()
         _stderr.flush()

@@ -14,6 +14,63 @@ const SYNC = Buffer.from('\x00\x01e2b-emulator-sync\x01\x00', 'latin1');
 
 const LANGS = { python: 'python', py: 'python', python3: 'python' };
 
+// Python's json.dumps(): ", " and ": " separators, ensure_ascii (every char outside space..~ is
+// escaped as \uXXXX UTF-16 units). The real server writes its NDJSON lines this way.
+function pyStr(str) {
+  let out = '"';
+  for (let i = 0; i < str.length; i++) {
+    const c = str.charCodeAt(i);
+    const ch = str[i];
+    if (ch === '"') out += '\\"';
+    else if (ch === '\\') out += '\\\\';
+    else if (ch === '\n') out += '\\n';
+    else if (ch === '\r') out += '\\r';
+    else if (ch === '\t') out += '\\t';
+    else if (ch === '\b') out += '\\b';
+    else if (ch === '\f') out += '\\f';
+    else if (c < 0x20 || c > 0x7e) out += '\\u' + c.toString(16).padStart(4, '0');
+    else out += ch;
+  }
+  return out + '"';
+}
+
+export function pyJson(v) {
+  if (v === null || v === undefined) return 'null';
+  if (typeof v === 'string') return pyStr(v);
+  if (typeof v === 'number') return Number.isFinite(v) ? String(v) : (Number.isNaN(v) ? 'NaN' : v > 0 ? 'Infinity' : '-Infinity');
+  if (typeof v === 'boolean') return v ? 'true' : 'false';
+  if (Array.isArray(v)) return '[' + v.map(pyJson).join(', ') + ']';
+  return '{' + Object.entries(v).filter(([, x]) => x !== undefined).map(([k, x]) => pyStr(k) + ': ' + pyJson(x)).join(', ') + '}';
+}
+
+const RESULT_KEYS = ['text', 'html', 'markdown', 'svg', 'png', 'jpeg', 'pdf', 'latex', 'json', 'javascript', 'data', 'chart', 'extra'];
+
+// Field order and presence of the server's pydantic models (None fields left out).
+function shape(ev) {
+  switch (ev.type) {
+    case 'stdout':
+    case 'stderr':
+      return { type: ev.type, text: ev.text, timestamp: jupyterDate() };
+    case 'result': {
+      const out = { type: 'result' };
+      for (const k of RESULT_KEYS) if (ev[k] !== undefined && ev[k] !== null) out[k] = ev[k];
+      out.is_main_result = !!ev.is_main_result;
+      return out;
+    }
+    case 'error':
+      return { type: 'error', name: ev.name, value: ev.value, traceback: ev.traceback };
+    case 'number_of_executions':
+      return { type: 'number_of_executions', execution_count: ev.execution_count };
+    default:
+      return ev;
+  }
+}
+
+// Jupyter message header dates: microsecond precision, UTC, "Z".
+function jupyterDate() {
+  return new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
 class Context {
   constructor(sbx, language, cwd) {
     this.sbx = sbx;
@@ -119,11 +176,10 @@ class Context {
         onEvent: (ev) => {
           if (ev.type === 'done') { settle('done'); return; }
           if (ev.type === 'sync') { settle(ev.stream); return; }
-          if (ev.type === 'stdout' || ev.type === 'stderr') out(JSON.stringify({ type: ev.type, text: ev.text, timestamp: new Date().toISOString() }) + '\n');
-          else out(JSON.stringify(ev) + '\n');
+          out(pyJson(shape(ev)) + '\n');
         },
         onDeath: () => {
-          out(JSON.stringify({ type: 'error', name: 'UnexpectedEndOfExecution', value: 'the kernel died while executing the code', traceback: '' }) + '\n');
+          out(pyJson(shape({ type: 'error', name: 'UnexpectedEndOfExecution', value: 'the kernel died while executing the code', traceback: '' })) + '\n');
           finish();
         },
       };
