@@ -390,6 +390,18 @@ except OSError as e:
       assert.matches("rc=143", out)
     end)
 
+    it("ends when the reported init pid is killed, and cleans up", function()
+      local base = H.mktemp_dir()
+      finally(function() H.rm_rf(base) end)
+      local ws, rep = base .. "/ws", base .. "/report"
+      local out = H.sh(H.join({ H.bin, "sandbox", "--cleanup", "--workspace", ws, "--report-fd", "3",
+        "--", "sleep", "100" }) .. " 3>" .. H.q(rep) .. " & p=$!; " ..
+        "for i in $(seq 100); do grep -q pid " .. H.q(rep) .. " && break; sleep 0.05; done; " ..
+        "kill -9 $(sed 's/.*\"pid\":\\([0-9]*\\).*/\\1/' " .. H.q(rep) .. "); wait $p; echo rc=$?")
+      assert.matches("rc=137", out)
+      assert.is_false(H.exists(ws))
+    end)
+
     it("kills every sandbox process when the supervisor itself is SIGKILLed", function()
       local ws = H.mktemp_dir()
       finally(function() H.rm_rf(ws) end)
