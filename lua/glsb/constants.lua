@@ -1,0 +1,49 @@
+-- glsb.constants: library-wide defaults. Providers may override the per-class
+-- ones (see PROVIDERS.md); users override them per call.
+
+local M = {}
+
+M.DEFAULT_PROVIDER = "local"
+M.DEFAULT_LANGUAGE = "python"
+M.DEFAULT_UPLOAD_DIR = "/files"
+
+-- Session lease of a sandbox, seconds (create opts.timeout).
+M.DEFAULT_SANDBOX_TIMEOUT = 300
+-- execute_code: nil means "the provider's default"; this is the fallback for a
+-- provider that does not declare one.
+M.DEFAULT_CODE_TIMEOUT = 300
+-- execute_command and workspace commands: nil = 30 s; <= 0 disables the deadline.
+M.DEFAULT_COMMAND_TIMEOUT = 30
+M.DEFAULT_DOWNLOAD_TIMEOUT = 60
+M.DEFAULT_UPLOAD_TIMEOUT = 60
+-- Per attempt of terminate.
+M.DEFAULT_TERMINATE_TIMEOUT = 10
+-- additional_packages install, whole install.
+M.DEFAULT_PACKAGE_INSTALL_TIMEOUT = 600
+
+-- Retry of sandbox creation: only transient failures, exponential backoff with
+-- jitter, bounded. A cause's retry_after (Retry-After header) is honoured up to
+-- max_retry_after.
+M.CREATE_RETRY = {
+  attempts = 3,          -- total attempts, first one included
+  base_delay = 0.5,      -- seconds before the 2nd attempt
+  factor = 2,
+  max_delay = 8,
+  jitter = 0.25,         -- +/- fraction of the delay
+  max_retry_after = 30,
+}
+
+-- Retry of terminate: every failure except a permanent (4xx) one.
+M.TERMINATE_RETRY = {
+  attempts = 3,
+  base_delay = 0.25,
+  factor = 2,
+  max_delay = 2,
+  jitter = 0.25,
+  max_retry_after = 5,
+}
+
+-- Upper bound of any single backoff sleep, whatever a server asks for.
+M.MAX_BACKOFF = 60
+
+return M

@@ -1,0 +1,72 @@
+-- glsb: one interface to run untrusted code in sandboxes across providers.
+-- `require "glsb"` loads no provider: glsb.create / glsb.template / glsb.provider
+-- load "glsb.providers.<name>" on first use (see glsb.registry).
+
+local models = require "glsb.models"
+local errors = require "glsb.errors"
+local constants = require "glsb.constants"
+local registry = require "glsb.registry"
+local log = require "glsb.log"
+
+local M = {}
+
+M.VERSION = "0.1.0"
+
+M.ExecutionStatus = models.ExecutionStatus
+M.ExecutionResult = models.ExecutionResult
+M.FailureDetail = models.FailureDetail
+M.SandboxFile = models.SandboxFile
+M.Stage = models.Stage
+M.Language = models.Language
+M.errors = errors
+M.constants = constants
+M.log = log
+
+-- Concurrency (glsb.loop): loaded on first use, so that requiring glsb does
+-- not load the C core until something actually waits.
+local function loop() return require "glsb.loop" end
+function M.run(fn, ...) return loop().run(fn, ...) end
+function M.spawn(fn, ...) return loop().spawn(fn, ...) end
+function M.gather(...) return loop().gather(...) end
+function M.sleep(seconds) return loop().sleep(seconds) end
+
+-- glsb.provider(name) -> the provider module "glsb.providers.<name>".
+function M.provider(name)
+  return registry.get(name)
+end
+
+local function provider_name(name, what)
+  if name == nil then return constants.DEFAULT_PROVIDER end
+  if type(name) ~= "string" then
+    error(string.format("glsb.%s: provider name must be a string (or nil for %q), got %s",
+      what, constants.DEFAULT_PROVIDER, type(name)), 3)
+  end
+  return name
+end
+
+-- glsb.create(provider_name, opts) -> a running sandbox.
+-- provider_name nil = "local". Same as glsb.provider(name).Sandbox.create(opts).
+function M.create(name, opts)
+  return registry.get(provider_name(name, "create")).Sandbox.create(opts)
+end
+
+-- glsb.template(provider_name, opts) -> the provider's template builder.
+function M.template(name, opts)
+  name = provider_name(name, "template")
+  local p = registry.get(name)
+  if type(p.Template) ~= "table" or type(p.Template.new) ~= "function" then
+    error(string.format("glsb.template: provider '%s' has no template builder", name), 2)
+  end
+  return p.Template.new(opts)
+end
+
+-- Workspace primitives (glsb.workspace, loaded on first use).
+function M.write_workspace_file(sandbox, req)
+  return require("glsb.workspace").write_workspace_file(sandbox, req)
+end
+
+function M.run_workspace_command(sandbox, argv, opts)
+  return require("glsb.workspace").run_workspace_command(sandbox, argv, opts)
+end
+
+return M

@@ -1,0 +1,336 @@
+-- glsb.template: the provider-agnostic half of template building ("build
+-- once, create many"): TemplateSpec validation and normalization, a canonical
+-- content hash, and the TemplateBuilder base class whose ensure(spec) finds an
+-- identical existing template or builds one.
+--
+-- A provider's builder only implements two hooks (PROVIDERS.md):
+--
+--   local template = require "glsb.template"
+--   local Template = template.TemplateBuilder:extend("myprov")
+--   function Template:_init(opts) ... end             -- optional: keep credentials etc.
+--   function Template:_find(spec, hash) -> ref | nil  -- optional: an existing template
+--                                                     -- built from this content hash
+--   function Template:_build(spec, hash) -> ref       -- REQUIRED: build it; ref is a table
+--                                                     -- (e.g. {template_id = ...})
+--
+-- spec is normalized (see M.normalize) and hash is M.hash(spec): the sha256 of
+-- the canonical serialization of everything but `name`, so the same content
+-- under two names shares a hash and any change of content changes it.
+-- Failures raise TemplateBuildError with stage template_build.
+
+local errors = require "glsb.errors"
+local packages = require "glsb.packages"
+local Stage = require("glsb.models").Stage
+
+local M = {}
+
+local HASH_VERSION = "glsb-template-v1"
+
+local function fail(message, cause)
+  errors.raise(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, message, cause)
+end
+
+---------------------------------------------------------------------------
+-- Canonical serialization
+---------------------------------------------------------------------------
+
+local function escape(s)
+  return '"' .. s:gsub('[%c"\\\128-\255]', function(c) return string.format("\\x%02x", c:byte()) end) .. '"'
+end
+
+local function is_array(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n == #t
+end
+
+local function ser(v, out, depth)
+  if depth > 32 then error("canonical: nesting too deep (cycle?)", 0) end
+  local t = type(v)
+  if t == "string" then
+    out[#out + 1] = escape(v)
+  elseif t == "number" then
+    if v ~= v or v == math.huge or v == -math.huge then error("canonical: non-finite number", 0) end
+    if math.type(v) == "integer" or (v == math.floor(v) and math.abs(v) < 2 ^ 53) then
+      out[#out + 1] = string.format("%d", math.tointeger(v) or v)
+    else
+      out[#out + 1] = string.format("%.17g", v)
+    end
+  elseif t == "boolean" then
+    out[#out + 1] = tostring(v)
+  elseif t == "table" then
+    if next(v) ~= nil and is_array(v) then
+      out[#out + 1] = "["
+      for i = 1, #v do
+        if i > 1 then out[#out + 1] = "," end
+        ser(v[i], out, depth + 1)
+      end
+      out[#out + 1] = "]"
+    else
+      local keys = {}
+      for k in pairs(v) do
+        if type(k) ~= "string" then error("canonical: map keys must be strings, got " .. type(k), 0) end
+        keys[#keys + 1] = k
+      end
+      table.sort(keys)
+      out[#out + 1] = "{"
+      for i, k in ipairs(keys) do
+        if i > 1 then out[#out + 1] = "," end
+        out[#out + 1] = escape(k)
+        out[#out + 1] = ":"
+        ser(v[k], out, depth + 1)
+      end
+      out[#out + 1] = "}"
+    end
+  else
+    error("canonical: cannot serialize a " .. t, 0)
+  end
+end
+
+-- template.canonical(value) -> string: sorted keys, arrays in order, integers
+-- without a fraction, every byte outside printable ASCII escaped. Equal
+-- values give equal strings whatever the table construction order.
+function M.canonical(v)
+  local out = {}
+  ser(v, out, 0)
+  return table.concat(out)
+end
+
+---------------------------------------------------------------------------
+-- TemplateSpec
+---------------------------------------------------------------------------
+
+local FIELDS = {
+  name = true, base_image = true, base_template = true, packages = true, apt_packages = true,
+  files = true, run = true, env = true, workdir = true, start_cmd = true, ready_cmd = true,
+  cpu = true, memory_mb = true, provider = true,
+}
+
+local function check_string(spec, key)
+  local v = spec[key]
+  if v ~= nil and (type(v) ~= "string" or v == "") then
+    fail("template spec: " .. key .. " must be a non-empty string")
+  end
+  return v
+end
+
+local function check_relative_or_absolute(path, what)
+  if type(path) ~= "string" or path == "" then fail("template spec: " .. what .. " must be a non-empty string") end
+  if path:find("%z") then fail("template spec: " .. what .. " contains a NUL byte") end
+  for part in path:gmatch("[^/]+") do
+    if part == ".." then fail("template spec: " .. what .. " must not contain '..': " .. path) end
+  end
+end
+
+local function sorted_unique(list)
+  local seen, out = {}, {}
+  for _, v in ipairs(list) do
+    if not seen[v] then seen[v] = true out[#out + 1] = v end
+  end
+  table.sort(out)
+  return out
+end
+
+local function array_of(spec, key)
+  local v = spec[key]
+  if v == nil then return nil end
+  if type(v) ~= "table" or not is_array(v) then fail("template spec: " .. key .. " must be an array") end
+  if #v == 0 then return nil end
+  return v
+end
+
+-- template.normalize(spec) -> a new, validated spec in canonical form: empty
+-- lists and maps dropped, packages and apt_packages sorted and deduplicated,
+-- files sorted by path. Raises TemplateBuildError on a bad spec.
+function M.normalize(spec)
+  if type(spec) ~= "table" then fail("template spec must be a table") end
+  for k in pairs(spec) do
+    if not FIELDS[k] then fail("template spec: unknown field '" .. tostring(k) .. "'") end
+  end
+  local out = {}
+  local name = spec.name
+  if type(name) ~= "string" or not name:match("^[%w][%w._-]*$") or #name > 128 then
+    fail("template spec: name must be 1-128 characters of letters, digits, '.', '_' or '-'")
+  end
+  out.name = name
+  out.base_image = check_string(spec, "base_image")
+  out.base_template = check_string(spec, "base_template")
+  if out.base_image and out.base_template then fail("template spec: give base_image or base_template, not both") end
+
+  local pk = array_of(spec, "packages")
+  if pk then
+    for i, p in ipairs(pk) do
+      local ok, why = packages.check(p)
+      if not ok then fail(string.format("template spec: packages[%d]: %s", i, why)) end
+    end
+    out.packages = sorted_unique(pk)
+  end
+
+  local apt = array_of(spec, "apt_packages")
+  if apt then
+    for i, p in ipairs(apt) do
+      local ok = type(p) == "string"
+          and (p:match("^[a-z0-9][a-z0-9+.-]+$") or p:match("^[a-z0-9][a-z0-9+.-]+=[%w.+:~-]+$"))
+      if not ok then
+        fail(string.format("template spec: apt_packages[%d] is not a Debian package name: %s", i, tostring(p)))
+      end
+    end
+    out.apt_packages = sorted_unique(apt)
+  end
+
+  local files = array_of(spec, "files")
+  if files then
+    local norm, seen = {}, {}
+    for i, f in ipairs(files) do
+      if type(f) ~= "table" then fail(string.format("template spec: files[%d] must be a table", i)) end
+      local path = f.path or f.filename
+      check_relative_or_absolute(path, string.format("files[%d].path", i))
+      if type(f.data) ~= "string" then fail(string.format("template spec: files[%d].data must be a string", i)) end
+      if f.mode ~= nil and math.type(f.mode) ~= "integer" then
+        fail(string.format("template spec: files[%d].mode must be an integer", i))
+      end
+      if seen[path] then fail("template spec: duplicate file " .. path) end
+      seen[path] = true
+      norm[#norm + 1] = { path = path, data = f.data, mode = f.mode }
+    end
+    table.sort(norm, function(a, b) return a.path < b.path end)
+    out.files = norm
+  end
+
+  local run = array_of(spec, "run")
+  if run then
+    for i, cmd in ipairs(run) do
+      if type(cmd) ~= "string" or cmd == "" then
+        fail(string.format("template spec: run[%d] must be a non-empty string", i))
+      end
+    end
+    out.run = { table.unpack(run) }
+  end
+
+  if spec.env ~= nil then
+    if type(spec.env) ~= "table" then fail("template spec: env must be a table") end
+    local env = {}
+    for k, v in pairs(spec.env) do
+      if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then
+        fail("template spec: bad env name " .. tostring(k))
+      end
+      if type(v) ~= "string" then fail("template spec: env." .. k .. " must be a string") end
+      env[k] = v
+    end
+    if next(env) then out.env = env end
+  end
+
+  out.workdir = check_string(spec, "workdir")
+  if out.workdir and out.workdir:sub(1, 1) ~= "/" then fail("template spec: workdir must be an absolute path") end
+  if out.workdir then check_relative_or_absolute(out.workdir, "workdir") end
+  out.start_cmd = check_string(spec, "start_cmd")
+  out.ready_cmd = check_string(spec, "ready_cmd")
+
+  if spec.cpu ~= nil and (type(spec.cpu) ~= "number" or spec.cpu <= 0 or spec.cpu ~= spec.cpu) then
+    fail("template spec: cpu must be a number > 0")
+  end
+  out.cpu = spec.cpu
+  if spec.memory_mb ~= nil and (math.type(spec.memory_mb) ~= "integer" or spec.memory_mb <= 0) then
+    fail("template spec: memory_mb must be an integer > 0")
+  end
+  out.memory_mb = spec.memory_mb
+
+  if spec.provider ~= nil then
+    if type(spec.provider) ~= "table" then fail("template spec: provider must be a table") end
+    local ok, err = pcall(M.canonical, spec.provider)
+    if not ok then fail("template spec: provider options must be plain data: " .. tostring(err)) end
+    if next(spec.provider) then out.provider = spec.provider end
+  end
+  return out
+end
+
+local function default_hasher(s)
+  local ok, core = pcall(require, "glsb.core")
+  if not ok or type(core) ~= "table" or type(core.sha256) ~= "function" then
+    fail("template hash needs glsb.core.sha256; build the C core first (make)", (not ok) and core or nil)
+  end
+  return core.sha256(s)
+end
+
+-- template.content(spec) -> the canonical string the hash covers (a
+-- normalized spec without its name, prefixed by the format version).
+function M.content(spec)
+  local norm = M.normalize(spec)
+  norm.name = nil
+  return HASH_VERSION .. "\n" .. M.canonical(norm)
+end
+
+-- template.hash(spec[, hasher]) -> hex sha256 of template.content(spec).
+-- hasher(string) -> hex may be injected (tests); default glsb.core.sha256.
+function M.hash(spec, hasher)
+  return (hasher or default_hasher)(M.content(spec))
+end
+
+---------------------------------------------------------------------------
+-- TemplateBuilder
+---------------------------------------------------------------------------
+
+local TemplateBuilder = {}
+TemplateBuilder.__index = TemplateBuilder
+TemplateBuilder.provider_name = "base"
+M.TemplateBuilder = TemplateBuilder
+
+-- Class:extend(provider_name[, fields]) -> subclass with a dot-callable
+-- constructor Sub.new(opts).
+function TemplateBuilder.extend(parent, provider_name, fields)
+  local cls = fields or {}
+  cls.__index = cls
+  if cls.__tostring == nil then cls.__tostring = parent.__tostring end
+  cls.super = parent
+  if provider_name ~= nil then cls.provider_name = provider_name end
+  cls.new = function(opts) return M.new(cls, opts) end
+  return setmetatable(cls, { __index = parent })
+end
+
+function M.new(cls, opts)
+  if opts ~= nil and type(opts) ~= "table" then error("template builder: opts must be a table", 3) end
+  local self = setmetatable({ provider = cls.provider_name, options = opts or {} }, cls)
+  if cls._init then cls._init(self, self.options) end
+  return self
+end
+
+TemplateBuilder.__tostring = function(self)
+  return string.format("TemplateBuilder(%s)", tostring(self.provider))
+end
+
+local function is_cancellation(err)
+  local loop = package.loaded["glsb.loop"]
+  return type(loop) == "table" and loop.is_cancelled and loop.is_cancelled(err) == true
+end
+
+local function ensure_body(self, spec)
+  local norm = M.normalize(spec)
+  local h = M.hash(norm, self.hasher)
+  if type(self._find) == "function" then
+    local ref = self:_find(norm, h)
+    if ref ~= nil then return { ref = ref, built = false, hash = h } end
+  end
+  if type(self._build) ~= "function" then
+    fail(string.format("provider '%s' cannot build templates", tostring(self.provider)))
+  end
+  local ref = self:_build(norm, h)
+  if type(ref) ~= "table" then
+    fail(string.format("provider '%s' returned no template reference", tostring(self.provider)))
+  end
+  return { ref = ref, built = true, hash = h }
+end
+
+-- builder:ensure(spec) -> {ref = {...}, built = bool, hash = hex}. built is
+-- false when a template with identical content already existed.
+function TemplateBuilder:ensure(spec)
+  local function body()
+    local ok, res = pcall(ensure_body, self, spec)
+    if ok then return res end
+    if is_cancellation(res) then error(res, 0) end
+    error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
+  end
+  if self.sync == false then return body() end
+  return require("glsb.loop").sync(body)
+end
+
+return M
