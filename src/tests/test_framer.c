@@ -1,0 +1,249 @@
+/* test_framer.c: the body framers give the same frames however the input is split, and reject garbage. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "framer.h"
+
+/* Expected frame: data, event (NULL = none), id (NULL = none), number. */
+typedef struct {
+	const char *data;
+	size_t len; /* 0: strlen(data) */
+	const char *event;
+	const char *id;
+	long number;
+} expect;
+
+/* Serialises a queue into one comparable string: "data|event|id|number\n" per frame. */
+static char *render(glsb_frame_queue *q)
+{
+	glsb_buf b = {0};
+	char num[32];
+	for (glsb_frame *fr = q->head; fr; fr = fr->next) {
+		glsb_buf_append(&b, fr->data, fr->data_len);
+		glsb_buf_append(&b, "|", 1);
+		if (fr->event)
+			glsb_buf_append(&b, fr->event, strlen(fr->event));
+		glsb_buf_append(&b, "|", 1);
+		if (fr->id)
+			glsb_buf_append(&b, fr->id, strlen(fr->id));
+		snprintf(num, sizeof num, "|%ld\n", fr->number);
+		glsb_buf_append(&b, num, strlen(num));
+	}
+	glsb_buf_append(&b, "", 0);
+	return b.p ? b.p : calloc(1, 1);
+}
+
+static char *render_expect(const expect *e, size_t n)
+{
+	glsb_buf b = {0};
+	char num[32];
+	for (size_t i = 0; i < n; i++) {
+		glsb_buf_append(&b, e[i].data, e[i].len ? e[i].len : strlen(e[i].data));
+		glsb_buf_append(&b, "|", 1);
+		if (e[i].event)
+			glsb_buf_append(&b, e[i].event, strlen(e[i].event));
+		glsb_buf_append(&b, "|", 1);
+		if (e[i].id)
+			glsb_buf_append(&b, e[i].id, strlen(e[i].id));
+		snprintf(num, sizeof num, "|%ld\n", e[i].number);
+		glsb_buf_append(&b, num, strlen(num));
+	}
+	return b.p ? b.p : calloc(1, 1);
+}
+
+/* Feeds input in chunks cut at `cuts` (ascending offsets); returns 0 or -1 and the rendered frames. */
+static int run_split(const char *type, const char *in, size_t len, const size_t *cuts, size_t ncuts,
+		     size_t max_frame, char **out, const char **err)
+{
+	glsb_framer *f = glsb_framer_new(type, max_frame);
+	glsb_frame_queue q = {0};
+	size_t pos = 0;
+	int rc = 0;
+	for (size_t i = 0; i <= ncuts && rc == 0; i++) {
+		size_t end = i < ncuts ? cuts[i] : len;
+		rc = glsb_framer_feed(f, in + pos, end - pos, &q);
+		pos = end;
+	}
+	if (rc == 0)
+		rc = glsb_framer_finish(f, &q);
+	*err = f->error;
+	*out = render(&q);
+	glsb_queue_clear(&q);
+	glsb_framer_free(f);
+	return rc;
+}
+
+/* Every two-way split, every three-way split of short inputs, and byte at a time must agree. */
+static void check_all_splits(const char *type, const char *in, size_t len, const expect *e, size_t n)
+{
+	char *want = render_expect(e, n), *got;
+	const char *err;
+	size_t cuts[2];
+	int mismatches = 0;
+	for (size_t a = 0; a <= len; a++) {
+		cuts[0] = a;
+		if (run_split(type, in, len, cuts, 1, 1 << 20, &got, &err) != 0 || strcmp(got, want) != 0) {
+			if (!mismatches++)
+				fprintf(stderr, "%s split at %zu:\nwant:\n%sgot:\n%s", type, a, want, got);
+		}
+		free(got);
+		for (size_t b = a; len <= 64 && b <= len; b++) {
+			cuts[0] = a;
+			cuts[1] = b;
+			if (run_split(type, in, len, cuts, 2, 1 << 20, &got, &err) != 0 || strcmp(got, want) != 0)
+				mismatches++;
+			free(got);
+		}
+	}
+	size_t *bytes = malloc((len + 1) * sizeof *bytes);
+	for (size_t i = 0; i < len; i++)
+		bytes[i] = i;
+	if (run_split(type, in, len, bytes, len, 1 << 20, &got, &err) != 0 || strcmp(got, want) != 0)
+		mismatches++;
+	free(got);
+	free(bytes);
+	free(want);
+	CHECK(mismatches == 0);
+}
+
+static void test_lines(void)
+{
+	const char in[] = "{\"a\":1}\n{\"b\":2}\r\n\nlast";
+	expect e[] = {{"{\"a\":1}", 0, 0, 0, -1}, {"{\"b\":2}", 0, 0, 0, -1}, {"", 0, 0, 0, -1}, {"last", 0, 0, 0, -1}};
+	check_all_splits("lines", in, sizeof in - 1, e, 4);
+}
+
+static void test_lines_binary(void)
+{
+	const char in[] = "a\0b\n\xff\xfe\n";
+	expect e[] = {{"a\0b", 3, 0, 0, -1}, {"\xff\xfe", 0, 0, 0, -1}};
+	check_all_splits("lines", in, sizeof in - 1, e, 2);
+}
+
+static void test_lines_too_large(void)
+{
+	char *got;
+	const char *err;
+	const char in[] = "short\nthis line is too long\n";
+	size_t cut = 3;
+	CHECK(run_split("lines", in, sizeof in - 1, &cut, 1, 10, &got, &err) == -1);
+	CHECK(err && strcmp(err, "FRAME_TOO_LARGE") == 0);
+	CHECK_STR(got, "short|||-1\n"); /* frames before the bad one are kept */
+	free(got);
+	/* A line of exactly max_frame bytes is fine. */
+	CHECK(run_split("lines", "0123456789\n", 11, &cut, 1, 10, &got, &err) == 0);
+	free(got);
+	/* An unterminated oversized tail fails too, even fed one byte at a time. */
+	size_t cuts[20];
+	for (size_t i = 0; i < 20; i++)
+		cuts[i] = i;
+	CHECK(run_split("lines", "abcdefghijklmnopqrstu", 21, cuts, 20, 10, &got, &err) == -1);
+	free(got);
+}
+
+static void test_sse(void)
+{
+	const char in[] = "\xEF\xBB\xBF: comment\n"
+			  "event: start\ndata: one\n\n"
+			  "data:two\ndata: three\r\nid: 7\r\n\r\n"
+			  "retry: 1500\rdata: cr only\r\r"
+			  "data\n\n"
+			  "event: ignored-no-data\n\n"
+			  "id\nunknown: x\ndata: after id reset\n\n"
+			  "data: incomplete at end";
+	expect e[] = {
+		{"one", 0, "start", NULL, -1},
+		{"two\nthree", 0, NULL, "7", -1},
+		{"cr only", 0, NULL, "7", 1500},
+		{"", 0, NULL, "7", 1500},
+		{"after id reset", 0, NULL, NULL, 1500},
+	};
+	check_all_splits("sse", in, sizeof in - 1, e, 5);
+}
+
+static void test_sse_too_large(void)
+{
+	char *got;
+	const char *err;
+	size_t cut = 5;
+	const char in[] = "data: 0123456789abcdef\n\n";
+	CHECK(run_split("sse", in, sizeof in - 1, &cut, 1, 8, &got, &err) == -1);
+	CHECK(err && strcmp(err, "FRAME_TOO_LARGE") == 0);
+	free(got);
+	/* Many small data lines add up to one event: that is bounded too. */
+	CHECK(run_split("sse", "data: abc\ndata: abc\ndata: abc\n\n", 31, &cut, 1, 10, &got, &err) == -1);
+	free(got);
+}
+
+static void test_connect(void)
+{
+	/* Two messages then the end-stream envelope (flag 0x02). */
+	const char in[] = "\x00\x00\x00\x00\x07{\"a\":1}"
+			  "\x00\x00\x00\x00\x00"
+			  "\x02\x00\x00\x00\x02{}";
+	expect e[] = {{"{\"a\":1}", 0, 0, 0, 0}, {"", 0, 0, 0, 0}, {"{}", 0, 0, 0, 2}};
+	check_all_splits("connect", in, sizeof in - 1, e, 3);
+}
+
+static void test_connect_garbage(void)
+{
+	char *got;
+	const char *err;
+	size_t cut = 2;
+	/* A length far over max_frame is refused as soon as the prefix is complete. */
+	CHECK(run_split("connect", "\x00\x7f\xff\xff\xff{", 6, &cut, 1, 1 << 20, &got, &err) == -1);
+	CHECK(err && strcmp(err, "FRAME_TOO_LARGE") == 0);
+	free(got);
+	/* A stream that ends inside an envelope is truncated, not silently short. */
+	CHECK(run_split("connect", "\x00\x00\x00\x00\x09{\"a\"", 9, &cut, 1, 1 << 20, &got, &err) == -1);
+	CHECK(err && strcmp(err, "TRUNCATED_ENVELOPE") == 0);
+	free(got);
+	/* So is a stream ending inside the 5-byte prefix. */
+	CHECK(run_split("connect", "\x00\x00", 2, &cut, 0, 1 << 20, &got, &err) == -1);
+	free(got);
+	/* Random bytes never crash; either frames or a clean error. */
+	unsigned seed = 1;
+	char buf[512];
+	for (int round = 0; round < 2000; round++) {
+		size_t len = (size_t)(round % 200);
+		for (size_t i = 0; i < len; i++) {
+			seed = seed * 1103515245u + 12345u;
+			buf[i] = (char)(seed >> 16);
+		}
+		const char *types[] = {"connect", "sse", "lines", "raw"};
+		for (int t = 0; t < 4; t++) {
+			size_t c = len / 3;
+			int rc = run_split(types[t], buf, len, &c, 1, 64, &got, &err);
+			CHECK(rc == 0 || err != NULL);
+			free(got);
+		}
+	}
+}
+
+static void test_raw(void)
+{
+	glsb_framer *f = glsb_framer_new("raw", 16);
+	glsb_frame_queue q = {0};
+	CHECK(glsb_framer_feed(f, "abc", 3, &q) == 0);
+	CHECK(glsb_framer_feed(f, "de", 2, &q) == 0);
+	CHECK(q.count == 2 && q.bytes == 5);
+	CHECK(glsb_framer_finish(f, &q) == 0);
+	glsb_queue_clear(&q);
+	glsb_framer_free(f);
+	CHECK(glsb_framer_new("nope", 16) == NULL);
+}
+
+int main(void)
+{
+	RUN(test_lines);
+	RUN(test_lines_binary);
+	RUN(test_lines_too_large);
+	RUN(test_sse);
+	RUN(test_sse_too_large);
+	RUN(test_connect);
+	RUN(test_connect_garbage);
+	RUN(test_raw);
+	printf("%d checks, %d failed\n", check_count, check_failures);
+	return CHECK_EXIT();
+}
