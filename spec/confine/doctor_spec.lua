@@ -39,6 +39,14 @@ describe("glsb-confine doctor #confine", function()
     assert.is_true(d.sandbox_ready)
   end)
 
+  it("says which cgroup limits the sandbox gets, matching what it applies", function()
+    local d = H.doctor()
+    local _, code, report = H.sandbox({ "true" })
+    assert.are.equal(0, code)
+    assert.are.equal(d.cgroup_limits, report.applied.cgroup)
+    if d.cgroup_limits == false then assert.is_string(d.reasons.cgroup_limits) end
+  end)
+
   it("lists cgroup v2 controllers as names", function()
     local d = H.doctor()
     if type(d.cgroup_v2) == "table" then

@@ -52,10 +52,13 @@ int glsb_cmd_doctor(int argc, char **argv)
 	int required_ok = 1;
 
 	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		fputs("usage: glsb-confine doctor\n\nPrint one JSON object: each confinement feature "
-		      "(namespaces, Landlock ABI, seccomp,\nno_new_privs, openat2, pidfd, cgroup v2 and "
-		      "v1) as true/false/number, \"reasons\" for\nthe false ones, and \"sandbox_ready\": "
-		      "whether `sandbox` can run without --allow-degraded.\n", stdout);
+		fputs("usage: glsb-confine doctor\n\n"
+		      "Print one JSON object: each confinement feature (namespaces, Landlock ABI,\n"
+		      "seccomp, no_new_privs, openat2, pidfd, cgroup v2 and v1) as true/false/number;\n"
+		      "\"cgroup_limits\": what `sandbox` would use (\"v2\", \"v1\" or false; probed by\n"
+		      "creating and removing a leaf cgroup); \"reasons\" for the false ones; and\n"
+		      "\"sandbox_ready\": whether `sandbox` can run without --allow-degraded.\n",
+		      stdout);
 		return 0;
 	}
 	glsb_sb_buf_printf(&b, "{");
@@ -110,6 +113,17 @@ int glsb_cmd_doctor(int argc, char **argv)
 
 	glsb_sb_buf_printf(&b, ",");
 	glsb_sb_cgroup_describe(&b);
+	/* What `sandbox` would get: create a leaf exactly as it does, then remove it. */
+	struct glsb_sb_cgroup cg;
+	char name[64];
+	glsb_sb_fmt(name, sizeof name, "sb-%d-doctor", (int)getpid());
+	if (glsb_sb_cgroup_create(&cg, name, 64, 16) == 0) {
+		glsb_sb_buf_printf(&b, ",\"cgroup_limits\":\"v%d\"", cg.version);
+		glsb_sb_cgroup_remove(&cg);
+	} else {
+		glsb_sb_buf_printf(&b, ",\"cgroup_limits\":false");
+		reason("cgroup_limits", cg.why);
+	}
 	glsb_sb_buf_printf(&b, ",\"sandbox_ready\":%s,\"reasons\":{%s}}\n",
 			   required_ok ? "true" : "false", reasons);
 	fputs(b.data, stdout);

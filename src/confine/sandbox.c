@@ -989,6 +989,10 @@ int glsb_cmd_sandbox(int argc, char **argv)
 		fputs(usage_text, stderr);
 		return 2;
 	}
+	if (opt.id_base + SANDBOX_UID > 4294967294L) {
+		fprintf(stderr, "glsb-confine sandbox: --id-base %ld too large\n", opt.id_base);
+		return 2;
+	}
 	opt.argv = argv + i;
 	root_mode = geteuid() == 0;
 	host_uid = root_mode ? opt.id_base + SANDBOX_UID : (long)getuid();
