@@ -186,6 +186,13 @@ describe("glsb-confine sandbox #confine", function()
       assert.is_true(tonumber(n) <= 5, out)
     end)
 
+    it("sees its own cgroup as the root of its cgroup namespace", function()
+      local out, code, report = H.sandbox({ "cat", "/proc/self/cgroup" })
+      assert.are.equal(0, code, out)
+      assert.is_true(report.applied.cgroupns)
+      for line in out:gmatch("[^\n]+") do assert.matches(":/$", line) end
+    end)
+
     it("has no capabilities, no_new_privs and a seccomp filter", function()
       local out, code = H.sandbox({ "grep", "-E", "^(CapEff|CapBnd|NoNewPrivs|Seccomp):", "/proc/self/status" })
       assert.are.equal(0, code, out)

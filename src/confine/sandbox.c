@@ -690,6 +690,10 @@ __attribute__((noreturn)) static void child_main(void)
 	/* The supervisor has put us in the cgroup before anything big is allocated or forked. */
 	if (read(sync_rd, &ok, 1) != 1)
 		_exit(EXIT_SETUP);
+	/* Entered now, the namespace's root is our own leaf: /proc/self/cgroup shows "/". */
+	int cgroupns = unshare(CLONE_NEWCGROUP) == 0;
+	if (!cgroupns)
+		add_missing("cgroupns", 0);
 
 	rlim_t mb = 1024 * 1024;
 	long fsize = opt.file_mb < opt.disk_mb ? opt.file_mb : opt.disk_mb;
@@ -713,7 +717,9 @@ __attribute__((noreturn)) static void child_main(void)
 	glsb_sb_buf_printf(&applied, "O\"applied\":{");
 	for (int i = 0; i < glsb_sb_namespace_count; i++)
 		glsb_sb_buf_printf(&applied, "%s\"%s\":%s", i ? "," : "", ns[i].name,
-				   (ns[i].flag == CLONE_NEWTIME ? timens : !!(clone_flags & ns[i].flag))
+				   (ns[i].flag == CLONE_NEWTIME     ? timens
+				    : ns[i].flag == CLONE_NEWCGROUP ? cgroupns
+								    : !!(clone_flags & ns[i].flag))
 				   ? "true" : "false");
 
 	int nnp = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
@@ -827,8 +833,9 @@ fail:
 
 static pid_t start_child(int pipes[2][2], char *err, size_t errcap)
 {
+	/* The cgroup namespace comes later (child_main), once the child is in its own cgroup. */
 	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-		    CLONE_NEWCGROUP | (opt.network ? 0 : CLONE_NEWNET);
+		    (opt.network ? 0 : CLONE_NEWNET);
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		clone_flags = flags;
@@ -855,10 +862,9 @@ static pid_t start_child(int pipes[2][2], char *err, size_t errcap)
 			const struct glsb_sb_ns *ns = &glsb_sb_namespaces[i];
 			if (!(flags & ns->flag) || glsb_sb_probe_ns(ns->flag) == 0)
 				continue;
-			int required = ns->flag != CLONE_NEWCGROUP;
-			add_missing(ns->name, required);
+			add_missing(ns->name, 1);
 			if (ns->flag == CLONE_NEWUSER || ns->flag == CLONE_NEWNS ||
-			    ns->flag == CLONE_NEWPID || (required && !opt.degraded))
+			    ns->flag == CLONE_NEWPID || !opt.degraded)
 				fatal = 1;
 			flags &= ~ns->flag;
 		}
