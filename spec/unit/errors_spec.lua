@@ -1,0 +1,151 @@
+-- glsb.errors: class tree, is(), the one classifier, transient derived on read, tostring, builders.
+local errors = require "glsb.errors"
+
+describe("glsb.errors #unit", function()
+  local E = errors
+
+  it("has the class tree rooted at CodeInterpreterError", function()
+    for _, name in ipairs({ "SandboxStartError", "SandboxExecutionError", "SandboxNotInitializedError",
+      "SandboxTerminateError", "TemplateBuildError", "WorkspaceError" }) do
+      local e = E.new(E[name], "create", "x")
+      assert.is_true(E.is(e, E[name]), name)
+      assert.is_true(E.is(e, E.CodeInterpreterError), name .. " is a CodeInterpreterError")
+      assert.is_true(E.is(e, name), "by name")
+      assert.are.equal(name, e.class)
+    end
+  end)
+
+  it("is() respects inheritance and does not cross siblings", function()
+    local e = E.new(E.SandboxStartError, "create", "boom")
+    assert.is_false(E.is(e, E.SandboxTerminateError))
+    assert.is_false(E.is(E.new(E.CodeInterpreterError, "create", "x"), E.SandboxStartError))
+    assert.is_false(E.is("a string", E.CodeInterpreterError))
+    assert.is_false(E.is({ class = "SandboxStartError" }, E.SandboxStartError), "look-alike tables are not errors")
+    assert.is_false(E.is(e, "NoSuchClass"))
+  end)
+
+  it("keeps stage, message and cause; raises with error(obj, 0)", function()
+    local cause = { phase = "connect", code = "COULDNT_CONNECT", message = "refused", retry_safe = true }
+    local ok, e = pcall(E.raise, E.SandboxStartError, "create", "cannot reach api", cause)
+    assert.is_false(ok)
+    assert.are.equal("create", e.stage)
+    assert.are.equal("cannot reach api", e.message)
+    assert.are.equal(cause, e.cause)
+  end)
+
+  it("rejects unknown classes and non-string stages", function()
+    assert.has_error(function() E.new("Nope", "create", "x") end)
+    assert.has_error(function() E.new(E.SandboxStartError, nil, "x") end)
+  end)
+
+  describe("classifier", function()
+    local function http(status) return E.http_failure(status, {}, "") end
+
+    it("calls 429/502/503/504 transient and 400/401/403/404 permanent", function()
+      for _, s in ipairs({ 429, 502, 503, 504 }) do assert.is_true(E.classify(http(s)), tostring(s)) end
+      for _, s in ipairs({ 400, 401, 403, 404 }) do assert.is_false(E.classify(http(s)), tostring(s)) end
+    end)
+
+    it("calls connect/send failures, refused, reset and timeouts transient", function()
+      assert.is_true(E.classify({ phase = "connect", code = "COULDNT_RESOLVE_HOST" }))
+      assert.is_true(E.classify({ phase = "send", code = "SOMETHING_ELSE" }))
+      assert.is_true(E.classify({ phase = "receive", code = "OPERATION_TIMEDOUT" }))
+      assert.is_true(E.classify({ phase = "receive", code = "RECV_ERROR", message = "Connection reset by peer" }))
+      assert.is_true(E.classify("connect: Connection refused"))
+      assert.is_true(E.classify("read: connection reset by peer"))
+      assert.is_true(E.classify("operation timed out after 30000 ms"))
+    end)
+
+    it("makes no claim about unrecognised failures", function()
+      assert.is_nil(E.classify("attempt to index a nil value (field 'timeout')"))
+      assert.is_nil(E.classify({ phase = "receive", code = "WEIRD" }))
+      assert.is_false(E.classify({ phase = "framing", code = "FRAME_TOO_LARGE" }))
+      assert.is_nil(E.classify(nil))
+    end)
+
+    it("walks the cause chain: first link with an opinion decides", function()
+      local inner = E.new(E.SandboxStartError, "create", "api said no", http(503))
+      local outer = E.new(E.SandboxStartError, "create", "create failed", inner)
+      assert.is_true(outer.transient)
+      local perm = E.new(E.SandboxStartError, "create", "bad key", E.new(E.CodeInterpreterError, "create", "x", http(401)))
+      assert.is_false(perm.transient)
+      -- an outer link with an opinion wins over the inner one
+      local mixed = E.new(E.SandboxStartError, "create", "x", { http_status = 401, cause = http(503) })
+      assert.is_false(mixed.transient)
+    end)
+
+    it("derives transient on read, never stores it", function()
+      local e = E.new(E.SandboxStartError, "create", "x", { phase = "receive", code = "WEIRD" })
+      assert.is_false(e.transient)
+      e.cause = http(429)
+      assert.is_true(e.transient, "changing the cause changes the verdict")
+      assert.is_nil(rawget(e, "transient"))
+      assert.has_error(function() e.transient = false end)
+    end)
+
+    it("survives a cause cycle", function()
+      local a = E.new(E.SandboxStartError, "create", "a")
+      local b = E.new(E.SandboxStartError, "create", "b", a)
+      a.cause = b
+      assert.is_false(a.transient)
+      assert.is_string(tostring(a))
+    end)
+  end)
+
+  it("finds retry_after along the chain (Retry-After header)", function()
+    local e = E.new(E.SandboxStartError, "create", "x", E.http_failure(429, { ["Retry-After"] = "7" }, "slow down"))
+    assert.are.equal(7, E.retry_after(e))
+    assert.are.equal(7, e.retry_after)
+    assert.is_nil(E.retry_after(E.new(E.SandboxStartError, "create", "x")))
+  end)
+
+  it("renders class, stage, message, transient and the cause chain", function()
+    local e = E.new(E.SandboxStartError, "create", "429 Too Many Requests",
+      E.new(E.CodeInterpreterError, "create", "inner", { phase = "receive", code = "X", http_status = 429,
+        message = "rate limited" }))
+    local s = tostring(e)
+    assert.are.equal("SandboxStartError[create]: 429 Too Many Requests (transient) <- cause: "
+      .. "CodeInterpreterError[create]: inner <- cause: transport receive X HTTP 429: rate limited", s)
+    local p = tostring(E.new(E.SandboxTerminateError, "terminate", "gone", "plain string"))
+    assert.are.equal("SandboxTerminateError[terminate]: gone <- cause: plain string", p)
+  end)
+
+  describe("builders", function()
+    it("http_failure names the status and clips the body", function()
+      local f = E.http_failure(401, {}, string.rep("x", 1000))
+      assert.are.equal(401, f.http_status)
+      assert.truthy(f.message:find("^401 Unauthorized: x+%.%.%.$"))
+      assert.is_true(#f.message < 400)
+    end)
+
+    it("from_response returns nil for success, wraps transport errors and HTTP statuses", function()
+      assert.is_nil(E.from_response(E.SandboxStartError, "create", { status = 201, headers = {} }))
+      local t = E.from_response(E.SandboxStartError, "create",
+        { status = 0, error = { phase = "connect", code = "COULDNT_CONNECT", message = "refused", retry_safe = true } })
+      assert.is_true(E.is(t, E.SandboxStartError))
+      assert.is_true(t.transient)
+      assert.are.equal("connect", t.cause.phase)
+      local h = E.from_response(E.SandboxStartError, "create", { status = 403, headers = {}, body = "no" })
+      assert.are.equal(403, h.cause.http_status)
+      assert.is_false(h.transient)
+      assert.truthy(h.message:find("403 Forbidden", 1, true))
+    end)
+
+    it("wrap keeps an error of the wanted class and wraps anything else", function()
+      local e = E.new(E.SandboxStartError, "health_check", "not ready")
+      assert.are.equal(e, E.wrap(E.SandboxStartError, "create", e))
+      local w = E.wrap(E.SandboxStartError, "create", "socket closed")
+      assert.are.equal("create", w.stage)
+      assert.are.equal("socket closed", w.cause)
+      local x = E.wrap(E.SandboxStartError, "create", E.new(E.SandboxExecutionError, "execute", "y"))
+      assert.are.equal("SandboxStartError", x.class)
+    end)
+
+    it("transport_failure finds the table with a phase", function()
+      local tf = { phase = "send", code = "SEND_ERROR" }
+      local e = E.new(E.SandboxExecutionError, "execute", "x", E.new(E.CodeInterpreterError, "execute", "y", tf))
+      assert.are.equal(tf, E.transport_failure(e))
+      assert.is_nil(E.transport_failure(E.new(E.SandboxExecutionError, "execute", "x", "str")))
+    end)
+  end)
+end)

@@ -1,0 +1,96 @@
+-- glsb.models: value sets, ExecutionResult, FailureDetail, SandboxFile.
+local models = require "glsb.models"
+
+describe("glsb.models #unit", function()
+  it("has string-valued ExecutionStatus, Stage and Language", function()
+    local S = models.ExecutionStatus
+    assert.are.same({ "error", "success", "timeout", "unknown" },
+      (function() local t = {} for _, v in pairs(S) do t[#t + 1] = v end table.sort(t) return t end)())
+    local stages = { "create", "health_check", "package_install", "not_initialized", "execute", "upload",
+      "download", "terminate", "template_build", "workspace" }
+    for _, s in ipairs(stages) do
+      assert.is_true(models.is_stage(s), s)
+      assert.are.equal(s, models.Stage[s:upper()])
+    end
+    assert.are.equal("python", models.Language.PYTHON)
+    assert.are.equal("bash", models.Language.BASH)
+    assert.are.equal("javascript", models.Language.JAVASCRIPT)
+  end)
+
+  it("catches typos and writes on the value sets", function()
+    assert.has_error(function() return models.ExecutionStatus.SUCESS end)
+    assert.has_error(function() models.Stage.CREATE = "x" end)
+  end)
+
+  describe("ExecutionResult", function()
+    local R = models.ExecutionResult
+    it("derives status from the exit code when not given", function()
+      assert.are.equal("success", R.new({ code = 0 }).status)
+      assert.are.equal("error", R.new({ exit_code = 2 }).status)
+      assert.are.equal(2, R.new({ exit_code = 2 }).code)
+      assert.are.equal("error", R.new({ code = 0, error = "NameError" }).status)
+      assert.are.equal("unknown", R.new({}).status)
+    end)
+
+    it("defaults stdout/stderr to empty strings and rejects bad statuses", function()
+      local r = R.new({ status = "timeout" })
+      assert.are.equal("", r.stdout)
+      assert.are.equal("", r.stderr)
+      assert.has_error(function() R.new({ status = "ok" }) end)
+    end)
+
+    it("turns a plain failure table into a FailureDetail", function()
+      local r = R.new({ status = "error", failure = { exception_type = "TransportError", retry_safe = true } })
+      assert.are.equal(models.FailureDetail, getmetatable(r.failure))
+      assert.is_true(r.failure.retry_safe)
+      assert.is_false(models.FailureDetail.new("X").retry_safe, "retry_safe defaults to false")
+    end)
+
+    it("prints readably", function()
+      local r = R.new({ status = "success", code = 0, stdout = "hi\n", duration_ms = 12.7,
+        failure = { exception_type = "T", retry_safe = false } })
+      assert.are.equal('ExecutionResult(status=success, code=0, duration_ms=12, stdout="hi\\\n", '
+        .. 'failure=FailureDetail(T, retry_safe=false))', tostring(r))
+    end)
+  end)
+
+  describe("SandboxFile", function()
+    local F = models.SandboxFile
+    it("from_bytes keeps data and filename", function()
+      local f = F.from_bytes("a,b\n1,2\n", "data.csv")
+      assert.are.equal("data.csv", f.filename)
+      assert.are.equal("a,b\n1,2\n", f.data)
+      assert.are.equal("SandboxFile(data.csv, 8 bytes)", tostring(f))
+    end)
+
+    it("from_path reads the file and defaults the name", function()
+      local path = os.tmpname()
+      local h = assert(io.open(path, "wb"))
+      h:write("\0binary\255")
+      h:close()
+      local ok, f = pcall(F.from_path, path)
+      local g = ok and F.from_path(path, "x.bin")
+      os.remove(path)
+      assert.is_true(ok, tostring(f))
+      assert.are.equal(path:match("[^/]+$"), f.filename)
+      assert.are.equal("\0binary\255", f.data)
+      assert.are.equal("x.bin", g.filename)
+      assert.has_error(function() F.from_path("/nonexistent/glsb-file") end)
+    end)
+
+    it("rejects absolute names, '..' and non-strings", function()
+      assert.has_error(function() F.from_bytes("x", "/etc/passwd") end)
+      assert.has_error(function() F.from_bytes("x", "a/../../b") end)
+      assert.has_error(function() F.from_bytes("x", "") end)
+      assert.has_error(function() F.from_bytes(42, "a") end)
+    end)
+
+    it("normalize accepts any {filename, data} table", function()
+      local f = F.normalize({ filename = "sub/a.txt", data = "A" })
+      assert.are.equal(F, getmetatable(f))
+      assert.are.equal("sub/a.txt", f.filename)
+      assert.has_error(function() F.normalize({ filename = "a" }) end)
+      assert.has_error(function() F.normalize("a") end)
+    end)
+  end)
+end)
