@@ -345,6 +345,27 @@ except OSError as e:
       assert.are.equal(0, H.count_procs("glsb-confine sandbox --workspace /tmp/glsb-confine-spec"))
     end)
 
+    it("stops a busy loop at --cpu-seconds", function()
+      local out, code = H.sandbox({ "sh", "-c", "while :; do :; done" },
+        { args = { "--cpu-seconds", "1" }, timeout = 30 })
+      assert.are.equal(128 + 24, code, out) -- SIGXCPU
+    end)
+
+    it("caps open files at --max-open-files", function()
+      local out, code = H.python([[
+import os
+fds = []
+try:
+    while len(fds) < 1000: fds.append(os.open("/dev/null", os.O_RDONLY))
+except OSError as e:
+    print(len(fds) + 3, e.errno)
+]], { args = { "--max-open-files", "32" } })
+      assert.are.equal(0, code, out)
+      local n, errno = out:match("(%d+) (%d+)")
+      assert.is_true(tonumber(n) <= 32, out)
+      assert.are.equal("24", errno) -- EMFILE
+    end)
+
     it("caps file size and /tmp", function()
       local out, code = H.sandbox({ "sh", "-c",
         "head -c 3000000 /dev/zero > /home/user/big; echo big=$?; head -c 9000000 /dev/zero > /tmp/t; " ..
