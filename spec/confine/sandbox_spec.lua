@@ -83,6 +83,60 @@ describe("glsb-confine sandbox #confine", function()
       end
     end)
 
+    -- A kernel without Landlock or seccomp filters, simulated by running glsb-confine under
+    -- bubblewrap with a seccomp filter that makes those calls fail (bwrap shares everything
+    -- else: --dev-bind / /).
+    local function without(feature)
+      local _, has_bwrap = H.sh("command -v bwrap >/dev/null")
+      assert(has_bwrap == 0, "this test needs bubblewrap (apt-get install bubblewrap)")
+      local function ins(code, jt, jf, k) return string.pack("<I2BBI4", code, jt, jf, k) end
+      local LD, JEQ, RET, ALLOW = 0x20, 0x15, 0x06, 0x7fff0000
+      local function errno(e) return 0x00050000 | e end
+      local prog = ins(LD, 0, 0, 0) -- syscall number
+      if feature == "landlock" then
+        for _, nr in ipairs({ 444, 445, 446 }) do
+          prog = prog .. ins(JEQ, 0, 1, nr) .. ins(RET, 0, 0, errno(38)) -- ENOSYS
+        end
+      else -- seccomp(2) and prctl(PR_SET_SECCOMP, ...) fail with EINVAL
+        prog = prog .. ins(JEQ, 0, 1, 317) .. ins(RET, 0, 0, errno(22)) ..
+          ins(JEQ, 0, 3, 157) .. ins(LD, 0, 0, 16) .. ins(JEQ, 0, 1, 22) .. ins(RET, 0, 0, errno(22))
+      end
+      local path = os.tmpname()
+      local fh = assert(io.open(path, "wb"))
+      fh:write(prog .. ins(RET, 0, 0, ALLOW))
+      fh:close()
+      return path
+    end
+
+    for _, feature in ipairs({ "landlock", "seccomp" }) do
+      it("fails closed without " .. feature .. ", and --allow-degraded starts and says so", function()
+        local filter = without(feature)
+        local base = H.mktemp_dir()
+        finally(function() os.remove(filter); H.rm_rf(base) end)
+        for _, degraded in ipairs({ false, true }) do
+          local words = { "bwrap", "--dev-bind", "/", "/", "--seccomp", "9", "--", H.bin, "sandbox",
+            "--cleanup", "--workspace", base .. "/ws", "--report-fd", "3" }
+          if degraded then words[#words + 1] = "--allow-degraded" end
+          words[#words + 1] = "--"
+          words[#words + 1] = "true"
+          local out, code = H.sh(H.join(words) .. " 9<" .. H.q(filter) .. " 3>&1 2>/dev/null")
+          local report = cjson.decode(out)
+          assert.are.same({ feature }, report.missing)
+          if degraded then
+            assert.are.equal(0, code, out)
+            assert.is_true(report.ok)
+            if feature == "landlock" then assert.are.equal(0, report.applied.landlock_abi) end
+            if feature == "seccomp" then assert.is_false(report.applied.seccomp) end
+          else
+            assert.are.equal(125, code, out)
+            assert.is_false(report.ok)
+            assert.matches(feature == "landlock" and "Landlock unavailable" or "seccomp filter unavailable",
+              report.error)
+          end
+        end
+      end)
+    end
+
     it("fails with usage errors as 2", function()
       local _, code = H.sh(H.q(H.bin) .. " sandbox --bogus -- true 2>&1")
       assert.are.equal(2, code)

@@ -737,7 +737,8 @@ __attribute__((noreturn)) static void child_main(void)
 	} else {
 		add_missing("landlock", 1);
 		if (!opt.degraded)
-			child_fail("landlock: %s", abi > 0 ? "needs no_new_privs" : strerror(errno));
+			child_fail("Landlock unavailable: %s",
+				   abi > 0 ? "needs no_new_privs" : strerror(errno));
 		glsb_sb_buf_printf(&applied, ",\"landlock_abi\":0");
 	}
 
@@ -745,7 +746,8 @@ __attribute__((noreturn)) static void child_main(void)
 	if (!seccomp) {
 		add_missing("seccomp", 1);
 		if (!opt.degraded)
-			child_fail("seccomp filter: %s", nnp ? strerror(errno) : "needs no_new_privs");
+			child_fail("seccomp filter unavailable: %s",
+				   nnp ? strerror(errno) : "needs no_new_privs");
 	}
 	glsb_sb_buf_printf(&applied, ",\"seccomp\":%s", seccomp ? "true" : "false");
 	if (seccomp)
