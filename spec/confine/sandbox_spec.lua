@@ -97,6 +97,9 @@ describe("glsb-confine sandbox #confine", function()
         for _, nr in ipairs({ 444, 445, 446 }) do
           prog = prog .. ins(JEQ, 0, 1, nr) .. ins(RET, 0, 0, errno(38)) -- ENOSYS
         end
+      elseif feature == "netns" then -- clone/unshare with CLONE_NEWNET fail with EPERM
+        prog = prog .. ins(JEQ, 1, 0, 56) .. ins(JEQ, 0, 3, 272) .. ins(LD, 0, 0, 16) ..
+          ins(0x45, 0, 1, 0x40000000) .. ins(RET, 0, 0, errno(1))
       else -- seccomp(2) and prctl(PR_SET_SECCOMP, ...) fail with EINVAL
         prog = prog .. ins(JEQ, 0, 1, 317) .. ins(RET, 0, 0, errno(22)) ..
           ins(JEQ, 0, 3, 157) .. ins(LD, 0, 0, 16) .. ins(JEQ, 0, 1, 22) .. ins(RET, 0, 0, errno(22))
@@ -108,7 +111,7 @@ describe("glsb-confine sandbox #confine", function()
       return path
     end
 
-    for _, feature in ipairs({ "landlock", "seccomp" }) do
+    for _, feature in ipairs({ "landlock", "seccomp", "netns" }) do
       it("fails closed without " .. feature .. ", and --allow-degraded starts and says so", function()
         local filter = without(feature)
         local base = H.mktemp_dir()
@@ -127,11 +130,13 @@ describe("glsb-confine sandbox #confine", function()
             assert.is_true(report.ok)
             if feature == "landlock" then assert.are.equal(0, report.applied.landlock_abi) end
             if feature == "seccomp" then assert.is_false(report.applied.seccomp) end
+            if feature == "netns" then assert.is_false(report.applied.netns) end
           else
             assert.are.equal(125, code, out)
             assert.is_false(report.ok)
-            assert.matches(feature == "landlock" and "Landlock unavailable" or "seccomp filter unavailable",
-              report.error)
+            local expect = { landlock = "Landlock unavailable", seccomp = "seccomp filter unavailable",
+              netns = "missing netns" }
+            assert.matches(expect[feature], report.error)
           end
         end
       end)
