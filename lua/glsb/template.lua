@@ -329,7 +329,6 @@ function TemplateBuilder:ensure(spec)
     if is_cancellation(res) then error(res, 0) end
     error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
   end
-  if self.sync == false then return body() end
   return require("glsb.loop").sync(body)
 end
 

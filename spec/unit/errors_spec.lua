@@ -67,7 +67,8 @@ describe("glsb.errors #unit", function()
       local inner = E.new(E.SandboxStartError, "create", "api said no", http(503))
       local outer = E.new(E.SandboxStartError, "create", "create failed", inner)
       assert.is_true(outer.transient)
-      local perm = E.new(E.SandboxStartError, "create", "bad key", E.new(E.CodeInterpreterError, "create", "x", http(401)))
+      local perm = E.new(E.SandboxStartError, "create", "bad key",
+        E.new(E.CodeInterpreterError, "create", "x", http(401)))
       assert.is_false(perm.transient)
       -- an outer link with an opinion wins over the inner one
       local mixed = E.new(E.SandboxStartError, "create", "x", { http_status = 401, cause = http(503) })

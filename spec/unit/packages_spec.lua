@@ -14,7 +14,8 @@ local function python_argv(code)
     .. "for node in ast.walk(tree):\n"
     .. "    if isinstance(node, ast.Call) and getattr(node.func, \"attr\", \"\") == \"run\":\n"
     .. "        lst = node.args[0]\n"
-    .. "        print(json.dumps([ast.literal_eval(e) if isinstance(e, ast.Constant) else \"<expr>\" for e in lst.elts]))\n"
+    .. "        print(json.dumps([ast.literal_eval(e) if isinstance(e, ast.Constant) else \"<expr>\"\n"
+    .. "                          for e in lst.elts]))\n"
     .. "' " .. path .. " 2>&1")
   local out = p:read("a")
   p:close()
