@@ -168,7 +168,8 @@ describe("glsb.sandbox contract #unit", function()
     end)
 
     it("uploads files to /files/<name> (or upload_dir) before running", function()
-      sb:execute_code("x", { files = { glsb.SandboxFile.from_bytes("a,b\n", "data.csv"), { filename = "n.txt", data = "N" } } })
+      sb:execute_code("x", { files = {
+        glsb.SandboxFile.from_bytes("a,b\n", "data.csv"), { filename = "n.txt", data = "N" } } })
       assert.are.equal("a,b\n", backend.files["/files/data.csv"])
       assert.are.equal("N", backend.files["/files/n.txt"])
       assert.are.equal("_upload", backend.calls[#backend.calls - 1].hook)
