@@ -106,7 +106,9 @@ static const char usage_text[] =
 	"Empty leaves of supervisors that were SIGKILLed are removed by the next sandbox.\n"
 	"Exit: PROGRAM's status; 125 if the sandbox could not be set up; 2 on usage errors.\n";
 
-enum mkind { M_BIND_RO, M_BIND_RW, M_SYMLINK, M_DEV };
+/* M_COPY: a small regular file copied into the root tmpfs (cheaper than a bind mount). */
+enum mkind { M_BIND_RO, M_BIND_RW, M_SYMLINK, M_DEV, M_COPY };
+#define COPY_MAX (1 << 20)
 struct mnt {
 	enum mkind kind;
 	int fd;    /* O_PATH source, opened by the child in its mount namespace */
@@ -239,6 +241,8 @@ static int plan_host_entry(const char *path, int follow, char *err, size_t errca
 	}
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
 		return 0;
+	if (S_ISREG(st.st_mode) && st.st_size <= COPY_MAX)
+		return plan_add(M_COPY, path, path, follow, err, errcap);
 	return plan_add(M_BIND_RO, path, path, follow, err, errcap);
 }
 
@@ -246,8 +250,9 @@ static int build_plan(char *err, size_t errcap)
 {
 	static const char *const top[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
 					  "/libx32"};
-	/* What the dynamic loader, bash, python3, node, pip and TLS clients read from /etc. Never
-	 * /etc/ssl whole: /etc/ssl/private holds keys. */
+	/* What the dynamic loader, bash, python3, node and TLS clients read from /etc. Never
+	 * /etc/ssl whole (/etc/ssl/private holds keys), nor files that may carry the host's
+	 * credentials (pip.conf index URLs, environment proxies). Small files are copied. */
 	static const char *const etc[] = {
 		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ssl/certs",
 		"/etc/ssl/openssl.cnf", "/etc/ca-certificates.conf", "/etc/alternatives",
@@ -256,8 +261,7 @@ static int build_plan(char *err, size_t errcap)
 		"/etc/mime.types", "/etc/magic", "/etc/magic.mime", "/etc/bash.bashrc", "/etc/profile",
 		"/etc/inputrc", "/etc/terminfo", "/etc/os-release", "/etc/debian_version",
 		"/etc/lsb-release", "/etc/python3", "/etc/python3.11", "/etc/python3.12",
-		"/etc/pip.conf", "/etc/ld-musl-x86_64.path", "/etc/environment", "/etc/login.defs",
-		"/etc/locale.alias", "/etc/mailcap", "/etc/papersize",
+		"/etc/ld-musl-x86_64.path", "/etc/locale.alias", "/etc/mailcap", "/etc/papersize",
 	};
 	static const char *const dev[] = {"null", "zero", "full", "random", "urandom"};
 	char src[PATH_MAX + 16], dst[300];
@@ -408,6 +412,30 @@ static void do_bind(const struct mnt *m, const char *dst)
 	seal_mount(dst, m->kind != M_BIND_RW, m->kind != M_DEV);
 }
 
+static void do_copy(const struct mnt *m, const char *dst)
+{
+	char buf[16384];
+	size_t total = 0;
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+
+	if (out < 0)
+		child_fail("create %s: %s", m->dst, strerror(errno));
+	for (;;) {
+		ssize_t n = read(m->fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			child_fail("read %s: %s", m->src, strerror(errno));
+		if (n == 0)
+			break;
+		total += (size_t)n;
+		/* A file that grew past the cap since the plan: refuse rather than fill the root. */
+		if (total > COPY_MAX || glsb_sb_write_all(out, buf, (size_t)n) < 0)
+			child_fail("copy %s: %s", m->src, total > COPY_MAX ? "too large" : strerror(errno));
+	}
+	close(out);
+}
+
 static void generate_etc(void)
 {
 	static const struct {
@@ -435,7 +463,7 @@ static void build_root(void)
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail("make mounts private: %s", strerror(errno));
-	if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
+	if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") < 0)
 		child_fail("mount root tmpfs: %s", strerror(errno));
 	mkdirs_or_fail(NEWROOT "/etc");
 	mkdirs_or_fail(NEWROOT "/proc");
@@ -468,6 +496,14 @@ static void build_root(void)
 			mkdirs_or_fail(parent);
 			if (symlink(m->target, dst) < 0 && errno != EEXIST)
 				child_fail("symlink %s: %s", m->dst, strerror(errno));
+			continue;
+		}
+		if (m->kind == M_COPY) {
+			char parent[PATH_MAX];
+			snprintf(parent, sizeof parent, "%s", dst);
+			*strrchr(parent, '/') = '\0';
+			mkdirs_or_fail(parent);
+			do_copy(m, dst);
 			continue;
 		}
 		do_bind(m, dst);
@@ -669,7 +705,8 @@ __attribute__((noreturn)) static void child_main(void)
 		struct mnt *m = &plan[i];
 		if (m->kind == M_SYMLINK)
 			continue;
-		m->fd = open(m->src, O_PATH | O_CLOEXEC | (m->follow ? 0 : O_NOFOLLOW));
+		m->fd = open(m->src, (m->kind == M_COPY ? O_RDONLY : O_PATH) | O_CLOEXEC |
+				     (m->follow ? 0 : O_NOFOLLOW));
 		if (m->fd < 0)
 			child_fail("open %s: %s", m->src, strerror(errno));
 	}
