@@ -124,11 +124,6 @@ function Process:fd(which) return self.proc:fd(which) end
 -- Reads stdout and stderr to EOF (concurrently) and waits for exit. Returns stdout, stderr, status,
 -- or nil, "timeout" (the process is left running: the caller decides).
 function Process:communicate(input, deadline)
-  if input then
-    local ok, err = self:write(input, deadline)
-    if not ok and err == "timeout" then return nil, "timeout" end
-  end
-  if self.proc:fd("stdin") then self:close_stdin() end
   local out, errs = {}, {}
   local function drain(which, acc)
     return function()
@@ -141,6 +136,15 @@ function Process:communicate(input, deadline)
     end
   end
   local tasks = {}
+  if self.proc:fd("stdin") then
+    -- Fed from its own task: a child that writes as it reads would deadlock a write-then-read.
+    tasks[#tasks + 1] = loop.spawn(function()
+      local ok, err = true, nil
+      if input then ok, err = self:write(input, deadline) end
+      self:close_stdin()
+      if not ok and err == "timeout" then return "timeout" end
+    end)
+  end
   if self.proc:fd("stdout") then tasks[#tasks + 1] = loop.spawn(drain("stdout", out)) end
   if self.proc:fd("stderr") then tasks[#tasks + 1] = loop.spawn(drain("stderr", errs)) end
   local results = table.pack(loop.gather(tasks))

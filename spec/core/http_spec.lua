@@ -1,0 +1,192 @@
+-- The HTTP transport over real loopback: which phase failed decides retry_safe, framers stream, the
+-- connection is reused, and requests run concurrently on one loop.
+local http = require "glsb.http"
+local loop = require "glsb.loop"
+local core = require "glsb.core"
+local server = require "support.server"
+
+describe("glsb.http #core #http", function()
+  local srv
+
+  setup(function()
+    srv = server.start({ "node", "spec/support/fault_server.mjs", "0" })
+  end)
+
+  teardown(function()
+    if srv then srv.stop() end
+  end)
+
+  local function url(path) return srv.url .. path end
+
+  -- A port that is certainly closed: bind nothing, take one the server is not on.
+  local function closed_port_url()
+    local port = tonumber(srv.url:match(":(%d+)$"))
+    return ("http://127.0.0.1:%d/"):format(port == 1 and 2 or 1)
+  end
+
+  it("returns status, headers (lower-cased, repeats joined) and body", function()
+    local res = http.request({ url = url("/ok") })
+    assert.is_nil(res.error)
+    assert.equal(200, res.status)
+    assert.equal("hello", res.body)
+    assert.equal("text/plain", res.headers["content-type"])
+    assert.equal("a, b", res.headers["x-multi"])
+  end)
+
+  it("sends method, headers and an exact binary body", function()
+    local body = "\0\1\2\255" .. string.rep("z", 100000)
+    local res = http.json({ url = url("/echo"), method = "PUT", body = body, headers = { ["X-Test"] = "1" } })
+    assert.equal("PUT", res.json.method)
+    assert.equal("1", res.json.headers["x-test"])
+    assert.equal(#body, res.json.length)
+    assert.equal(body, core.b64decode(res.json.body))
+    assert.is_nil(res.json.headers.expect) -- no 100-continue round trip
+  end)
+
+  it("a refused connection fails in phase connect and is retry-safe", function()
+    local res = http.request({ url = closed_port_url() })
+    assert.equal("connect", res.error.phase)
+    assert.equal("COULDNT_CONNECT", res.error.code)
+    assert.is_true(res.error.retry_safe)
+  end)
+
+  it("a server that closes while the body is still being sent fails in phase send (retry-safe)", function()
+    local res = http.request({ url = url("/close-during-request"), method = "POST", body = string.rep("b", 64 << 20) })
+    assert.is_table(res.error)
+    assert.equal("send", res.error.phase)
+    assert.is_true(res.error.retry_safe)
+  end)
+
+  it("a server that closes after reading the whole request fails in phase receive (outcome unknown)", function()
+    local res = http.request({ url = url("/close-before-response"), method = "POST", body = "{}" })
+    assert.equal("receive", res.error.phase)
+    assert.is_false(res.error.retry_safe)
+  end)
+
+  it("a body cut short fails in phase receive", function()
+    local res = http.request({ url = url("/close-mid-body") })
+    assert.equal("receive", res.error.phase)
+    assert.is_false(res.error.retry_safe)
+  end)
+
+  it("a total timeout after the request was sent is receive + timeout", function()
+    local res = http.request({ url = url("/slow?ms=3000"), timeout = 0.2 })
+    assert.equal("receive", res.error.phase)
+    assert.equal("OPERATION_TIMEDOUT", res.error.code)
+    assert.is_true(res.error.timeout)
+    assert.is_false(res.error.retry_safe)
+  end)
+
+  it("HTTP error statuses are transport successes", function()
+    local res = http.request({ url = url("/status?code=503&retry_after=7") })
+    assert.is_nil(res.error)
+    assert.equal(503, res.status)
+    assert.equal("7", res.headers["retry-after"])
+  end)
+
+  it("streams NDJSON lines split across chunks, in order, before the body ends", function()
+    local seen, head = {}, nil
+    local res = http.request({
+      url = url("/ndjson?n=5"), framer = "lines",
+      on_headers = function(status) head = status end,
+      on_frame = function(line) seen[#seen + 1] = http.decode_json(line).i end,
+    })
+    assert.is_nil(res.error)
+    assert.equal(200, head)
+    assert.same({ 0, 1, 2, 3, 4 }, seen)
+  end)
+
+  it("a stream cut mid-way reports frames so far and phase receive", function()
+    local seen = 0
+    local res = http.request({ url = url("/ndjson?n=3&cut=1"), framer = "lines", on_frame = function() seen = seen + 1 end })
+    assert.equal(3, seen)
+    assert.equal("receive", res.error.phase)
+  end)
+
+  it("decodes Server-Sent Events", function()
+    local events = {}
+    http.request({ url = url("/sse"), framer = "sse", on_frame = function(e) events[#events + 1] = e end })
+    assert.equal(2, #events)
+    assert.same({ event = "greet", data = "hello", id = "1" }, events[1])
+    assert.same({ event = "message", data = "a\nb", id = "1" }, events[2])
+  end)
+
+  it("decodes Connect envelopes including the end-stream flag", function()
+    local frames = {}
+    local res = http.request({ url = url("/connect"), framer = "connect", on_frame = function(f) frames[#frames + 1] = f end })
+    assert.is_nil(res.error)
+    assert.same({ { flags = 0, data = '{"n":1}' }, { flags = 0, data = '{"n":2}' }, { flags = 2, data = "{}" } }, frames)
+  end)
+
+  it("an oversized line is a framing error, not a silent truncation", function()
+    local res = http.request({ url = url("/huge-line?n=5000"), framer = "lines", max_frame = 1000, on_frame = function() end })
+    assert.equal("framing", res.error.phase)
+    assert.equal("FRAME_TOO_LARGE", res.error.code)
+  end)
+
+  it("a buffered body over max_body is refused", function()
+    local res = http.request({ url = url("/huge-line?n=5000"), max_body = 100 })
+    assert.equal("framing", res.error.phase)
+    assert.equal("BODY_TOO_LARGE", res.error.code)
+  end)
+
+  it("a slow consumer pauses the transfer instead of buffering everything (20 MB through)", function()
+    local n, bytes = 0, 0
+    local res = http.request({
+      url = url("/big-lines?lines=200000"), framer = "lines",
+      on_frame = function(line)
+        n = n + 1
+        bytes = bytes + #line
+        if n % 50000 == 0 then loop.sleep(0.01) end
+      end,
+    })
+    assert.is_nil(res.error)
+    assert.equal(200000, n)
+    assert.equal(200000 * 99, bytes)
+  end)
+
+  it("on_frame returning false aborts the transfer", function()
+    local seen = 0
+    local res = http.request({ url = url("/ndjson?n=50&gap=20"), framer = "lines", on_frame = function()
+      seen = seen + 1
+      return seen < 2
+    end })
+    assert.is_true(res.aborted)
+    assert.equal(2, seen)
+  end)
+
+  it("reuses the kept-alive connection for sequential requests", function()
+    local a = http.request({ url = url("/conn") }).body
+    local b = http.request({ url = url("/conn") }).body
+    assert.equal(a, b)
+  end)
+
+  it("runs requests concurrently on one loop", function()
+    http.request({ url = url("/reset-inflight") })
+    loop.run(function()
+      local tasks = {}
+      for i = 1, 8 do
+        tasks[i] = loop.spawn(function() return http.request({ url = url("/slow?ms=300") }).body end)
+      end
+      for _, body in ipairs({ loop.gather(tasks) }) do assert.equal("late", body) end
+    end)
+    assert.equal("8", http.request({ url = url("/max-inflight") }).body)
+  end)
+
+  it("cancelling the task aborts its request", function()
+    local t = loop.spawn(function() return http.request({ url = url("/slow?ms=5000") }) end)
+    loop.run(function()
+      loop.sleep(0.05)
+      t:cancel()
+    end)
+    local ok, err = pcall(t.wait, t)
+    assert.is_false(ok)
+    assert.is_true(loop.is_cancelled(err))
+  end)
+
+  it("rejects misuse with argument errors", function()
+    assert.has_error(function() core.http({}) end)
+    assert.has_error(function() core.http({ url = "http://x/", framer = "bogus" }) end)
+    assert.has_error(function() core.http({ url = "http://x/", http_version = "9" }) end)
+  end)
+end)

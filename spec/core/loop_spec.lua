@@ -1,0 +1,162 @@
+-- Tasks on one loop: run, spawn, gather, sleep, cancel, shield; waits outside any task; processes.
+local loop = require "glsb.loop"
+local process = require "glsb.process"
+local core = require "glsb.core"
+
+describe("glsb.loop #core #unit", function()
+  it("run returns the root task's results and re-raises its error", function()
+    assert.same({ 1, 2 }, { loop.run(function(a) return a, 2 end, 1) })
+    local ok, err = pcall(loop.run, function() error({ class = "X" }, 0) end)
+    assert.is_false(ok)
+    assert.equal("X", err.class)
+  end)
+
+  it("string errors from a task carry a traceback", function()
+    local ok, err = pcall(loop.run, function() error("boom") end)
+    assert.is_false(ok)
+    assert.matches("boom", err)
+    assert.matches("stack traceback", err)
+  end)
+
+  it("gather waits for all tasks and returns first results in argument order", function()
+    local order = {}
+    local r = { loop.run(function()
+      local a = loop.spawn(function() loop.sleep(0.05); order[#order + 1] = "a"; return "A" end)
+      local b = loop.spawn(function() loop.sleep(0.01); order[#order + 1] = "b"; return "B" end)
+      return loop.gather(a, b)
+    end) }
+    assert.same({ "A", "B" }, r)
+    assert.same({ "b", "a" }, order) -- they really ran concurrently
+  end)
+
+  it("gather accepts an array and raises the first failure after all finished", function()
+    local finished = false
+    local ok, err = pcall(loop.run, function()
+      local t1 = loop.spawn(function() error({ which = 1 }, 0) end)
+      local t2 = loop.spawn(function() loop.sleep(0.02); finished = true end)
+      return loop.gather({ t1, t2 })
+    end)
+    assert.is_false(ok)
+    assert.equal(1, err.which)
+    assert.is_true(finished)
+  end)
+
+  it("sleep outside any task drives the loop itself and lets spawned tasks run", function()
+    local ran = false
+    loop.spawn(function() ran = true end)
+    loop.sleep(0.01)
+    assert.is_true(ran)
+  end)
+
+  it("timers fire in deadline order", function()
+    local seen = {}
+    loop.run(function()
+      local ts = {}
+      for _, d in ipairs({ 0.03, 0.01, 0.02, 0.0 }) do
+        ts[#ts + 1] = loop.spawn(function() loop.sleep(d); seen[#seen + 1] = d end)
+      end
+      loop.gather(ts)
+    end)
+    assert.same({ 0.0, 0.01, 0.02, 0.03 }, seen)
+  end)
+
+  it("cancel raises a Cancelled error at the task's wait point", function()
+    local after = false
+    local t = loop.spawn(function() loop.sleep(30); after = true end)
+    loop.run(function() loop.sleep(0.01); t:cancel() end)
+    local ok, err = pcall(t.wait, t)
+    assert.is_false(ok)
+    assert.is_true(loop.is_cancelled(err))
+    assert.is_false(after)
+    assert.matches("cancelled", tostring(err))
+  end)
+
+  it("shield defers a cancel until the shielded work is done", function()
+    local cleaned = false
+    local t = loop.spawn(function()
+      local ok, err = pcall(loop.sleep, 30)
+      assert(not ok and loop.is_cancelled(err))
+      loop.shield(function() loop.sleep(0.05); cleaned = true end)
+      error(err, 0)
+    end)
+    loop.run(function() loop.sleep(0.01); t:cancel() end)
+    assert.is_false(pcall(t.wait, t))
+    assert.is_true(cleaned)
+  end)
+
+  it("a wait with a deadline times out", function()
+    local t = loop.spawn(function() loop.sleep(30) end)
+    local r, why = loop.run(function() return t:wait(core.now() + 0.02) end)
+    assert.is_nil(r)
+    assert.equal("timeout", why)
+    t:cancel()
+    loop.drain(1)
+  end)
+
+  it("a task cannot wait for itself", function()
+    assert.has_error(function()
+      loop.run(function()
+        local me = loop.current()
+        me:wait()
+      end)
+    end)
+  end)
+
+  it("rejects misuse", function()
+    assert.has_error(function() loop.spawn(42) end)
+    assert.has_error(function() loop.sleep("x") end)
+    assert.has_error(function() loop.run(nil) end)
+  end)
+end)
+
+describe("glsb.process #core #unit", function()
+  it("runs a program and captures stdout, stderr and the exit code", function()
+    local out, err, st = process.run({ "sh", "-c", "printf 'a\\nb'; echo e >&2; exit 3" })
+    assert.equal("a\nb", out)
+    assert.equal("e\n", err)
+    assert.equal(3, st.code)
+  end)
+
+  it("feeds stdin and keeps binary bytes exact", function()
+    local data = "\0\1\255" .. string.rep("q", 200000)
+    local out, _, st = process.run({ "cat" }, { input = data })
+    assert.equal(data, out)
+    assert.equal(0, st.code)
+  end)
+
+  it("times out, kills, and leaves no child behind", function()
+    local out, why = process.run({ "sleep", "30" }, { timeout = 0.1 })
+    assert.is_nil(out)
+    assert.equal("timeout", why)
+  end)
+
+  it("reports a signal death", function()
+    local _, _, st = process.run({ "sh", "-c", "kill -9 $$" })
+    assert.equal(9, st.signal)
+  end)
+
+  it("reads lines as they come", function()
+    local p = assert(process.spawn({ argv = { "sh", "-c", "echo one; sleep 0.05; echo two" }, stdin = "null" }))
+    assert.equal("one", p:read_line())
+    assert.equal("two", p:read_line())
+    assert.same({ nil, "eof" }, { p:read_line() })
+    assert.equal(0, p:wait().code)
+    p:close()
+  end)
+
+  it("a missing program is an error value, not a raise", function()
+    local p, err = process.spawn({ argv = { "/nonexistent/prog" } })
+    assert.is_nil(p)
+    assert.matches("nonexistent", err)
+  end)
+
+  it("two processes run concurrently in tasks", function()
+    local marks = {}
+    loop.run(function()
+      local a = loop.spawn(function() process.run({ "sh", "-c", "sleep 0.1; echo a" }); marks[#marks + 1] = "a" end)
+      local b = loop.spawn(function() process.run({ "sh", "-c", "echo b" }); marks[#marks + 1] = "b" end)
+      loop.gather(a, b)
+    end)
+    assert.same({ "b", "a" }, marks)
+  end)
+end)
