@@ -144,6 +144,7 @@ local function classify_one(x)
   -- transport failure table {phase, code, message, retry_safe}
   local code = rawget(x, "code")
   if type(code) == "string" and TRANSIENT_CODE[code] then return true end
+  if rawget(x, "timeout") == true then return true end
   local phase = rawget(x, "phase")
   if phase == "connect" or phase == "send" then return true end
   if phase == "framing" then return false end

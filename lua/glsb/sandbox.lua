@@ -148,7 +148,7 @@ function M.result_from_failure(err)
     return ExecutionResult.new { status = Status.ERROR, error = text,
       failure = { exception_type = exception_type, retry_safe = true } }
   end
-  if tf and (tf.code == "OPERATION_TIMEDOUT" or tf.code == "TIMEOUT") then
+  if tf and (tf.timeout == true or tf.code == "OPERATION_TIMEDOUT" or tf.code == "TIMEOUT") then
     return ExecutionResult.new { status = Status.TIMEOUT, error = text,
       failure = { exception_type = exception_type, retry_safe = false } }
   end
@@ -328,7 +328,9 @@ function M.create(cls, opts)
   local sopts = {}
   for k, v in pairs(opts) do sopts[k] = v end
   sopts.timeout = M.resolve_timeout(opts.timeout, cls.default_sandbox_timeout, "create: opts.timeout", 3)
-  check_field(opts, "template", "string", "create", 3)
+  if opts.template ~= nil and type(opts.template) ~= "string" and type(opts.template) ~= "table" then
+    error("create: opts.template must be a string (id/name) or a template ref table", 3)
+  end
   if cls._prepare_create then cls._prepare_create(sopts, 3) end
   local self = M.new(cls, sopts)
   self.timeout = sopts.timeout

@@ -196,6 +196,8 @@ describe("glsb.sandbox contract #unit", function()
         cut = { raise = { phase = "receive", code = "RECV_ERROR", message = "reset", retry_safe = false } },
         slow = { raise = { phase = "receive", code = "OPERATION_TIMEDOUT", message = "timeout", retry_safe = false } },
         bug = { raise = "attempt to index a nil value" },
+        deadline = { raise = { phase = "receive", code = "CURLE_28", timeout = true, retry_safe = false } },
+        connslow = { raise = { phase = "connect", code = "OPERATION_TIMEDOUT", timeout = true, retry_safe = true } },
         framing = { raise = { phase = "framing", code = "FRAME_TOO_LARGE", retry_safe = false } },
         garbage = function() return 42 end,
         badstatus = { status = "fine" },
@@ -212,6 +214,8 @@ describe("glsb.sandbox contract #unit", function()
       assert.is_false(r.failure.retry_safe)
       assert.are.equal("timeout", run("slow").status)
       assert.are.equal("unknown", run("bug").status)
+      assert.are.equal("timeout", run("deadline").status)
+      assert.are.equal("error", run("connslow").status, "a connect timeout never sent the code")
       assert.are.equal("unknown", run("framing").status)
       assert.are.equal("unknown", run("garbage").status)
       assert.are.equal("unknown", run("badstatus").status)
