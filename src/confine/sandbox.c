@@ -111,7 +111,7 @@ enum mkind { M_BIND_RO, M_BIND_RW, M_SYMLINK, M_DEV, M_COPY };
 #define COPY_MAX (1 << 20)
 struct mnt {
 	enum mkind kind;
-	int fd;    /* O_PATH source, opened by the child in its mount namespace */
+	int fd;    /* source (O_PATH; O_RDONLY to copy), opened by the child in its mount ns */
 	int isdir, follow;
 	char src[512];
 	char dst[256];
@@ -162,12 +162,12 @@ static void add_missing(const char *name, int required)
 		list_add(opt_missing, sizeof opt_missing, name);
 }
 
-static int parse_long(const char *s, long min, long *out)
+static int parse_long(const char *s, long min, long max, long *out)
 {
 	char *end;
 	errno = 0;
 	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < min)
+	if (errno || end == s || *end || v < min || v > max)
 		return -1;
 	*out = v;
 	return 0;
@@ -995,27 +995,32 @@ int glsb_cmd_sandbox(int argc, char **argv)
 			}
 			opt.env[opt.nenv++] = argv[++i];
 		} else if (more >= 1 && a[0] == '-' && a[1] == '-') {
+			/* Bounds keep every product (MB to bytes) far from overflow. */
 			const struct {
 				const char *name;
 				long *val;
-				long min;
+				long min, max;
 			} nums[] = {
-				{"--memory-mb", &opt.memory_mb, 1},  {"--cpu-seconds", &opt.cpu_s, 1},
-				{"--max-processes", &opt.nproc, 1},  {"--max-file-mb", &opt.file_mb, 1},
-				{"--disk-mb", &opt.disk_mb, 1},      {"--max-open-files", &opt.nofile, 16},
-				{"--id-base", &opt.id_base, 1},      {"--report-fd", &n, 0},
+				{"--memory-mb", &opt.memory_mb, 1, 1L << 24},
+				{"--cpu-seconds", &opt.cpu_s, 1, 1L << 30},
+				{"--max-processes", &opt.nproc, 1, 1L << 22},
+				{"--max-file-mb", &opt.file_mb, 1, 1L << 24},
+				{"--disk-mb", &opt.disk_mb, 1, 1L << 24},
+				{"--max-open-files", &opt.nofile, 16, 1L << 20},
+				{"--id-base", &opt.id_base, 1, 4294967294L - SANDBOX_UID},
+				{"--report-fd", &n, 0, INT_MAX},
 			};
 			size_t k;
 			for (k = 0; k < sizeof nums / sizeof nums[0]; k++)
 				if (!strcmp(a, nums[k].name))
 					break;
 			if (k == sizeof nums / sizeof nums[0] ||
-			    parse_long(argv[i + 1], nums[k].min, nums[k].val) < 0) {
+			    parse_long(argv[i + 1], nums[k].min, nums[k].max, nums[k].val) < 0) {
 				fprintf(stderr, "glsb-confine sandbox: bad option %s %s\n", a, argv[i + 1]);
 				return 2;
 			}
 			if (nums[k].val == &n) {
-				if (n > INT_MAX || fcntl((int)n, F_GETFD) < 0) {
+				if (fcntl((int)n, F_GETFD) < 0) {
 					fprintf(stderr, "glsb-confine sandbox: --report-fd %ld is not open\n", n);
 					return 2;
 				}
@@ -1032,10 +1037,6 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	}
 	if (i >= argc || !opt.workspace) {
 		fputs(usage_text, stderr);
-		return 2;
-	}
-	if (opt.id_base + SANDBOX_UID > 4294967294L) {
-		fprintf(stderr, "glsb-confine sandbox: --id-base %ld too large\n", opt.id_base);
 		return 2;
 	}
 	opt.argv = argv + i;
