@@ -139,7 +139,6 @@ local function now() return loop().now() end
 -- while running code. Cancellation is never converted: it is re-raised.
 function M.result_from_failure(err)
   if retry.is_cancellation(err) then error(err, 0) end
-  if errors.is(err, errors.SandboxNotInitializedError) then error(err, 0) end
   local tf = errors.transport_failure(err)
   local exception_type = errors.is_error(err) and err.class or (tf and "TransportError") or "ProviderError"
   local text = errors.is_error(err) and tostring(err) or errors.describe(err)
@@ -312,6 +311,10 @@ end
 local function do_create(self, sopts, retry_override)
   local p = policy(self.create_retry, constants.CREATE_RETRY, retry_override)
   p.retryable = function(err) return errors.is_transient(err) end
+  p.on_retry = p.on_retry or function(err, attempt, delay)
+    log.info(string.format("create attempt %d failed (transient), retrying in %.2fs: %s", attempt, delay,
+      tostring(err)), { provider = self.provider })
+  end
   retry.call(start_attempt, p, self, sopts)
   self._state = "running"
   self:_after_start(sopts)

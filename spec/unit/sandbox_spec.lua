@@ -57,6 +57,16 @@ describe("glsb.sandbox contract #unit", function()
       assert.are.equal("fake-3", sb.sandbox_id)
     end)
 
+    it("waits as long as a 429's Retry-After asks (capped)", function()
+      backend.start_failures = {
+        E.new(E.SandboxStartError, "create", "slow down", E.http_failure(429, { ["retry-after"] = "2" })),
+        E.new(E.SandboxStartError, "create", "slow down", E.http_failure(429, { ["retry-after"] = "3600" })),
+      }
+      create({ retry = { base_delay = 0.1, jitter = 0, max_retry_after = 10,
+        sleep = function(s) sleeps[#sleeps + 1] = s end } })
+      assert.are.same({ 2, 10 }, sleeps)
+    end)
+
     it("does not retry a 401 and keeps the cause", function()
       backend.start_failures = { unauthorized() }
       local ok, err = pcall(create)
@@ -200,6 +210,7 @@ describe("glsb.sandbox contract #unit", function()
         connslow = { raise = { phase = "connect", code = "OPERATION_TIMEDOUT", timeout = true, retry_safe = true } },
         framing = { raise = { phase = "framing", code = "FRAME_TOO_LARGE", retry_safe = false } },
         garbage = function() return 42 end,
+        lost = { raise = E.new(E.SandboxNotInitializedError, "execute", "sandbox vanished") },
         badstatus = { status = "fine" },
       }
       local function run(c) return sb:execute_code(c) end
@@ -218,6 +229,7 @@ describe("glsb.sandbox contract #unit", function()
       assert.are.equal("error", run("connslow").status, "a connect timeout never sent the code")
       assert.are.equal("unknown", run("framing").status)
       assert.are.equal("unknown", run("garbage").status)
+      assert.are.equal("SandboxNotInitializedError", run("lost").failure.exception_type, "hooks never make it raise")
       assert.are.equal("unknown", run("badstatus").status)
       for _, c in ipairs({ "unsent", "cut", "slow", "bug", "garbage" }) do
         assert.are_not.equal("success", run(c).status)
