@@ -234,7 +234,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned flags = size ? data[0] : 0;
 	const uint8_t *rest = size ? data + 1 : data;
 	size_t rl = size ? size - 1 : 0;
-	size_t a = rl / 3, c = rl / 3;
+	size_t a = rl * (flags % 5) / 8, c = (rl - a) / 2;
 	struct glsb_ws_run_result r = {
 		.exited = flags & 1, .exit_code = (int)(flags * 1234567u) - 400,
 		.signaled = (flags >> 1) & 1, .signal = (int)(flags >> 2),
