@@ -1,0 +1,90 @@
+-- glsb.providers.e2b.api: what the sandbox adapter and the template builder share:
+-- where E2B lives (control plane and data plane URLs), the headers each plane wants,
+-- the control-plane request, and the Connect envelope.
+--
+-- Facts (shared/protocols/e2b.md §1, §2, §2.1):
+-- - control plane base = api_url || E2B_API_URL || "https://api.<domain>", domain =
+--   domain || E2B_DOMAIN || "e2b.app"; every call carries X-API-KEY.
+-- - data plane: envd on port 49983, the code interpreter on 49999, reached at
+--   https://<port>-<sandboxID>.<domain>, or, with a sandbox_url override, at that one base URL
+--   routed by the E2b-Sandbox-Id / E2b-Sandbox-Port headers (which we always send: the edge
+--   proxy ignores them when it routes by host).
+-- - Connect streams: one request envelope (1 byte flags + 4 byte big-endian length + JSON).
+
+local http = require "glsb.http"
+
+local M = {}
+
+M.VERSION = "0.1.0"
+M.USER_AGENT = "glsb-lua/" .. M.VERSION
+M.ENVD_PORT = 49983
+M.JUPYTER_PORT = 49999
+M.DEFAULT_DOMAIN = "e2b.app"
+M.CONNECT_TIMEOUT = 10      -- seconds to establish a TCP connection, every request
+M.API_TIMEOUT = 60          -- seconds per control-plane request (the SDK's requestTimeoutMs)
+
+local function strip_slash(s) return (s:gsub("/+$", "")) end
+
+local function nonempty(v)
+  if type(v) == "string" and v ~= "" then return v end
+  return nil
+end
+
+-- api.config(opts) -> {api_key, domain, api_url, sandbox_url}; api_key may be nil (the caller
+-- decides how to fail). opts fields win over the E2B_* environment variables.
+function M.config(opts)
+  opts = opts or {}
+  local domain = nonempty(opts.domain) or nonempty(os.getenv("E2B_DOMAIN")) or M.DEFAULT_DOMAIN
+  local api_url = nonempty(opts.api_url) or nonempty(os.getenv("E2B_API_URL")) or ("https://api." .. domain)
+  local sandbox_url = nonempty(opts.sandbox_url) or nonempty(os.getenv("E2B_SANDBOX_URL"))
+  return {
+    api_key = nonempty(opts.api_key) or nonempty(os.getenv("E2B_API_KEY")),
+    domain = domain,
+    api_url = strip_slash(api_url),
+    sandbox_url = sandbox_url and strip_slash(sandbox_url) or nil,
+  }
+end
+
+-- api.request(cfg, method, path, body, opts) -> glsb.http result (res.json decoded when JSON).
+-- body (a table) is sent as JSON. opts: timeout (s), headers (extra), url (absolute, instead of
+-- api_url .. path), raw_body (string, with opts.content_type).
+function M.request(cfg, method, path, body, opts)
+  opts = opts or {}
+  -- Connection: close: see Sandbox:_data_headers (no silent replay of a POST by libcurl).
+  local headers = { ["X-API-KEY"] = cfg.api_key, ["User-Agent"] = M.USER_AGENT, ["Connection"] = "close" }
+  for k, v in pairs(opts.headers or {}) do headers[k] = v end
+  local req = {
+    method = method,
+    url = opts.url or (cfg.api_url .. path),
+    headers = headers,
+    connect_timeout = M.CONNECT_TIMEOUT,
+    timeout = opts.timeout or M.API_TIMEOUT,
+  }
+  if opts.raw_body ~= nil then
+    req.body = opts.raw_body
+    headers["Content-Type"] = opts.content_type or "application/octet-stream"
+    return http.request(req)
+  end
+  req.json = body
+  -- E2B answers 2xx without a body in places (204, 202); http.json leaves res.json nil then.
+  return http.json(req)
+end
+
+-- api.data_url(cfg, sandbox_id, port, path[, domain]) -> URL of a data-plane endpoint.
+function M.data_url(cfg, sandbox_id, port, path, domain)
+  if cfg.sandbox_url then return cfg.sandbox_url .. path end
+  return string.format("https://%d-%s.%s%s", port, sandbox_id, domain or cfg.domain, path)
+end
+
+-- api.envelope(json_text) -> one Connect envelope, flags 0.
+function M.envelope(json_text)
+  return string.pack(">BI4", 0, #json_text) .. json_text
+end
+
+-- Connect error codes that prove the server refused the call before doing anything.
+M.CONNECT_REFUSALS = {
+  invalid_argument = true, not_found = true, unauthenticated = true, permission_denied = true,
+  failed_precondition = true, resource_exhausted = true, unimplemented = true, already_exists = true,
+}
+
+return M

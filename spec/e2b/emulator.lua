@@ -1,0 +1,91 @@
+-- spec/e2b/emulator.lua: start and drive the E2B emulator from a spec (require "e2b.emulator").
+--
+--   local emu = emulator.start{ api_keys = {...} }   -- scripts/emulator e2b --port 0
+--   emu.base, emu.api_key, emu:opts(extra)           -- glsb.create("e2b", emu:opts{...})
+--   emu:fault{...}, emu:clear_faults(), emu:state(), emu:kill(id), emu:reset()
+--   emu:stop()                                       -- SIGTERM, wait, reap; safe twice
+-- Call stop() in teardown (busted runs it also when a test failed).
+
+local process = require "glsb.process"
+local http = require "glsb.http"
+local loop = require "glsb.loop"
+
+local M = {}
+
+local Emulator = {}
+Emulator.__index = Emulator
+
+local function root_dir()
+  local src = debug.getinfo(1, "S").source:sub(2)
+  local dir = src:match("^(.*)/spec/e2b/[^/]*$")
+  return dir or "."
+end
+
+M.ROOT = root_dir()
+
+-- emulator.start(opts) -> Emulator. opts.api_keys: accepted keys (default {"e2b_test_key"}).
+function M.start(opts)
+  opts = opts or {}
+  local keys = opts.api_keys or { "e2b_test_key" }
+  local argv = { M.ROOT .. "/scripts/emulator", "e2b", "--port", "0", "--exit-with-parent" }
+  for _, k in ipairs(keys) do
+    argv[#argv + 1] = "--api-key"
+    argv[#argv + 1] = k
+  end
+  local p, err = process.spawn { argv = argv, stdin = "null", stdout = "pipe", stderr = opts.stderr or "null" }
+  if not p then error("cannot start the E2B emulator: " .. tostring(err), 2) end
+  local line = loop.sync(function() return p:read_line("stdout", loop.now() + 20) end)
+  local base = line and line:match("^listening (%S+)")
+  if not base then
+    p:kill("KILL")
+    p:close()
+    error("E2B emulator did not print 'listening <url>' (got " .. tostring(line) .. "); "
+      .. "is spec/node_modules installed (cd spec && npm ci)?", 2)
+  end
+  return setmetatable({ proc = p, base = base, api_key = keys[1] }, Emulator)
+end
+
+-- Options for glsb.create("e2b", ...) pointing at this emulator.
+function Emulator:opts(extra)
+  local o = { api_key = self.api_key, api_url = self.base, sandbox_url = self.base }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
+function Emulator:admin(method, path, body)
+  -- Connection: close, so no pooled connection is left for an adapter request to reuse (libcurl
+  -- replays a request on a reused connection that dies before answering; see the e2b adapter).
+  local res = http.json { method = method, url = self.base .. path, json = body, timeout = 10, connect_timeout = 5,
+    headers = { Connection = "close" } }
+  if res.error or res.status >= 300 then
+    error(string.format("emulator admin %s %s failed: %s %s", method, path,
+      tostring(res.status), res.error and res.error.message or tostring(res.body)), 2)
+  end
+  return res.json
+end
+
+function Emulator:fault(rule) return self:admin("POST", "/_emulator/faults", rule) end
+function Emulator:clear_faults() return self:admin("DELETE", "/_emulator/faults") end
+function Emulator:faults() return self:admin("GET", "/_emulator/faults") end
+function Emulator:state() return self:admin("GET", "/_emulator/state") end
+function Emulator:reset() return self:admin("POST", "/_emulator/reset") end
+function Emulator:kill(id) return self:admin("POST", "/_emulator/sandboxes/" .. id .. "/kill") end
+
+-- The sandbox ids the emulator still has (any state).
+function Emulator:sandbox_ids()
+  local ids = {}
+  for _, s in ipairs(self:state().sandboxes or {}) do ids[#ids + 1] = s.sandboxID end
+  return ids
+end
+
+function Emulator:stop()
+  local p = self.proc
+  if not p then return end
+  self.proc = nil
+  p:kill("TERM")
+  local st = loop.sync(function() return p:wait(loop.now() + 10) end)
+  if not st then p:kill("KILL") end
+  p:close()
+end
+
+return M
