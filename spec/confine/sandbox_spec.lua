@@ -168,6 +168,12 @@ describe("glsb-confine sandbox #confine", function()
       assert.matches("HOME=/home/user", out, 1, true)
     end)
 
+    it("lets PROGRAM reopen its stdout/stderr pipes through /dev/stdout and /dev/stderr", function()
+      local out, code = H.sandbox({ "sh", "-c", "echo one > /dev/stdout; echo two > /dev/stderr" })
+      assert.are.equal(0, code, out)
+      assert.are.equal("one\ntwo\n", out)
+    end)
+
     it("passes stdin through and no other descriptor", function()
       local out, code = H.sandbox({ "sh", "-c", "cat; ls /proc/self/fd | tr '\\n' ' '" },
         { stdin = "hello-stdin\n" })

@@ -20,6 +20,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -59,7 +60,9 @@ static const char usage_text[] =
 	"SIGTERM/SIGINT/SIGQUIT (a second one kills), removes the cgroup (and the workspace with\n"
 	"--cleanup), and exits with PROGRAM's status (code, or 128+signal). If the process that\n"
 	"started glsb-confine dies, the whole sandbox is killed (PR_SET_PDEATHSIG).\n"
-	"stdin, stdout and stderr are PROGRAM's; no other descriptor is passed in.\n"
+	"stdin, stdout and stderr are PROGRAM's; no other descriptor is passed in. Run as root,\n"
+	"pipes and sockets among them are chowned to the sandbox user so that /dev/stdout and\n"
+	"/dev/stderr can be reopened inside.\n"
 	"\n"
 	"options:\n"
 	"  --workspace DIR      host dir (required; created 0700 if missing). DIR/home is /home/user\n"
@@ -333,6 +336,23 @@ static int prepare_workspace(char *err, size_t errcap)
 		}
 	}
 	return 0;
+}
+
+/* Scripts reopen their output through /dev/stdout (/proc/self/fd/1), which checks the
+ * owner of the pipe: hand anonymous pipes and sockets on 0-2 to the sandbox user (with the
+ * shifted ids they are root's otherwise). Files and terminals are left alone. */
+static void give_stdio(void)
+{
+	for (int fd = 0; fd < 3; fd++) {
+		struct statfs sf;
+		struct stat st;
+		if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0 || st.st_uid != geteuid())
+			continue;
+		if ((S_ISFIFO(st.st_mode) && sf.f_type == 0x50495045 /* PIPEFS_MAGIC */) ||
+		    (S_ISSOCK(st.st_mode) && sf.f_type == 0x534F434B /* SOCKFS_MAGIC */))
+			if (fchown(fd, (uid_t)host_uid, (gid_t)host_gid) < 0)
+				continue; /* only /dev/stdout-style reopening is lost */
+	}
 }
 
 /* --- inside: the child of clone, pid 1 of the new pid namespace ---------------------------- */
@@ -1072,6 +1092,8 @@ int glsb_cmd_sandbox(int argc, char **argv)
 
 	if (prepare_workspace(err, sizeof err) < 0 || build_plan(err, sizeof err) < 0)
 		goto fail;
+	if (root_mode)
+		give_stdio();
 	snprintf(name, sizeof name, "sb-%d-%ld", (int)getpid(), (long)time(NULL));
 	if (glsb_sb_cgroup_create(&cgroup, name, opt.memory_mb, opt.nproc) == 0)
 		have_cgroup = 1;
