@@ -1,0 +1,734 @@
+-- glsb.providers.local: sandboxes on this machine, confined by glsb-confine.
+-- The embedded default: glsb.create() with no name gives one of these.
+--
+-- How a sandbox is made
+--   create() runs `glsb-confine sandbox` (fresh user/mount/pid/net/ipc/uts
+--   namespaces, private read-only root, Landlock, seccomp, rlimits, cgroup
+--   limits; see `glsb-confine sandbox --help`) with PROGRAM = the host's
+--   python3 running agent.py (this directory, bound read-only at
+--   /.glsb/agent). The helper itself is bound read-only at
+--   /.glsb/glsb-confine so workspace primitives can exec it inside.
+--   The workspace is <workspace_root>/glsb-local-XXXXXX/ws on the host
+--   (home -> /home/user, files -> /files); --cleanup makes the supervisor
+--   remove it when the sandbox ends, and terminate removes whatever is left.
+--   The supervisor's report (--report-fd 3, through a one-line /bin/sh
+--   wrapper because glsb.core has no pipe()) is read into sb.confinement.
+--
+-- Finding things
+--   helper: opts.confine, else $GLSB_CONFINE, else next to the core:
+--   <dir of core.module_path()>/glsb-confine (installed next to core.so),
+--   <dir>/../../glsb-confine (build/lib/glsb/core.so -> build/glsb-confine),
+--   <dir>/glsb-confine (core linked into build/glsb-lua).
+--   agent: agent.py next to this file. python: opts.python or /usr/bin/python3
+--   (the sandbox PATH has no pyenv/venv of the host).
+--
+-- The agent protocol (agent.py has the details)
+--   NDJSON on the PROGRAM's stdin/stdout; bytes as base64. One request at a
+--   time per sandbox (a small lock; concurrent callers queue). Output streams
+--   as one event per line; each stream is capped at 10 MiB per call (the
+--   agent counts what it drops; the result then has stdout_truncated /
+--   stderr_truncated = true and a note appended to the stream). A frame
+--   longer than 16 MiB from the sandbox is a protocol error and kills it.
+--
+-- Timeouts and failures
+--   execute_code timeout: the host asks the agent to interrupt (SIGINT to its
+--   main thread: KeyboardInterrupt; bash/node: SIGKILL to the process group)
+--   -> TIMEOUT, namespace kept. If the code does not stop within
+--   interrupt_grace (2 s) the sandbox is killed -> TIMEOUT, and every later
+--   call raises SandboxNotInitializedError saying why (never hangs). The
+--   sandbox dying mid-call (agent killed, OOM) -> TIMEOUT likewise.
+--   execute_command: the agent kills the command's process group at the
+--   timeout (the host waits timeout + grace as a backstop).
+--
+-- Lease: set_timeout(s) / create{timeout = s} arm a glsb.loop timer that
+--   terminates the sandbox at expiry unless renewed. It only fires while the
+--   owning process runs the loop (any glsb call waits on it); if the owner
+--   dies, PR_SET_PDEATHSIG kills the sandbox. Dropping the last reference
+--   (garbage collection, or lua_close at exit) kills it without grace.
+--
+-- additional_packages: pip --user inside the sandbox (PYTHONUSERBASE is
+--   /home/user/.local, on sys.path in the kernel), with --no-index
+--   --find-links <opts.pip_find_links> (bound read-only at /.glsb/find-links)
+--   and/or --index-url <opts.pip_index_url>. Without either, pip uses its
+--   default index, which needs network = true.
+--
+-- Options (create): language ("python" | "bash" | "javascript"), timeout,
+--   template, network, memory_mb, cpu_seconds, max_processes, max_file_mb,
+--   disk_mb, max_open_files, allow_degraded, env (sandbox-wide environment),
+--   python, confine, workspace_root, start_timeout (10 s), interrupt_grace,
+--   pip_index_url, pip_find_links, max_download_bytes (256 MiB).
+
+local core = require "glsb.core"
+local cjson = require "cjson.safe"
+local loop = require "glsb.loop"
+local process = require "glsb.process"
+local errors = require "glsb.errors"
+local models = require "glsb.models"
+local sandbox = require "glsb.sandbox"
+local packages = require "glsb.packages"
+
+local Stage = models.Stage
+local Status = models.ExecutionStatus
+
+local M = { name = "local" }
+
+M.OUTPUT_CAP = 10 * 1024 * 1024
+M.MAX_FRAME = 16 * 1024 * 1024
+M.DEFAULT_START_TIMEOUT = 10
+M.DEFAULT_INTERRUPT_GRACE = 2
+M.DEFAULT_MAX_DOWNLOAD = 256 * 1024 * 1024
+M.AGENT_DIR = "/.glsb/agent"
+M.HELPER_PATH = "/.glsb/glsb-confine"
+M.FIND_LINKS_DIR = "/.glsb/find-links"
+M.TEMPLATE_DIR = "/opt/glsb/template"
+
+---------------------------------------------------------------------------
+-- Locating the helper, the agent, python, node
+---------------------------------------------------------------------------
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+local function dirname(path) return path:match("^(.*)/[^/]*$") or "." end
+
+local THIS_DIR = (function()
+  local src = debug.getinfo(1, "S").source
+  if src:sub(1, 1) == "@" then return dirname(src:sub(2)) end
+  return "."
+end)()
+
+-- M.find_helper([explicit]) -> absolute path, or nil, message listing what was tried.
+function M.find_helper(explicit)
+  local tried = {}
+  local function try(p)
+    if not p or p == "" then return nil end
+    tried[#tried + 1] = p
+    if exists(p) then return core.realpath and core.realpath(p) or p end
+  end
+  local found = try(explicit) or try(os.getenv("GLSB_CONFINE"))
+  if found then return found end
+  local mp = core.module_path()
+  if mp then
+    local dir = dirname(mp)
+    found = try(dir .. "/glsb-confine") or try(dir .. "/../../glsb-confine")
+    if found then return found end
+  end
+  return nil, "glsb-confine not found (tried: " .. table.concat(tried, ", ")
+    .. "); build it with `make build/glsb-confine` or set GLSB_CONFINE"
+end
+
+function M.agent_dir()
+  local dir = core.realpath and core.realpath(THIS_DIR) or THIS_DIR
+  return dir
+end
+
+local SANDBOX_PATH = { "/usr/local/bin", "/usr/bin", "/bin" }
+
+-- M.find_in_sandbox_path(name) -> host path of a program the sandbox can run.
+function M.find_in_sandbox_path(name)
+  for _, d in ipairs(SANDBOX_PATH) do
+    local p = d .. "/" .. name
+    if exists(p) then return p end
+  end
+  return nil
+end
+
+---------------------------------------------------------------------------
+-- The sandbox class
+---------------------------------------------------------------------------
+
+local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
+  languages = { python = true, bash = true, javascript = true },
+  -- a local start failure is never a hiccup of the network: no retry
+  create_retry = { attempts = 1 },
+})
+M.Sandbox = Sandbox
+
+local function start_error(message, cause, stage)
+  return errors.new(errors.SandboxStartError, stage or Stage.CREATE, message, cause)
+end
+
+local function positive_int(opts, key)
+  local v = opts[key]
+  if v == nil then return nil end
+  if type(v) ~= "number" or v ~= math.floor(v) or v <= 0 then
+    error(start_error(string.format("local: opts.%s must be a positive integer, got %s", key, tostring(v))), 0)
+  end
+  return math.tointeger(v)
+end
+
+local LIMITS = {
+  { "memory_mb", "--memory-mb" }, { "cpu_seconds", "--cpu-seconds" },
+  { "max_processes", "--max-processes" }, { "max_file_mb", "--max-file-mb" },
+  { "disk_mb", "--disk-mb" }, { "max_open_files", "--max-open-files" },
+}
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- Builds the glsb-confine argv for a sandbox (exported for the template builder).
+-- spec: {helper, workspace, report, python, program (array), ro_binds, binds,
+--        env (map), opts (limits, network, allow_degraded)}
+function M.confine_argv(spec)
+  local argv = { "/bin/sh", "-c", 'r=$1; shift; exec "$@" 3>"$r"', "sh", spec.report,
+    spec.helper, "sandbox", "--workspace", spec.workspace, "--report-fd", "3", "--cleanup" }
+  local opts = spec.opts or {}
+  for _, l in ipairs(LIMITS) do
+    local v = positive_int(opts, l[1])
+    if v then argv[#argv + 1] = l[2] argv[#argv + 1] = tostring(v) end
+  end
+  if opts.network then argv[#argv + 1] = "--network" end
+  if opts.allow_degraded then argv[#argv + 1] = "--allow-degraded" end
+  for _, b in ipairs(spec.ro_binds or {}) do
+    argv[#argv + 1] = "--ro-bind" argv[#argv + 1] = b[1] argv[#argv + 1] = b[2]
+  end
+  for _, b in ipairs(spec.binds or {}) do
+    argv[#argv + 1] = "--bind" argv[#argv + 1] = b[1] argv[#argv + 1] = b[2]
+  end
+  local keys = {}
+  for k in pairs(spec.env or {}) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    argv[#argv + 1] = "--env" argv[#argv + 1] = k .. "=" .. tostring(spec.env[k])
+  end
+  argv[#argv + 1] = "--"
+  for _, w in ipairs(spec.program) do argv[#argv + 1] = w end
+  return argv
+end
+
+-- Reads the supervisor's report (nil when it has not written one).
+function M.read_report(path)
+  local s = read_file(path)
+  if not s or s == "" then return nil end
+  return cjson.decode(s:match("^[^\n]*"))
+end
+
+local function workspace_root(opts)
+  local root = opts.workspace_root or os.getenv("TMPDIR")
+  if not root or root == "" then root = "/tmp" end
+  return root
+end
+
+M.workspace_root = workspace_root
+
+---------------------------------------------------------------------------
+-- Reading events from the agent
+---------------------------------------------------------------------------
+
+-- Keeps the last 4 KiB of the supervisor's stderr (diagnostics) without blocking.
+local function drain_stderr(self)
+  local p = self._proc
+  if not p or not p.proc:fd("stderr") then return end
+  for _ = 1, 16 do
+    local data = p.proc:read("stderr")
+    if not data or data == "" then
+      if data == "" then p.proc:close_fd("stderr") end
+      return
+    end
+    local tail = self._stderr_tail .. data
+    if #tail > 4096 then tail = tail:sub(-4096) end
+    self._stderr_tail = tail
+  end
+end
+
+-- Reads one event. Returns the decoded table, or nil, "timeout" | "eof" | "protocol: ...".
+local function read_event(self, deadline)
+  while true do
+    local buf = self._rbuf
+    local nl = buf:find("\n", 1, true)
+    if nl then
+      self._rbuf = buf:sub(nl + 1)
+      local ev = cjson.decode(buf:sub(1, nl - 1))
+      if type(ev) ~= "table" then return nil, "protocol: the agent sent a line that is not a JSON object" end
+      return ev
+    end
+    if #buf > M.MAX_FRAME then return nil, "protocol: a frame from the agent exceeded 16 MiB" end
+    drain_stderr(self)
+    local data, err = self._proc:read("stdout", deadline)
+    if not data then return nil, err end
+    if data == "" then return nil, "eof" end
+    self._rbuf = buf .. data
+  end
+end
+
+local function describe_exit(self)
+  local st = self._proc and self._proc.proc:poll()
+  local parts = {}
+  if st then
+    parts[#parts + 1] = st.code and ("supervisor exit code " .. st.code)
+      or ("supervisor killed by signal " .. tostring(st.signal))
+  end
+  drain_stderr(self)
+  local tail = self._stderr_tail:gsub("%s+$", "")
+  if tail ~= "" then parts[#parts + 1] = "stderr: " .. tail:sub(-500) end
+  return table.concat(parts, "; ")
+end
+
+-- Marks the sandbox dead (it cannot serve requests any more) and kills it.
+local function mark_dead(self, why)
+  if self._dead then return end
+  self._dead = why
+  if self._proc then
+    self._proc:kill("KILL")
+  end
+end
+
+local function check_alive(self, what)
+  if self._dead then
+    errors.raise(errors.SandboxNotInitializedError, Stage.NOT_INITIALIZED,
+      string.format("%s: the local sandbox is no longer usable (%s); terminate it and create a new one",
+        what, self._dead))
+  end
+  if not self._proc then
+    errors.raise(errors.SandboxNotInitializedError, Stage.NOT_INITIALIZED, what .. ": the local sandbox is not running")
+  end
+end
+
+-- One request at a time: a lock the waiting tasks poll (requests are short
+-- compared with the 5 ms step, and this keeps glsb.loop untouched).
+local function acquire(self, deadline)
+  while self._busy do
+    if deadline and loop.now() >= deadline then return false end
+    loop.sleep(0.005)
+    if self._dead then return true end
+  end
+  self._busy = true
+  return true
+end
+
+local function release(self) self._busy = false end
+
+local function send(self, req, deadline)
+  local line = cjson.encode(req)
+  if not line then error("local: cannot encode request", 0) end
+  local ok, err = self._proc:write(line .. "\n", deadline)
+  if not ok then return nil, err end
+  return true
+end
+
+-- request(self, req, opts) -> done event, or nil, reason ("timeout" | "dead: ...").
+-- opts: deadline (interrupt at this time), on_event(ev) for out/chunk events,
+-- grace (seconds after the interrupt before the sandbox is killed),
+-- interrupt (bool: send an interrupt at the deadline; else kill at deadline+grace)
+local function request(self, req, opts)
+  check_alive(self, req.op)
+  self._next_id = self._next_id + 1
+  req.id = self._next_id
+  if not acquire(self, opts.deadline) then return nil, "busy" end
+  local ok, res, why = pcall(function()
+    check_alive(self, req.op)
+    local sent, err = send(self, req, opts.deadline)
+    if not sent then
+      if err == "timeout" then return nil, "timeout" end
+      mark_dead(self, "the agent stopped reading requests: " .. tostring(err))
+      return nil, "dead"
+    end
+    local deadline = opts.deadline
+    local interrupted = false
+    while true do
+      local ev, rerr = read_event(self, deadline)
+      if ev then
+        if ev.id == req.id then
+          if ev.ev == "done" then return ev end
+          if opts.on_event then opts.on_event(ev) end
+        end
+      elseif rerr == "timeout" then
+        if opts.interrupt and not interrupted then
+          interrupted = true
+          send(self, { op = "interrupt", id = req.id }, loop.now() + 1)
+          deadline = loop.now() + (opts.grace or self._grace)
+        else
+          mark_dead(self, string.format(
+            "%s did not stop within its timeout and the grace period; the sandbox was killed",
+            req.op == "exec" and "the code" or req.op))
+          return nil, "dead"
+        end
+      else
+        local desc = rerr
+        if rerr == "eof" then
+          self._proc:wait(loop.now() + 1)
+          desc = "the sandbox ended unexpectedly"
+          local d = describe_exit(self)
+          if d ~= "" then desc = desc .. " (" .. d .. ")" end
+        end
+        mark_dead(self, desc)
+        return nil, "dead"
+      end
+    end
+  end)
+  release(self)
+  if not ok then error(res, 0) end
+  return res, why
+end
+
+---------------------------------------------------------------------------
+-- Lifecycle
+---------------------------------------------------------------------------
+
+local function cancel_lease(self)
+  local t = self._lease_task
+  self._lease_task = nil
+  if t and not t:done() and loop.current() ~= t then t:cancel() end
+end
+
+local function arm_lease(self, seconds)
+  cancel_lease(self)
+  if not seconds then return end
+  local task
+  task = loop.spawn(function()
+    loop.sleep(seconds)
+    if self._lease_task ~= task then return end
+    self._lease_task = nil
+    self._lease_expired = true
+    local ok, err = pcall(self.terminate, self)
+    if not ok then
+      require("glsb.log").error("local: terminating the sandbox at lease expiry failed: " .. tostring(err),
+        { sandbox_id = self.sandbox_id })
+    end
+  end)
+  self._lease_task = task
+end
+
+local function python_of(opts)
+  local py = opts.python or "/usr/bin/python3"
+  if not exists(py) then
+    error(start_error("local: python not found at " .. py .. " (set opts.python to the host's python3)"), 0)
+  end
+  return py
+end
+
+local function resolve_template(opts)
+  if opts.template == nil then return nil end
+  local tmpl = require "glsb.providers.local.template"
+  local dir, err = tmpl.resolve(opts.template, opts)
+  if not dir then error(start_error(err), 0) end
+  return dir
+end
+
+function Sandbox:_init(opts)
+  sandbox.CodeInterpreterSandbox._init(self, opts)
+  self._rbuf = ""
+  self._stderr_tail = ""
+  self._next_id = 0
+  self._busy = false
+  self._grace = opts.interrupt_grace or M.DEFAULT_INTERRUPT_GRACE
+end
+
+function Sandbox:_start(opts)
+  local helper, herr = M.find_helper(opts.confine)
+  if not helper then error(start_error(herr), 0) end
+  local python = python_of(opts)
+  if self.language == "javascript" and not M.find_in_sandbox_path("node") then
+    error(start_error("local: language 'javascript' needs node, which is not installed on this machine"), 0)
+  end
+  local template_dir = resolve_template(opts)
+  local base, merr = core.mkdtemp(workspace_root(opts) .. "/glsb-local-")
+  if not base then error(start_error("local: cannot create the workspace: " .. tostring(merr)), 0) end
+  self._base = base
+  self.workspace = base .. "/ws"
+  self.sandbox_id = "local-" .. base:match("([^/]+)$"):gsub("^glsb%-local%-", "")
+
+  local env = { PYTHONDONTWRITEBYTECODE = "1", PYTHONUNBUFFERED = "1" }
+  local ro = { { M.agent_dir(), M.AGENT_DIR }, { helper, M.HELPER_PATH } }
+  if template_dir then
+    ro[#ro + 1] = { template_dir, M.TEMPLATE_DIR }
+    local tmeta = require("glsb.providers.local.template").read_meta(template_dir)
+    for k, v in pairs(tmeta and tmeta.env or {}) do env[k] = v end
+    if tmeta and tmeta.workdir then env.GLSB_WORKDIR = tmeta.workdir end
+    self.template_id = tmeta and tmeta.id
+  end
+  if opts.pip_find_links then
+    ro[#ro + 1] = { opts.pip_find_links, M.FIND_LINKS_DIR }
+  end
+  for _, b in ipairs(opts.ro_binds or {}) do ro[#ro + 1] = b end
+  if opts.env then
+    for k, v in pairs(opts.env) do env[k] = tostring(v) end
+  end
+  local argv = M.confine_argv {
+    helper = helper, workspace = self.workspace, report = base .. "/report.json",
+    program = { python, "-B", M.AGENT_DIR .. "/agent.py" },
+    ro_binds = ro, env = env, opts = opts,
+  }
+  local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe" }
+  if not p then error(start_error("local: cannot start glsb-confine: " .. tostring(serr)), 0) end
+  self._proc = p
+
+  local deadline = loop.now() + (opts.start_timeout or M.DEFAULT_START_TIMEOUT)
+  local ev, err = read_event(self, deadline)
+  if not ev or ev.ev ~= "ready" then
+    if err == "eof" then p:wait(loop.now() + 2) end
+    local report = M.read_report(base .. "/report.json")
+    local msg
+    if report and report.ok == false then
+      msg = "local: glsb-confine could not set up the sandbox: " .. tostring(report.error)
+      if type(report.missing) == "table" and #report.missing > 0 then
+        msg = msg .. " (missing: " .. table.concat(report.missing, ", ")
+          .. "; pass allow_degraded = true to accept less)"
+      end
+    elseif err == "timeout" then
+      msg = string.format("local: the sandbox agent did not answer within %gs",
+        opts.start_timeout or M.DEFAULT_START_TIMEOUT)
+    else
+      msg = "local: the sandbox agent did not start: "
+        .. tostring(err or ("unexpected event " .. tostring(ev and ev.ev)))
+      local d = describe_exit(self)
+      if d ~= "" then msg = msg .. " (" .. d .. ")" end
+    end
+    error(start_error(msg, report, Stage.HEALTH_CHECK), 0)
+  end
+  local report = M.read_report(base .. "/report.json")
+  self.confinement = report and report.applied or nil
+  self.missing = report and report.missing or {}
+  self.host_pid = report and report.pid or nil
+  self._opts = opts
+  arm_lease(self, opts.timeout)
+end
+
+-- Stops the supervisor: close the agent's stdin (it exits, the supervisor
+-- cleans up), then SIGTERM twice (forwarded, then a kill), then SIGKILL.
+local function stop_process(self, deadline)
+  local p = self._proc
+  if not p then return true end
+  local function waited(secs)
+    local st = p:wait(math.min(deadline, loop.now() + secs))
+    return st ~= nil
+  end
+  if p.proc:fd("stdin") then p:close_stdin() end
+  if waited(3) then return true end
+  p:kill("TERM")
+  if waited(1) then return true end
+  p:kill("TERM")
+  if waited(1) then return true end
+  p:kill("KILL")
+  return waited(2)
+end
+
+function Sandbox:_terminate(opts)
+  cancel_lease(self)
+  local deadline = loop.now() + (opts and opts.timeout or 10)
+  if self._proc then
+    if not stop_process(self, deadline) then
+      error("local: the sandbox supervisor (pid " .. tostring(self._proc.pid) .. ") did not exit", 0)
+    end
+    self._proc:close()
+    self._proc = nil
+  end
+  if self._base then
+    -- the supervisor removed the workspace unless it was killed; the report stays
+    local ok, err = core.rmtree(self._base)
+    if not ok then error("local: cannot remove the workspace " .. self._base .. ": " .. tostring(err), 0) end
+    self._base = nil
+  end
+  if not self._dead then self._dead = "terminated" end
+end
+
+-- Last resort when the handle is garbage collected (or the Lua state closes)
+-- with the sandbox still running: no waiting is possible here.
+Sandbox.__gc = function(self)
+  local p = rawget(self, "_proc")
+  if p then pcall(p.close, p) end
+  local base = rawget(self, "_base")
+  if base then pcall(core.rmtree, base) end
+end
+
+---------------------------------------------------------------------------
+-- Results
+---------------------------------------------------------------------------
+
+local function collector(opts)
+  local c = { out = { {}, {} }, sizes = { 0, 0 } }
+  local callbacks = { opts.on_stdout, opts.on_stderr }
+  c.on_event = function(ev)
+    if ev.ev ~= "out" then return end
+    local s = ev.s == 2 and 2 or 1
+    local data = core.b64decode(ev.d or "") or ""
+    if c.sizes[s] + #data > M.OUTPUT_CAP + 1024 then return end -- the agent caps; this is a backstop
+    c.sizes[s] = c.sizes[s] + #data
+    local acc = c.out[s]
+    acc[#acc + 1] = data
+    local cb = callbacks[s]
+    if cb then
+      local ok, err = pcall(cb, (data:gsub("\n$", "")))
+      if not ok then
+        require("glsb.log").warn("local: output callback failed: " .. tostring(err))
+      end
+    end
+  end
+  c.texts = function(done)
+    local t = { table.concat(c.out[1]), table.concat(c.out[2]) }
+    local trunc = { false, false }
+    for i, key in ipairs({ "dropped_stdout", "dropped_stderr" }) do
+      local n = done and tonumber(done[key]) or 0
+      if n > 0 then
+        trunc[i] = true
+        t[i] = t[i] .. string.format("\n[glsb: output truncated at %d bytes; %d more bytes dropped]\n", M.OUTPUT_CAP, n)
+      end
+    end
+    return t[1], t[2], trunc[1], trunc[2]
+  end
+  return c
+end
+
+local function finish(c, done, fields)
+  local stdout, stderr, t1, t2 = c.texts(done)
+  fields.stdout, fields.stderr = stdout, stderr
+  local r = models.ExecutionResult.new(fields)
+  if t1 then r.stdout_truncated = true end
+  if t2 then r.stderr_truncated = true end
+  return r
+end
+
+local function dead_result(self, c, what, timeout)
+  local why = self._dead or "the sandbox is not running"
+  local msg
+  if self._lease_expired then
+    msg = what .. ": the sandbox lease expired and it was terminated"
+  elseif timeout then
+    msg = string.format("%s: timed out after %gs: %s", what, timeout, why)
+  else
+    msg = what .. ": " .. why
+  end
+  return finish(c, nil, { status = Status.TIMEOUT, error = msg })
+end
+
+local function int(v)
+  if type(v) ~= "number" then return nil end
+  return math.tointeger(v) or v
+end
+
+function Sandbox:_run_code(code, opts)
+  local c = collector(opts)
+  local started = loop.now()
+  local deadline = opts.timeout and started + opts.timeout or nil
+  local done = request(self, {
+    op = "exec", code = code, lang = opts.language or self.language, env = opts.env,
+  }, { deadline = deadline, on_event = c.on_event, interrupt = true })
+  if not done then return dead_result(self, c, "execute_code", opts.timeout) end
+  if done.timeout then
+    return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
+      error = string.format("execute_code: timed out after %gs (interrupted; the sandbox is still usable)",
+        opts.timeout or 0) })
+  end
+  if done.ok then
+    return finish(c, done, { status = Status.SUCCESS, code = int(done.exit_code) })
+  end
+  local err
+  if done.name then
+    err = (done.traceback and done.traceback ~= "") and done.traceback:gsub("\n$", "")
+      or (tostring(done.name) .. ": " .. tostring(done.value))
+  else
+    err = string.format("exited with code %s", tostring(int(done.exit_code)))
+  end
+  local r = finish(c, done, { status = Status.ERROR, code = int(done.exit_code), error = err })
+  r.error_name, r.error_value, r.traceback = done.name, done.value, done.traceback
+  return r
+end
+
+function Sandbox:_run_command(cmd, opts)
+  local c = collector(opts)
+  local started = loop.now()
+  -- the agent enforces the timeout (process group kill); the host waits a
+  -- grace period more, then interrupts, then kills the sandbox
+  local deadline = opts.timeout and started + opts.timeout + self._grace or nil
+  local done = request(self, {
+    op = "cmd", cmd = cmd, env = opts.env, cwd = opts.cwd, timeout = opts.timeout,
+  }, { deadline = deadline, on_event = c.on_event, interrupt = true })
+  if not done then return dead_result(self, c, "execute_command", opts.timeout) end
+  if done.timeout then
+    return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
+      error = string.format("execute_command: timed out after %gs (process group killed)", opts.timeout or 0) })
+  end
+  if done.name then
+    return finish(c, done, { status = Status.ERROR, code = int(done.exit_code),
+      error = tostring(done.name) .. ": " .. tostring(done.value) })
+  end
+  local code = int(done.exit_code)
+  return finish(c, done, {
+    status = code == 0 and Status.SUCCESS or Status.ERROR, code = code,
+    error = code ~= 0 and ("command exited with code " .. tostring(code)) or nil,
+  })
+end
+
+function Sandbox:_upload(files, opts)
+  local deadline = opts.timeout and loop.now() + opts.timeout or nil
+  for _, f in ipairs(files) do
+    local done, why = request(self, { op = "write", path = f.path, data = core.b64encode(f.data) },
+      { deadline = deadline })
+    if not done then error("upload of " .. f.path .. " failed: " .. tostring(self._dead or why), 0) end
+    if not done.ok then
+      error("upload of " .. f.path .. " failed: " .. tostring(done.name or "") .. " " .. tostring(done.value), 0)
+    end
+  end
+end
+
+function Sandbox:_download(path, opts)
+  local deadline = opts.timeout and loop.now() + opts.timeout or nil
+  local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
+  local parts = {}
+  local done, why = request(self, { op = "read", path = path, max = max }, {
+    deadline = deadline,
+    on_event = function(ev)
+      if ev.ev == "chunk" then parts[#parts + 1] = core.b64decode(ev.d or "") or "" end
+    end,
+  })
+  if not done then error("download of " .. path .. " failed: " .. tostring(self._dead or why), 0) end
+  if not done.ok then
+    error("download of " .. path .. ": " .. tostring(done.name or "") .. " " .. tostring(done.value), 0)
+  end
+  return table.concat(parts)
+end
+
+function Sandbox:_set_timeout(seconds)
+  check_alive(self, "set_timeout")
+  arm_lease(self, seconds)
+end
+
+-- additional_packages: pip --user inside the sandbox, through the command channel.
+function Sandbox:_install_packages(pkgs, opts)
+  local o = self._opts or {}
+  local words = { M.python_in_sandbox(o), "-m", "pip", "install", "--user", "--break-system-packages",
+    "--disable-pip-version-check", "--no-input", "--no-warn-script-location", "--no-cache-dir",
+    "--quiet", "--retries", "0", "--timeout", "15" }
+  if o.pip_find_links then
+    words[#words + 1] = "--find-links" words[#words + 1] = M.FIND_LINKS_DIR
+    if not o.pip_index_url then words[#words + 1] = "--no-index" end
+  end
+  if o.pip_index_url then words[#words + 1] = "--index-url" words[#words + 1] = o.pip_index_url end
+  for _, p in ipairs(pkgs) do words[#words + 1] = p end
+  local quoted = {}
+  for i, w in ipairs(words) do quoted[i] = packages.shell_quote(w) end
+  local r = self:_run_command(table.concat(quoted, " ") .. " 2>&1", { timeout = opts.timeout })
+  if r.status == Status.SUCCESS then
+    -- the kernel's import system must see the new user site-packages
+    self:_run_code("import importlib, site; site.addsitedir(site.getusersitepackages()); importlib.invalidate_caches()",
+      { timeout = 30, language = "python" })
+  end
+  return r
+end
+
+function M.python_in_sandbox(opts)
+  return (opts and opts.python) or "/usr/bin/python3"
+end
+
+---------------------------------------------------------------------------
+-- Templates
+---------------------------------------------------------------------------
+
+setmetatable(M, { __index = function(t, k)
+  if k == "Template" then
+    local tmpl = require "glsb.providers.local.template"
+    rawset(t, "Template", tmpl.Template)
+    return tmpl.Template
+  end
+  return nil
+end })
+
+return M

@@ -1,0 +1,100 @@
+-- Shared helpers for the local provider specs (#local, #security): shell,
+-- private temporary directories, and checks that nothing was left behind.
+local M = {}
+
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+M.root = here .. "/../.."
+
+function M.q(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+function M.sh(cmd)
+  local f = assert(io.popen(cmd, "r"))
+  local out = f:read("a")
+  local _, how, code = f:close()
+  if how == "signal" then code = 128 + code end
+  return out, code
+end
+
+function M.private_tmp()
+  local out, code = M.sh("mktemp -d /tmp/glsb-local-spec.XXXXXX")
+  assert(code == 0, "mktemp failed")
+  return (out:gsub("%s+$", ""))
+end
+
+function M.list_dir(dir)
+  local out = {}
+  local f = io.popen("ls -1A " .. M.q(dir) .. " 2>/dev/null")
+  for line in f:lines() do out[#out + 1] = line end
+  f:close()
+  return out
+end
+
+function M.rm_rf(path)
+  if path and path:match("^/tmp/glsb%-local%-spec%.") then
+    os.execute("rm -rf " .. M.q(path))
+  end
+end
+
+function M.exists(path)
+  local _, code = M.sh("test -e " .. M.q(path))
+  return code == 0
+end
+
+-- Is a process with this pid alive (and not a zombie)?
+function M.pid_alive(pid)
+  local f = io.open("/proc/" .. tostring(pid) .. "/stat", "r")
+  if not f then return false end
+  local s = f:read("a") or ""
+  f:close()
+  local state = s:match("^%d+ %b() (%a)")
+  return state ~= nil and state ~= "Z" and state ~= "X"
+end
+
+function M.mount_count()
+  local n = 0
+  for _ in io.lines("/proc/self/mountinfo") do n = n + 1 end
+  return n
+end
+
+function M.read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+function M.write(path, data)
+  local f = assert(io.open(path, "wb"))
+  f:write(data)
+  f:close()
+end
+
+-- A tiny wheel made by hand (a zip with METADATA, WHEEL and RECORD), so
+-- package installs need neither PyPI nor a build backend.
+function M.make_wheel(dir, name, version, module_source)
+  local script = [[
+import sys, zipfile, os
+d, name, ver, src = sys.argv[1:5]
+di = "%s-%s.dist-info" % (name, ver)
+files = {
+    name + "/__init__.py": src,
+    di + "/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, ver),
+    di + "/WHEEL": "Wheel-Version: 1.0\nGenerator: glsb-spec\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+files[di + "/RECORD"] = "".join("%s,,\n" % k for k in list(files) + [di + "/RECORD"])
+path = os.path.join(d, "%s-%s-py3-none-any.whl" % (name, ver))
+with zipfile.ZipFile(path, "w") as z:
+    for k, v in files.items():
+        z.writestr(k, v)
+print(path)
+]]
+  local out, code = M.sh("/usr/bin/python3 -c " .. M.q(script) .. " " .. M.q(dir) .. " " .. M.q(name) .. " "
+    .. M.q(version) .. " " .. M.q(module_source))
+  assert(code == 0, "make_wheel failed: " .. out)
+  return (out:gsub("%s+$", ""))
+end
+
+return M

@@ -1,0 +1,22 @@
+-- Runs examples/quickstart.lua with build/glsb-lua, as `make demo` does.
+local helper = require "local.helper"
+
+describe("examples/quickstart.lua #local", function()
+  it("shows state, files in and out, streaming, a command and an error, and leaves nothing behind", function()
+    local tmp = helper.private_tmp()
+    local out, code = helper.sh("cd " .. helper.q(helper.root) .. " && TMPDIR=" .. helper.q(tmp)
+      .. " build/glsb-lua examples/quickstart.lua 2>&1")
+    local leftovers = helper.list_dir(tmp)
+    helper.rm_rf(tmp)
+    assert.are.equal(0, code, out)
+    assert.truthy(out:find("counter is 40\n", 1, true), out)
+    assert.truthy(out:find("counter is now 42\n", 1, true), out)
+    assert.truthy(out:find("2 rows read", 1, true), out)
+    assert.truthy(out:find("best.txt says grace", 1, true), out)
+    assert.truthy(out:find("(streamed) working...", 1, true), out)
+    assert.truthy(out:find("scores.csv", 1, true), out)
+    assert.truthy(out:find("I am user in /home/user", 1, true), out)
+    assert.truthy(out:find("ZeroDivisionError: division by zero", 1, true), out)
+    assert.are.same({}, leftovers)
+  end)
+end)
