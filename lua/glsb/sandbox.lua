@@ -349,7 +349,9 @@ local function run_hook(self, hook, arg, hopts, started)
   local fn = self[hook]
   local result
   if type(fn) ~= "function" then
-    result = M.result_from_failure(hook_missing(self, hook))
+    -- nothing was sent anywhere: the outcome is known
+    result = ExecutionResult.new { status = Status.ERROR, error = tostring(hook_missing(self, hook)),
+      failure = { exception_type = "NotImplemented", retry_safe = true } }
   else
     local ok, r = pcall(fn, self, arg, hopts)
     result = ok and M.normalize_result(r) or M.result_from_failure(r)

@@ -270,6 +270,13 @@ describe("glsb.sandbox contract #unit", function()
       assert.are.equal("error", sb:execute_command("false").status)
       assert.has_error(function() sb:execute_command({ "ls" }) end)
     end)
+
+    it("reports ERROR when the provider has no command channel", function()
+      provider.Sandbox._run_command = nil
+      local r = create():execute_command("ls")
+      assert.are.equal("error", r.status)
+      assert.truthy(r.error:find("does not implement _run_command", 1, true))
+    end)
   end)
 
   describe("download_file", function()
