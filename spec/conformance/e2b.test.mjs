@@ -378,6 +378,23 @@ test('Template.build (fromImage, copy, runCmd, setEnvs) then create from it', as
       await sbx.kill();
     }
 
+    // A template on top of it: files inherited, workdir, start command awaited via the ready command.
+    const child = Template()
+      .fromTemplate(name)
+      .setWorkdir('/app')
+      .runCmd('echo two > two.txt')
+      .setStartCmd('sleep 0.3; echo started > /tmp/started.txt', 'test -f /tmp/started.txt');
+    await Template.build(child, 'glsb-conformance-child', opts);
+    const sbx2 = await BaseSandbox.create('glsb-conformance-child', opts);
+    try {
+      assert.equal(await sbx2.files.read('/app/copied.txt'), 'hello from the build context\n');
+      assert.equal(await sbx2.files.read('/app/two.txt'), 'two\n');
+      assert.equal((await sbx2.commands.run('pwd')).stdout, '/app\n');
+      assert.equal(await sbx2.files.read('/tmp/started.txt'), 'started\n');
+    } finally {
+      await sbx2.kill();
+    }
+
     // The same files again: the upload is skipped (hash already present).
     const again = [];
     await Template.build(tpl, name, { ...opts, onBuildLogs: (l) => again.push(l.message) });

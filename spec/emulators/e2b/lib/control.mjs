@@ -70,6 +70,7 @@ export async function handleControl(emu, req, res, url) {
       network: body.network,
       volumeMounts: body.volumeMounts,
     });
+    await emu.waitReady(sbx, resolved.build);
     return sendJson(res, 201, sbx.created());
   }
 

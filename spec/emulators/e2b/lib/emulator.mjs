@@ -176,6 +176,25 @@ export class Emulator {
     return sbx;
   }
 
+  // With a ready command, creation returns once it succeeds (real E2B snapshots the template
+  // after the ready check, so a new sandbox is already "ready"). Gives up after 60 s.
+  async waitReady(sbx, build) {
+    if (!build.readyCmd) return;
+    const deadline = Date.now() + 60000;
+    while (Date.now() < deadline && this.sandboxes.has(sbx.id)) {
+      const code = await new Promise((resolve) => {
+        const c = spawnIn(sbx.root, ['/bin/bash', '-c', build.readyCmd], {
+          env: sbx.env(build.user || 'user'), cwd: build.workdir || '/home/user', stdio: ['ignore', 'ignore', 'ignore'],
+        });
+        c.on('close', (rc) => resolve(rc));
+        c.on('error', () => resolve(-1));
+      });
+      if (code === 0) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    this.log(`sandbox ${sbx.id}: ready command did not succeed in time`);
+  }
+
   // The template's start command runs in the background of every new sandbox.
   startStartCmd(sbx, build) {
     const user = build.user || 'user';

@@ -102,7 +102,7 @@ class Context {
         buf = buf.slice(i + 1);
         let ev;
         try { ev = JSON.parse(line); } catch { continue; }
-        if (this.current) this.current.onEvent(ev);
+        if (this.current && this.child === child) this.current.onEvent(ev);
       }
     });
     // Raw fd 1/2 output (child processes of the cell). The driver ends each cell with SYNC on both
@@ -110,6 +110,7 @@ class Context {
     const raw = (kind) => {
       let held = Buffer.alloc(0);
       return (d) => {
+        if (this.child !== child) return; // a kernel replaced by restart
         let buf = Buffer.concat([held, d]);
         held = Buffer.alloc(0);
         for (;;) {
@@ -133,7 +134,8 @@ class Context {
     child.stdin.on('error', () => {});
     child.stdio[4].on('error', () => {});
     child.on('exit', () => {
-      if (this.child === child) this.child = null;
+      if (this.child !== child) return; // replaced by restart: not the running kernel
+      this.child = null;
       if (this.current) this.current.onDeath();
     });
   }

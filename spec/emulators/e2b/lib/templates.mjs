@@ -224,7 +224,7 @@ export class Templates {
     }
     if (spec.readyCmd) {
       b.readyCmd = spec.readyCmd;
-      this.log(b, `[finalize] ready command: ${spec.readyCmd} (not awaited by the emulator)`, 'info', 'finalize');
+      this.log(b, `[finalize] ready command: ${spec.readyCmd} (awaited when a sandbox is created)`, 'info', 'finalize');
     }
     this.log(b, 'Build finished', 'info', 'finalize');
     b.status = 'ready';
