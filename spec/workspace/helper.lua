@@ -6,7 +6,11 @@ local cjson = require "cjson"
 local M = {}
 
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
-M.repo = here .. "/../.."
+do -- absolute, so commands may cd first
+  local p = io.popen("cd '" .. here:gsub("'", "'\\''") .. "/../..' && pwd", "r")
+  M.repo = p and p:read("l") or (here .. "/../..")
+  if p then p:close() end
+end
 M.bin = os.getenv("GLSB_CONFINE") or (M.repo .. "/build/glsb-confine")
 
 function M.q(s)

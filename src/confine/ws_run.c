@@ -466,6 +466,8 @@ static void supervise(const struct run_req *rq, struct spawned *sp, const sigset
 		if (!done && pidfd >= 0)
 			pf[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
 		double wait = until ? until - t : -1;
+		if (wait > 3600)
+			wait = 3600; /* keep the timespec small; the loop comes back */
 		if (!done && pidfd < 0 && (wait < 0 || wait > 0.05))
 			wait = 0.05; /* no pidfd: notice the exit by polling waitpid */
 		struct timespec ts, *tsp = NULL;
