@@ -51,7 +51,12 @@
 --                            glsb.constants.CREATE_RETRY / TERMINATE_RETRY
 --   languages                set of supported languages, e.g. {python = true}
 --
+--   function Sandbox:_init(opts)               -- optional: per-instance setup at
+--     -- construction (before _start); call the parent's _init when overriding.
+--
 -- Hooks run inside a glsb.loop task, so they may block on glsb.http / process.
+-- A hook that pcalls must re-raise a cancellation (glsb.loop.is_cancelled):
+-- the base terminates the sandbox when the calling task is cancelled.
 
 local errors = require "glsb.errors"
 local models = require "glsb.models"
