@@ -1,0 +1,37 @@
+/* fuzz_framer.c: libFuzzer target: every framer on arbitrary bytes, split where the input says. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "framer.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const char *const types[] = {"raw", "lines", "sse", "connect"};
+	if (size < 2)
+		return 0;
+	const char *type = types[data[0] % 4];
+	size_t max_frame = (size_t)(data[1] % 64) + 1;
+	data += 2;
+	size -= 2;
+	glsb_framer *f = glsb_framer_new(type, max_frame);
+	glsb_frame_queue q = {0};
+	/* Feed in chunks whose sizes come from the data itself, so splits are explored too. */
+	size_t pos = 0;
+	while (pos < size) {
+		size_t n = (size_t)(data[pos] % 17) + 1;
+		if (n > size - pos)
+			n = size - pos;
+		if (glsb_framer_feed(f, (const char *)data + pos, n, &q) != 0)
+			break;
+		pos += n;
+	}
+	glsb_framer_finish(f, &q);
+	for (glsb_frame *fr = q.head; fr; fr = fr->next)
+		if (fr->data_len > max_frame && type[0] != 'r')
+			__builtin_trap(); /* a frame over the limit must never come out */
+	glsb_queue_clear(&q);
+	glsb_framer_free(f);
+	return 0;
+}
