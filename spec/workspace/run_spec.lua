@@ -261,6 +261,20 @@ describe("glsb-confine run #workspace", function()
     end)
   end)
 
+  it("kills descendants left running when the program exits", function()
+    local script = "setsid sh -c 'echo $$ > bg.pid; exec sleep 30' >/dev/null 2>&1 & " ..
+      "while [ ! -s bg.pid ]; do sleep 0.01; done; echo done"
+    local t0 = h.now()
+    local r = ok(h.run(ws, { "sh", "-c", script }, { timeout = 10 }))
+    assert.is_false(r.timed_out)
+    assert.are.equal(0, r.exit_code)
+    assert.are.equal("done\n", stdout(r))
+    assert.is_true(h.now() - t0 < 5)
+    local pid = h.read(ws.root .. "/bg.pid"):gsub("%s", "")
+    assert.is_truthy(pid:match("^%d+$"))
+    assert.is_falsy(os.execute("kill -0 " .. pid .. " 2>/dev/null"))
+  end)
+
   it("kills the program when the helper is terminated", function()
     local pidfile, outfile = ws.root .. "/prog.pid", ws.base .. "/helper.out"
     local cmd = h.join({ h.bin, "run", "--root", ws.root, "--", "sh", "-c", "echo $$ > prog.pid; exec sleep 30" })
