@@ -497,7 +497,12 @@ except OSError as e:
 
     it("kills every sandbox process when the supervisor itself is SIGKILLed", function()
       local ws = H.mktemp_dir()
-      finally(function() H.rm_rf(ws) end)
+      local sup
+      -- busted keeps one finally per test: it does all the cleaning
+      finally(function()
+        if sup then os.execute("kill -9 " .. sup .. " 2>/dev/null") end
+        H.rm_rf(ws)
+      end)
       local marker = "sleep 4" .. tostring(math.random(100000, 999999))
       -- The supervisor's parent must outlive it (else PDEATHSIG ends the test early): a shell
       -- that records the supervisor's pid and waits.
@@ -506,8 +511,7 @@ except OSError as e:
         marker .. " & " .. marker }) .. " & echo $! > " .. H.q(pidfile) .. "; wait"
       os.execute("sh -c " .. H.q(inner) .. " >/dev/null 2>&1 &")
       assert.is_true(H.wait_until(function() return tonumber(H.read(pidfile)) ~= nil end, 5))
-      local sup = tonumber(H.read(pidfile))
-      finally(function() os.execute("kill -9 " .. sup .. " 2>/dev/null") end)
+      sup = tonumber(H.read(pidfile))
       assert.is_true(H.wait_until(function() return H.count_procs(marker) >= 4 end, 10),
         "sandbox did not start")
       os.execute("kill -9 " .. sup)
@@ -525,15 +529,18 @@ except OSError as e:
 
     it("kills every sandbox process and cleans up when its parent is killed", function()
       local ws = H.mktemp_dir()
-      finally(function() H.rm_rf(ws) end)
+      local parent
+      finally(function()
+        if parent then os.execute("kill -9 " .. parent .. " 2>/dev/null") end
+        H.rm_rf(ws)
+      end)
       local marker = "sleep 3" .. tostring(math.random(100000, 999999))
       -- The parent is a shell that waits for glsb-confine (the trailing `; true` keeps it from
       -- exec'ing), and the sandbox starts two sleepers.
       local inner = H.join({ H.bin, "sandbox", "--cleanup", "--workspace", ws, "--", "sh", "-c",
         marker .. " & " .. marker })
-      local parent = tonumber((H.sh("sh -c " .. H.q(inner .. "; true") .. " >/dev/null 2>&1 & echo $!")))
+      parent = tonumber((H.sh("sh -c " .. H.q(inner .. "; true") .. " >/dev/null 2>&1 & echo $!")))
       assert.is_number(parent)
-      finally(function() os.execute("kill -9 " .. parent .. " 2>/dev/null") end)
       -- outer sh, glsb-confine, init, inner sh, two sleepers
       assert.is_true(H.wait_until(function() return H.count_procs(marker) >= 5 end, 10),
         "sandbox did not start")
