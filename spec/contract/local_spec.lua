@@ -1,0 +1,21 @@
+-- The provider contract suite against the local provider.
+local helper = require "local.helper"
+
+local root = helper.private_tmp()
+local wheels = helper.private_tmp() -- an empty index: every install fails fast
+
+require("contract.suite")("local", function()
+  return { workspace_root = root }
+end, {
+  tag = "#local",
+  leftovers = function() return helper.list_dir(root) end,
+  package_opts = function() return { pip_find_links = wheels } end,
+})
+
+describe("contract suite cleanup #contract #local", function()
+  it("leaves its private directories empty", function()
+    assert.are.same({}, helper.list_dir(root))
+    helper.rm_rf(root)
+    helper.rm_rf(wheels)
+  end)
+end)

@@ -1,0 +1,259 @@
+-- The provider contract suite: scenarios every provider must pass, whatever
+-- transport it speaks. A provider's spec calls
+--
+--   require("contract.suite")(provider_name, opts_factory, features)
+--
+-- opts_factory() -> fresh create opts for one sandbox (credentials, emulator
+-- endpoint, private directories...). features (all optional):
+--   tag                 extra busted tag for the describe block (e.g. "#e2b")
+--   leftovers()         -> array of what a terminated sandbox left behind
+--                          (workspace dirs, processes...); must be {} after
+--                          every terminate and failed create
+--   bad_create_opts()   -> opts that make create fail (stage create); default
+--                          a template that does not exist
+--   missing_package     a package name the provider cannot install (default
+--                          "glsb-no-such-package-xyz")
+--   package_opts()      -> opts (merged over opts_factory) under which
+--                          missing_package fails fast (e.g. an empty index)
+--   timeout_keeps_state interrupting code keeps the interpreter (default true)
+--   lease_slack         seconds to wait past a lease before checking (default 1.5)
+local busted = require "busted"
+local assert = require "luassert"
+local describe, it = busted.describe, busted.it
+local before_each, after_each = busted.before_each, busted.after_each
+local glsb = require "glsb"
+local errors = require "glsb.errors"
+local loop = require "glsb.loop"
+
+local Status = glsb.ExecutionStatus
+
+local function merge(a, b)
+  local out = {}
+  for k, v in pairs(a or {}) do out[k] = v end
+  for k, v in pairs(b or {}) do out[k] = v end
+  return out
+end
+
+return function(provider, opts_factory, features)
+  features = features or {}
+  local tag = features.tag and (" " .. features.tag) or ""
+  local leftovers = features.leftovers or function() return {} end
+
+  describe("provider contract: " .. provider .. " #contract" .. tag, function()
+    local sb
+
+    local function create(extra)
+      return glsb.create(provider, merge(opts_factory(), extra))
+    end
+
+    before_each(function() sb = nil end)
+    after_each(function()
+      if sb then pcall(sb.terminate, sb) end
+      sb = nil
+    end)
+
+    it("create gives a running sandbox with an id, and terminate leaves nothing behind", function()
+      sb = create()
+      assert.is_true(sb:is_running())
+      assert.is_string(sb.sandbox_id)
+      assert.are_not.equal("", sb.sandbox_id)
+      local r = sb:execute_code("print(1)")
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.are.equal("1\n", r.stdout)
+      sb:terminate()
+      assert.is_false(sb:is_running())
+      assert.is_nil(sb.sandbox_id)
+      assert.are.same({}, leftovers())
+    end)
+
+    it("keeps state across execute_code calls", function()
+      sb = create()
+      assert.are.equal(Status.SUCCESS, sb:execute_code("import math\nx = 20").status)
+      local r = sb:execute_code("print(x * 2 + math.floor(2.5))")
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.are.equal("42\n", r.stdout)
+    end)
+
+    it("reports failing code as ERROR with the exception, never raising", function()
+      sb = create()
+      local r = sb:execute_code("print('before')\nraise ValueError('bad value 7')")
+      assert.are.equal(Status.ERROR, r.status)
+      assert.are.equal("before\n", r.stdout)
+      assert.truthy(r.error:find("ValueError", 1, true), r.error)
+      assert.truthy(r.error:find("bad value 7", 1, true), r.error)
+      assert.is_number(r.duration_ms)
+      -- the interpreter survives its own exceptions
+      assert.are.equal(Status.SUCCESS, sb:execute_code("print('after')").status)
+    end)
+
+    it("streams stdout and stderr line by line while the code runs", function()
+      sb = create()
+      local out, err, times = {}, {}, {}
+      local started = loop.now()
+      local r = sb:execute_code(
+        "import sys, time\nprint('one', flush=True)\ntime.sleep(0.4)\nprint('two')\nprint('oops', file=sys.stderr)",
+        {
+          on_stdout = function(line) out[#out + 1] = line times[#times + 1] = loop.now() - started end,
+          on_stderr = function(line) err[#err + 1] = line end,
+        })
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.are.same({ "one", "two" }, out)
+      assert.are.same({ "oops" }, err)
+      assert.are.equal("one\ntwo\n", r.stdout)
+      assert.are.equal("oops\n", r.stderr)
+      -- 'one' arrived before the sleep ended
+      assert.is_true(times[1] < times[2] - 0.2, "first line was not streamed early")
+    end)
+
+    it("returns TIMEOUT when code overruns, without hanging", function()
+      sb = create()
+      sb:execute_code("kept = 'yes'")
+      local started = loop.now()
+      local r = sb:execute_code("import time\nwhile True:\n    time.sleep(0.05)", { timeout = 0.5 })
+      local took = loop.now() - started
+      assert.are.equal(Status.TIMEOUT, r.status, tostring(r))
+      assert.is_true(took >= 0.45 and took < 5, "took " .. took)
+      if features.timeout_keeps_state ~= false then
+        local r2 = sb:execute_code("print(kept)")
+        assert.are.equal(Status.SUCCESS, r2.status, tostring(r2))
+        assert.are.equal("yes\n", r2.stdout)
+      end
+    end)
+
+    it("uploads files to /files/<name> and upload_dir, and downloads what the code wrote", function()
+      sb = create()
+      local bin = "\0\1\2\255binary\n"
+      local r = sb:execute_code(
+        "d = open('/files/in.bin','rb').read()\nopen('/files/out.bin','wb').write(d[::-1])\n"
+          .. "print(open('/home/user/up/notes.txt').read())",
+        { files = { glsb.SandboxFile.from_bytes(bin, "in.bin") } })
+      assert.are.equal(Status.ERROR, r.status) -- notes.txt is not there yet
+      r = sb:execute_code("print(open('/home/user/up/notes.txt').read(), end='')", {
+        files = { glsb.SandboxFile.from_bytes("hello notes", "notes.txt") }, upload_dir = "/home/user/up" })
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.are.equal("hello notes", r.stdout)
+      assert.are.equal(bin:reverse(), sb:download_file("/files/out.bin"))
+    end)
+
+    it("download_file of a missing path returns nil", function()
+      sb = create()
+      assert.is_nil(sb:download_file("/files/does-not-exist.txt"))
+      assert.is_nil(sb:download_file("/home/user/nope/nothing"))
+      assert.is_true(sb:is_running())
+    end)
+
+    it("execute_command reports exit codes, env, cwd and a timeout", function()
+      sb = create()
+      local ok = sb:execute_command("echo hi")
+      assert.are.equal(Status.SUCCESS, ok.status)
+      assert.are.equal(0, ok.code)
+      assert.are.equal("hi\n", ok.stdout)
+      local bad = sb:execute_command("echo to-err >&2; exit 3")
+      assert.are.equal(Status.ERROR, bad.status)
+      assert.are.equal(3, bad.code)
+      assert.are.equal("to-err\n", bad.stderr)
+      local env = sb:execute_command("echo \"$GLSB_A-$GLSB_B\"", { env = { GLSB_A = "x", GLSB_B = "y" } })
+      assert.are.equal("x-y\n", env.stdout)
+      local cwd = sb:execute_command("mkdir -p /tmp/w && cd /tmp/w && pwd")
+      assert.are.equal("/tmp/w\n", cwd.stdout)
+      local started = loop.now()
+      local slow = sb:execute_command("sleep 30", { timeout = 0.5 })
+      assert.are.equal(Status.TIMEOUT, slow.status, tostring(slow))
+      assert.is_true(loop.now() - started < 5)
+      assert.are.equal(Status.SUCCESS, sb:execute_command("true").status)
+    end)
+
+    it("set_timeout renews the lease; an expired lease terminates the sandbox", function()
+      sb = create({ timeout = 60 })
+      assert.is_true(sb:set_timeout(120))
+      assert.is_false(sb:set_timeout(-1)) -- bad input: logged, never raised
+      assert.is_true(sb:set_timeout(1))
+      glsb.sleep(1 + (features.lease_slack or 1.5))
+      local ok, err = pcall(sb.execute_code, sb, "print(1)")
+      if ok then
+        assert.are_not.equal(Status.SUCCESS, err.status, "the sandbox outlived its lease")
+      else
+        assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
+      end
+      assert.are.same({}, leftovers())
+    end)
+
+    it("terminate twice is fine, and use after terminate raises SandboxNotInitializedError", function()
+      sb = create()
+      sb:terminate()
+      sb:terminate()
+      local ok, err = pcall(sb.execute_code, sb, "print(1)")
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
+      assert.are.equal(glsb.Stage.NOT_INITIALIZED, err.stage)
+      ok, err = pcall(sb.execute_command, sb, "true")
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
+      ok, err = pcall(sb.download_file, sb, "/files/x")
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
+      assert.is_false(sb:set_timeout(10))
+      assert.are.same({}, leftovers())
+    end)
+
+    it("a failed additional_packages install raises SandboxStartError(package_install) and tears down", function()
+      local opts = merge(opts_factory(), features.package_opts and features.package_opts() or {})
+      opts.additional_packages = { features.missing_package or "glsb-no-such-package-xyz" }
+      local ok, err = pcall(glsb.create, provider, opts)
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+      assert.are.equal(glsb.Stage.PACKAGE_INSTALL, err.stage)
+      assert.are.same({}, leftovers())
+    end)
+
+    it("cancelling a task that uses the sandbox terminates the sandbox", function()
+      sb = create()
+      local started = loop.now()
+      glsb.run(function()
+        local t = glsb.spawn(function() return sb:execute_code("import time\ntime.sleep(30)") end)
+        glsb.sleep(0.3)
+        t:cancel()
+        local ok, err = pcall(t.wait, t)
+        assert.is_false(ok)
+        assert.is_true(loop.is_cancelled(err), tostring(err))
+      end)
+      assert.is_true(loop.now() - started < 10)
+      assert.is_false(sb:is_running())
+      local ok, err = pcall(sb.execute_code, sb, "print(1)")
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
+      assert.are.same({}, leftovers())
+    end)
+
+    it("runs sandboxes concurrently from tasks", function()
+      local a, b
+      glsb.run(function()
+        local t1 = glsb.spawn(function() return create() end)
+        local t2 = glsb.spawn(function() return create() end)
+        a, b = glsb.gather(t1, t2)
+        local r1 = glsb.spawn(function() return a:execute_code("import time; time.sleep(0.3); print('a')") end)
+        local r2 = glsb.spawn(function() return b:execute_code("import time; time.sleep(0.3); print('b')") end)
+        local started = loop.now()
+        local x, y = glsb.gather(r1, r2)
+        assert.are.equal("a\n", x.stdout)
+        assert.are.equal("b\n", y.stdout)
+        assert.is_true(loop.now() - started < 0.55, "the two executions did not overlap")
+      end)
+      assert.are_not.equal(a.sandbox_id, b.sandbox_id)
+      a:terminate()
+      b:terminate()
+      assert.are.same({}, leftovers())
+    end)
+
+    it("errors carry their stage: create failures are SandboxStartError(create)", function()
+      local opts = features.bad_create_opts and features.bad_create_opts()
+        or merge(opts_factory(), { template = "glsb-no-such-template-0000" })
+      local ok, err = pcall(glsb.create, provider, opts)
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+      assert.are.equal(glsb.Stage.CREATE, err.stage)
+      assert.is_string(err.message)
+      assert.are.same({}, leftovers())
+    end)
+  end)
+end
