@@ -91,7 +91,10 @@ test('create returns a running sandbox that getInfo, list and isRunning see', as
     assert.ok(items.some((s) => s.sandboxId === sbx.sandboxId));
     const none = await BaseSandbox.list({ ...opts, query: { metadata: { suite: 'other' } } }).nextItems();
     assert.equal(none.length, 0);
-  }, { metadata: { suite: 'conformance' } });
+    // Sandbox-wide env vars reach commands and the code interpreter.
+    assert.equal((await sbx.commands.run('echo $GLSB_CREATE_ENV')).stdout, 'c\n');
+    assert.equal((await sbx.runCode('import os\nos.environ["GLSB_CREATE_ENV"]')).text, 'c');
+  }, { metadata: { suite: 'conformance' }, envs: { GLSB_CREATE_ENV: 'c' } });
 });
 
 test('runCode keeps state across calls and streams stdout', async () => {
