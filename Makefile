@@ -40,7 +40,7 @@ CTEST_BIN := $(CTEST_SRC:src/tests/%.c=$(BUILD)/tests/%)
 
 BUSTED := $(LUA) /usr/bin/busted
 
-.PHONY: all deps demo test test-c test-lua test-conformance check-c lint install uninstall clean rock-test bench
+.PHONY: install-rock all deps demo test test-c test-lua test-conformance check-c lint install uninstall clean rock-test bench
 
 all: $(BUILD)/glsb-lua $(BUILD)/lib/glsb/core.so $(BUILD)/glsb-confine
 
@@ -113,6 +113,15 @@ install: all
 	install -m 755 $(BUILD)/glsb-confine $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb/glsb-confine
 	cp -R lua/glsb/. $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/
 	cp -R providers/. $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/providers/
+
+# LuaRocks' layout (rockspec/gl-sandbox-scm-1.rockspec): INST_LIBDIR / INST_LUADIR / INST_BINDIR.
+install-rock: all
+	install -d $(INST_LIBDIR)/glsb $(INST_LUADIR)/glsb/providers $(INST_BINDIR)
+	install -m 755 $(BUILD)/lib/glsb/core.so $(INST_LIBDIR)/glsb/core.so
+	install -m 755 $(BUILD)/glsb-confine $(INST_LIBDIR)/glsb/glsb-confine
+	install -m 755 $(BUILD)/glsb-lua $(INST_BINDIR)/glsb-lua
+	cp -R lua/glsb/. $(INST_LUADIR)/glsb/
+	cp -R providers/. $(INST_LUADIR)/glsb/providers/
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/bin/glsb-lua $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb \

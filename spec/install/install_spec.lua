@@ -1,0 +1,49 @@
+-- Installing works outside the source tree: `luarocks make` into a temp tree gives a plain lua5.4 a working
+-- `require "glsb"`, and `make install PREFIX=...` gives a glsb-lua that finds its modules and providers.
+local core = require "glsb.core"
+
+local function sh(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1"))
+  local out = p:read("a")
+  local ok, _, code = p:close()
+  return ok and 0 or code, out
+end
+
+describe("installation #install", function()
+  local tmp
+
+  before_each(function() tmp = core.mkdtemp("/tmp/glsb-install-XXXXXX") end)
+  after_each(function() if tmp then core.rmtree(tmp) end end)
+
+  it("luarocks make installs a tree where plain lua5.4 can require glsb", function()
+    local code, out = sh(("luarocks --lua-version=5.4 --tree=%s make --deps-mode=none rockspec/gl-sandbox-scm-1.rockspec"):format(tmp))
+    assert.equal(0, code, out)
+    -- Only the temp tree and the system paths: run from / so nothing of the checkout is on the path.
+    local script = [[
+      local glsb = require "glsb"
+      local core = require "glsb.core"
+      assert(glsb.ExecutionStatus.SUCCESS)
+      print(package.searchpath("glsb", package.path))
+      print(core.module_path())
+      print(glsb.provider("local").name)
+    ]]
+    code, out = sh(("cd / && eval \"$(luarocks --lua-version=5.4 --tree=%s path)\" && lua5.4 -e %q"):format(tmp, script))
+    assert.equal(0, code, out)
+    assert.matches(tmp .. "/share/lua/5.4/glsb/init.lua", out, 1, true)
+    assert.matches(tmp .. "/lib/lua/5.4/glsb/core.so", out, 1, true)
+    assert.matches("\nlocal\n", out, 1, true)
+  end)
+
+  it("make install PREFIX=... gives a glsb-lua that finds its modules and providers", function()
+    local code, out = sh(("make -s install PREFIX=%s"):format(tmp))
+    assert.equal(0, code, out)
+    local script = 'local g = require "glsb"; print(package.searchpath("glsb", package.path)); print(g.provider("local").name)'
+    code, out = sh(("cd / && env -u LUA_PATH -u LUA_PATH_5_4 %s/bin/glsb-lua -e %q"):format(tmp, script))
+    assert.equal(0, code, out)
+    assert.matches(tmp .. "/bin/../share/lua/5.4/glsb/init.lua", out, 1, true)
+    assert.matches("\nlocal\n", out, 1, true)
+    code, out = sh(("%s/bin/glsb-lua --version"):format(tmp))
+    assert.equal(0, code)
+    assert.matches("^glsb%-lua %d", out)
+  end)
+end)
