@@ -2,7 +2,7 @@
 --
 --   local emu = emulator.start{ api_keys = {...} }   -- scripts/emulator e2b --port 0
 --   emu.base, emu.api_key, emu:opts(extra)           -- glsb.create("e2b", emu:opts{...})
---   emu:fault{...}, emu:clear_faults(), emu:state(), emu:kill(id), emu:reset()
+--   emu:fault{...}, emu:clear_faults(), emu:state(), emu:kill(id), emu:reset(), emu:api(m, path)
 --   emu:stop()                                       -- SIGTERM, wait, reap; safe twice
 -- Call stop() in teardown (busted runs it also when a test failed).
 
@@ -52,16 +52,23 @@ function Emulator:opts(extra)
   return o
 end
 
-function Emulator:admin(method, path, body)
+function Emulator:admin(method, path, body, headers)
   -- Connection: close, so no pooled connection is left for an adapter request to reuse (libcurl
   -- replays a request on a reused connection that dies before answering; see the e2b adapter).
+  local h = { Connection = "close" }
+  for k, v in pairs(headers or {}) do h[k] = v end
   local res = http.json { method = method, url = self.base .. path, json = body, timeout = 10, connect_timeout = 5,
-    headers = { Connection = "close" } }
+    headers = h }
   if res.error or res.status >= 300 then
     error(string.format("emulator admin %s %s failed: %s %s", method, path,
       tostring(res.status), res.error and res.error.message or tostring(res.body)), 2)
   end
   return res.json
+end
+
+-- A control-plane call with the API key (what a client would see).
+function Emulator:api(method, path, body)
+  return self:admin(method, path, body, { ["X-API-KEY"] = self.api_key })
 end
 
 function Emulator:fault(rule) return self:admin("POST", "/_emulator/faults", rule) end

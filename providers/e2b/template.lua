@@ -1,0 +1,294 @@
+-- glsb.providers.e2b.template: TemplateSpec -> an E2B template, through the build system v2
+-- (shared/protocols/e2b.md §4):
+--
+--   POST /v3/templates {name, tags, cpuCount?, memoryMB?}         -> 202 {templateID, buildID}
+--   per COPY: GET /templates/{tid}/files/{filesHash}              -> 201 {present, url?, headers?}
+--             PUT <url> (tar.gz, exact Content-Length) only when !present
+--   POST /v2/templates/{tid}/builds/{bid} {steps, fromImage|fromTemplate, startCmd?, readyCmd?}
+--   GET /templates/{tid}/builds/{bid}/status?logsOffset=N every 200 ms until ready/error and
+--       no new log entries
+--
+-- "Same spec twice builds once": every build is tagged "glsb-<content hash>" (plus "default",
+-- so the bare name and the template id mean the newest ensured content). A tag moves to a build
+-- only when it succeeds, so a tag that names a ready build is proof that this exact content was
+-- built; ensure() looks for it first (GET /templates/aliases/{name}, /templates/{tid}/tags,
+-- /templates/{tid}).
+--
+-- Builder options (glsb.template("e2b", opts)): api_key, domain, api_url (as the sandbox),
+-- on_log(entry) with entry = {timestamp, level, message, step?}, progress (nil = a progress
+-- line on stdout when it is a terminal; false = never), poll_interval (s, default 0.2),
+-- build_timeout (s, default 3600), base_template (default "code-interpreter-v1": the code
+-- interpreter lives there; give a spec base_image to start from a plain image instead).
+
+local template = require "glsb.template"
+local errors = require "glsb.errors"
+local models = require "glsb.models"
+local http = require "glsb.http"
+local core = require "glsb.core"
+local loop = require "glsb.loop"
+local api = require "glsb.providers.e2b.api"
+
+local Stage = models.Stage
+
+local M = {}
+
+M.DEFAULT_BASE_TEMPLATE = "code-interpreter-v1"
+M.TAG_PREFIX = "glsb-"
+local HOME = "/home/user"
+local UPLOAD_TIMEOUT = 3600
+
+local function fail(message, cause)
+  errors.raise(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, message, cause)
+end
+
+local function check(res, what)
+  local e = errors.from_response(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res, what)
+  if e then error(e, 0) end
+end
+
+---------------------------------------------------------------------------
+-- Spec -> build steps (pure: no I/O)
+---------------------------------------------------------------------------
+
+-- E2B template names are lower case: [a-z0-9][a-z0-9._-]*.
+function M.e2b_name(name)
+  return (name:lower():gsub("[^a-z0-9._-]", "-"))
+end
+
+function M.tag(hash) return M.TAG_PREFIX .. hash:sub(1, 32) end
+
+-- Absolute destination of a spec file: relative paths land below workdir (or the E2B user's
+-- home), as a relative COPY destination does in a Dockerfile.
+local function destination(path, workdir)
+  if path:sub(1, 1) == "/" then return path end
+  return (workdir or HOME):gsub("/+$", "") .. "/" .. path
+end
+
+-- files_hash(src, dest, entries) -> hex sha256 the way the E2B SDK computes a COPY's filesHash:
+-- "COPY <src> <dest>", then per file (sorted by path) its relative path, st_mode and size in
+-- decimal, then its contents. The server only uses it as a cache key for the uploaded archive.
+function M.files_hash(src, dest, files)
+  local parts = { "COPY " .. src .. " " .. dest }
+  for _, f in ipairs(files) do
+    parts[#parts + 1] = f.name
+    parts[#parts + 1] = tostring(0x8000 | (f.mode or 420))
+    parts[#parts + 1] = tostring(#f.data)
+    parts[#parts + 1] = f.data
+  end
+  return core.sha256(table.concat(parts))
+end
+
+local function sh_words(list)
+  local out = {}
+  for i, w in ipairs(list) do
+    out[i] = w:match("^[%w%.%-_=+:/<>~!,@]+$") and w or ("'" .. w:gsub("'", "'\\''") .. "'")
+  end
+  return table.concat(out, " ")
+end
+
+local function step(type_, args, files_hash)
+  return { type = type_, args = args, force = false, filesHash = files_hash }
+end
+
+-- build_plan(spec, opts) -> {body = TemplateBuildStartV2 table, uploads = {{hash, archive}}}.
+-- spec is a normalized TemplateSpec. Order as a Dockerfile would have it: ENV, apt, pip, COPY,
+-- RUN, WORKDIR; start/ready commands are top-level fields.
+function M.build_plan(spec, opts)
+  opts = opts or {}
+  local steps, uploads = {}, {}
+  if spec.env then
+    local keys = {}
+    for k in pairs(spec.env) do keys[#keys + 1] = k end
+    table.sort(keys)
+    local args = {}
+    for _, k in ipairs(keys) do
+      args[#args + 1] = k
+      args[#args + 1] = spec.env[k]
+    end
+    steps[#steps + 1] = step("ENV", args)
+  end
+  if spec.apt_packages then
+    steps[#steps + 1] = step("RUN", {
+      "apt-get update && DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y "
+        .. sh_words(spec.apt_packages), "root" })
+  end
+  if spec.packages then
+    steps[#steps + 1] = step("RUN", { "pip install " .. sh_words(spec.packages), "root" })
+  end
+  for _, f in ipairs(spec.files or {}) do
+    local dest = destination(f.path, spec.workdir)
+    local src = dest:gsub("^/+", "")
+    local entry = { name = src, data = f.data, mode = f.mode or 420 }
+    local hash = M.files_hash(src, dest, { entry })
+    steps[#steps + 1] = step("COPY", { src, dest, "", f.mode and string.format("%04o", f.mode) or "" }, hash)
+    uploads[#uploads + 1] = { hash = hash, entries = { entry } }
+  end
+  for _, cmd in ipairs(spec.run or {}) do
+    steps[#steps + 1] = step("RUN", { cmd })
+  end
+  if spec.workdir then steps[#steps + 1] = step("WORKDIR", { spec.workdir }) end
+  local body = { steps = steps, force = false, startCmd = spec.start_cmd, readyCmd = spec.ready_cmd }
+  if spec.base_image then
+    body.fromImage = spec.base_image
+  else
+    body.fromTemplate = spec.base_template or opts.base_template or M.DEFAULT_BASE_TEMPLATE
+  end
+  return { body = body, uploads = uploads }
+end
+
+---------------------------------------------------------------------------
+-- The builder
+---------------------------------------------------------------------------
+
+local Template = template.TemplateBuilder:extend("e2b")
+M.Template = Template
+
+function Template:_init(opts)
+  self._cfg = api.config(opts)
+  self.on_log = opts.on_log
+  self.poll_interval = opts.poll_interval or 0.2
+  self.build_timeout = opts.build_timeout or 3600
+  self.base_template = opts.base_template
+  if opts.progress == nil then
+    -- glsb-lua has no isatty; `test -t 1` in a child that inherits our stdout answers it
+    local ok = os.execute("test -t 1")
+    self.progress = ok == true
+  else
+    self.progress = opts.progress and true or false
+  end
+end
+
+function Template:_api(method, path, body, timeout)
+  if not self._cfg.api_key then fail("E2B needs an API key: pass api_key or set E2B_API_KEY") end
+  return api.request(self._cfg, method, path, body, { timeout = timeout })
+end
+
+-- An existing template built from exactly this content: its glsb-<hash> tag points at a
+-- ready build.
+function Template:_find(spec, hash)
+  local name = M.e2b_name(spec.name)
+  local tag = M.tag(hash)
+  local res = self:_api("GET", "/templates/aliases/" .. http.escape(name))
+  if not res.error and (res.status == 404 or res.status == 403) then return nil end
+  check(res, "E2B template lookup failed")
+  local tid = type(res.json) == "table" and res.json.templateID
+  if type(tid) ~= "string" then return nil end
+  res = self:_api("GET", "/templates/" .. http.escape(tid) .. "/tags")
+  if not res.error and res.status == 404 then return nil end
+  check(res, "E2B template tags lookup failed")
+  local build_id
+  for _, t in ipairs(type(res.json) == "table" and res.json or {}) do
+    if type(t) == "table" and t.tag == tag then build_id = t.buildID end
+  end
+  if not build_id then return nil end
+  res = self:_api("GET", "/templates/" .. http.escape(tid))
+  check(res, "E2B template lookup failed")
+  for _, b in ipairs(type(res.json) == "table" and type(res.json.builds) == "table" and res.json.builds or {}) do
+    if b.buildID == build_id and b.status == "ready" then
+      return { template_id = tid, build_id = build_id, name = name .. ":" .. tag }
+    end
+  end
+  return nil
+end
+
+-- Uploads one COPY archive unless the server already has it. Returns true when uploaded.
+function Template:_upload(tid, up)
+  local res = self:_api("GET", "/templates/" .. http.escape(tid) .. "/files/" .. up.hash)
+  check(res, "E2B template files check failed")
+  local j = res.json
+  if type(j) ~= "table" then fail("E2B template files check: no JSON answer") end
+  if j.present == true then return false end
+  if type(j.url) ~= "string" then fail("E2B template files check: absent but no upload URL") end
+  local headers = { ["User-Agent"] = api.USER_AGENT, ["Connection"] = "close" }
+  if type(j.headers) == "table" then
+    for k, v in pairs(j.headers) do headers[k] = tostring(v) end
+  end
+  -- a string body gets an exact Content-Length (object stores reject chunked uploads)
+  local put = http.request {
+    method = "PUT", url = j.url, headers = headers,
+    body = core.tar_pack(up.entries, { gzip = true }),
+    connect_timeout = api.CONNECT_TIMEOUT, timeout = UPLOAD_TIMEOUT,
+  }
+  check(put, "E2B template files upload failed")
+  return true
+end
+
+function Template:_emit(entry)
+  if self.on_log then
+    local ok, err = pcall(self.on_log, entry)
+    if not ok then require("glsb.log").warn("on_log callback failed: " .. tostring(err), { provider = "e2b" }) end
+  end
+end
+
+function Template:_progress(name, status, n, final)
+  if not self.progress then return end
+  io.stdout:write(string.format("\r\27[K[e2b template %s] %s, %d log lines", name, status, n), final and "\n" or "")
+  io.stdout:flush()
+end
+
+-- Polls the build until it is ready (returns) or failed (raises), streaming log entries.
+function Template:_wait(name, tid, bid)
+  local deadline = loop.now() + self.build_timeout
+  local offset, status = 0, "waiting"
+  local path = "/templates/" .. http.escape(tid) .. "/builds/" .. http.escape(bid) .. "/status?logsOffset="
+  while true do
+    local res = self:_api("GET", path .. offset)
+    check(res, "E2B build status failed")
+    local j = res.json
+    if type(j) ~= "table" then fail("E2B build status: no JSON answer") end
+    status = type(j.status) == "string" and j.status or status
+    local entries = type(j.logEntries) == "table" and j.logEntries or {}
+    for _, e in ipairs(entries) do
+      if type(e) == "table" then
+        self:_emit({ timestamp = e.timestamp, level = e.level, message = e.message,
+          step = e.step ~= http.json_null and e.step or nil })
+      end
+    end
+    offset = offset + #entries
+    local finished = status == "ready" or status == "error"
+    self:_progress(name, status, offset, finished and #entries == 0)
+    if finished and #entries == 0 then
+      if status == "ready" then return end
+      local reason = type(j.reason) == "table" and j.reason or {}
+      local msg = type(reason.message) == "string" and reason.message or "the build failed"
+      local step_ = reason.step ~= http.json_null and reason.step or nil
+      local where = step_ ~= nil and (" (step " .. tostring(step_) .. ")") or ""
+      fail(string.format("E2B build of template '%s' failed%s: %s", name, where, msg),
+        { message = msg, step = reason.step, build_id = bid, template_id = tid })
+    end
+    if loop.now() > deadline then
+      fail(string.format("E2B build of template '%s' did not finish within %ds (build %s still %s)",
+        name, self.build_timeout, bid, status))
+    end
+    if #entries == 0 then loop.sleep(self.poll_interval) end
+  end
+end
+
+function Template:_build(spec, hash)
+  local name = M.e2b_name(spec.name)
+  local tag = M.tag(hash)
+  local plan = M.build_plan(spec, { base_template = self.base_template })
+  local req = { name = name, tags = { "default", tag } }
+  if spec.cpu then req.cpuCount = math.max(1, math.ceil(spec.cpu)) end
+  if spec.memory_mb then req.memoryMB = spec.memory_mb end
+  local res = self:_api("POST", "/v3/templates", req)
+  check(res, "E2B template create failed")
+  local j = res.json
+  if type(j) ~= "table" or type(j.templateID) ~= "string" or type(j.buildID) ~= "string" then
+    fail("E2B template create: the answer has no templateID/buildID")
+  end
+  local tid, bid = j.templateID, j.buildID
+  local uploaded = 0
+  for _, up in ipairs(plan.uploads) do
+    if self:_upload(tid, up) then uploaded = uploaded + 1 end
+  end
+  -- lua-cjson writes an empty table as {}; the API wants "steps": [] (a spec with no steps)
+  local body = http.encode_json(plan.body):gsub('"steps":{}', '"steps":[]')
+  res = api.request(self._cfg, "POST", "/v2/templates/" .. http.escape(tid) .. "/builds/" .. http.escape(bid), nil,
+    { raw_body = body, content_type = "application/json" })
+  check(res, "E2B build start failed")
+  self:_wait(name, tid, bid)
+  return { template_id = tid, build_id = bid, name = name .. ":" .. tag, uploaded = uploaded }
+end
+
+return M
