@@ -412,7 +412,7 @@ int glsb_cmd_write(int argc, char **argv)
 		long dl = glsb_ws_hex_decode(rq.path_hex, hl, decoded);
 		if (dl < 0) {
 			free(decoded);
-			return glsb_ws_fail("usage", "--path-hex wants an even number of hex digits");
+			return glsb_ws_fail("usage", "--path-hex wants an even number of hex digits (0-9, a-f, A-F)");
 		}
 		p = (const char *)decoded;
 		plen = (size_t)dl;
