@@ -125,8 +125,11 @@ class LineReader(threading.Thread):
                     k = buf.find(m)
                     if k >= 0:
                         head, buf = buf[:k], buf[k + len(m):]
-                        if head:
-                            self.deliver(head)
+                        while head:
+                            nl = head.find(b"\n")
+                            cut = len(head) if nl < 0 else nl + 1
+                            self.deliver(head[:cut])
+                            head = head[cut:]
                         self.marker = None
                         self.marker_seen.set()
                         continue

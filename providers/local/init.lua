@@ -108,7 +108,12 @@ function M.find_helper(explicit)
     tried[#tried + 1] = p
     if exists(p) then return core.realpath and core.realpath(p) or p end
   end
-  local found = try(explicit) or try(os.getenv("GLSB_CONFINE"))
+  if explicit then
+    local found = try(explicit)
+    if found then return found end
+    return nil, "glsb-confine not found at opts.confine = " .. tostring(explicit)
+  end
+  local found = try(os.getenv("GLSB_CONFINE"))
   if found then return found end
   local mp = core.module_path()
   if mp then
@@ -281,15 +286,13 @@ local function mark_dead(self, why)
   end
 end
 
-local function check_alive(self, what)
+-- Why the sandbox cannot serve a request, or nil when it can.
+local function unusable(self)
   if self._dead then
-    errors.raise(errors.SandboxNotInitializedError, Stage.NOT_INITIALIZED,
-      string.format("%s: the local sandbox is no longer usable (%s); terminate it and create a new one",
-        what, self._dead))
+    return string.format("the local sandbox is no longer usable (%s); terminate it and create a new one", self._dead)
   end
-  if not self._proc then
-    errors.raise(errors.SandboxNotInitializedError, Stage.NOT_INITIALIZED, what .. ": the local sandbox is not running")
-  end
+  if not self._proc then return "the local sandbox is not running" end
+  return nil
 end
 
 -- One request at a time: a lock the waiting tasks poll (requests are short
@@ -319,12 +322,12 @@ end
 -- grace (seconds after the interrupt before the sandbox is killed),
 -- interrupt (bool: send an interrupt at the deadline; else kill at deadline+grace)
 local function request(self, req, opts)
-  check_alive(self, req.op)
+  if unusable(self) then return nil, "unusable" end
   self._next_id = self._next_id + 1
   req.id = self._next_id
   if not acquire(self, opts.deadline) then return nil, "busy" end
   local ok, res, why = pcall(function()
-    check_alive(self, req.op)
+    if unusable(self) then return nil, "unusable" end
     local sent, err = send(self, req, opts.deadline)
     if not sent then
       if err == "timeout" then return nil, "timeout" end
@@ -487,7 +490,7 @@ function Sandbox:_start(opts)
   local report = M.read_report(base .. "/report.json")
   self.confinement = report and report.applied or nil
   self.missing = report and report.missing or {}
-  self.host_pid = report and report.pid or nil
+  self.host_pid = report and math.tointeger(report.pid) or nil
   self._opts = opts
   arm_lease(self, opts.timeout)
 end
@@ -586,7 +589,12 @@ local function finish(c, done, fields)
   return r
 end
 
-local function dead_result(self, c, what, timeout)
+local function dead_result(self, c, what, timeout, reason)
+  if reason == "unusable" then
+    -- provably never sent: a known outcome
+    return finish(c, nil, { status = Status.ERROR, error = what .. ": " .. unusable(self),
+      failure = { exception_type = "SandboxNotInitializedError", retry_safe = true } })
+  end
   local why = self._dead or "the sandbox is not running"
   local msg
   if self._lease_expired then
@@ -608,10 +616,10 @@ function Sandbox:_run_code(code, opts)
   local c = collector(opts)
   local started = loop.now()
   local deadline = opts.timeout and started + opts.timeout or nil
-  local done = request(self, {
+  local done, why = request(self, {
     op = "exec", code = code, lang = opts.language or self.language, env = opts.env,
   }, { deadline = deadline, on_event = c.on_event, interrupt = true })
-  if not done then return dead_result(self, c, "execute_code", opts.timeout) end
+  if not done then return dead_result(self, c, "execute_code", opts.timeout, why) end
   if done.timeout then
     return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
       error = string.format("execute_code: timed out after %gs (interrupted; the sandbox is still usable)",
@@ -638,10 +646,10 @@ function Sandbox:_run_command(cmd, opts)
   -- the agent enforces the timeout (process group kill); the host waits a
   -- grace period more, then interrupts, then kills the sandbox
   local deadline = opts.timeout and started + opts.timeout + self._grace or nil
-  local done = request(self, {
+  local done, why = request(self, {
     op = "cmd", cmd = cmd, env = opts.env, cwd = opts.cwd, timeout = opts.timeout,
   }, { deadline = deadline, on_event = c.on_event, interrupt = true })
-  if not done then return dead_result(self, c, "execute_command", opts.timeout) end
+  if not done then return dead_result(self, c, "execute_command", opts.timeout, why) end
   if done.timeout then
     return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
       error = string.format("execute_command: timed out after %gs (process group killed)", opts.timeout or 0) })
@@ -687,7 +695,8 @@ function Sandbox:_download(path, opts)
 end
 
 function Sandbox:_set_timeout(seconds)
-  check_alive(self, "set_timeout")
+  local why = unusable(self)
+  if why then error("set_timeout: " .. why, 0) end
   arm_lease(self, seconds)
 end
 

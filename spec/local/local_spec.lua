@@ -1,0 +1,243 @@
+-- glsb.providers.local specifics: languages, packages, confinement report,
+-- hard kills, output caps, helper discovery, the default provider, leftovers.
+local glsb = require "glsb"
+local errors = require "glsb.errors"
+local loop = require "glsb.loop"
+local helper = require "local.helper"
+local provider = require "glsb.providers.local"
+
+local Status = glsb.ExecutionStatus
+
+describe("local provider #local", function()
+  local root, sb
+
+  local function create(extra)
+    local opts = { workspace_root = root }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    sb = glsb.create("local", opts)
+    return sb
+  end
+
+  setup(function() root = helper.private_tmp() end)
+  teardown(function()
+    assert.are.same({}, helper.list_dir(root))
+    helper.rm_rf(root)
+  end)
+  after_each(function()
+    if sb then pcall(sb.terminate, sb) end
+    sb = nil
+    assert.are.same({}, helper.list_dir(root), "a workspace was left behind")
+  end)
+
+  it("is the default provider: glsb.create() with no name", function()
+    local prev = os.getenv("TMPDIR")
+    assert.is_nil(prev == root and "" or nil)
+    sb = glsb.create(nil, { workspace_root = root })
+    assert.are.equal("local", sb.provider)
+    assert.truthy(sb.sandbox_id:match("^local%-"))
+  end)
+
+  it("reports the confinement applied and runs as the sandbox user with no network", function()
+    create()
+    local c = sb.confinement
+    assert.is_table(c)
+    assert.is_true(c.userns and c.pidns and c.mountns and c.netns)
+    assert.is_true(c.seccomp)
+    assert.is_true(c.no_new_privs)
+    assert.is_true(c.landlock_abi >= 1)
+    assert.are.equal("loopback", c.network)
+    assert.is_number(sb.host_pid)
+    assert.is_true(helper.pid_alive(sb.host_pid))
+    local r = sb:execute_command("id -u; hostname; sed -n '3,$s/:.*//p' /proc/net/dev | tr -d ' '")
+    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+    assert.truthy(r.stdout:match("^1000\n"), r.stdout)
+    assert.truthy(r.stdout:find("\nlo\n", 1, true), r.stdout)
+    assert.is_nil(r.stdout:find("eth", 1, true))
+    local pid = sb.host_pid
+    sb:terminate()
+    assert.is_false(helper.pid_alive(pid))
+  end)
+
+  it("displays the value of a final expression, like a notebook", function()
+    create()
+    assert.are.equal("5\n", sb:execute_code("2 + 3").stdout)
+    assert.are.equal("", sb:execute_code("None").stdout)
+    assert.are.equal("'s'\n", sb:execute_code("x = 's'\nx").stdout)
+  end)
+
+  it("reports syntax errors and SystemExit without losing the interpreter", function()
+    create()
+    sb:execute_code("keep = 1")
+    local r = sb:execute_code("def f(:\n  pass")
+    assert.are.equal(Status.ERROR, r.status)
+    assert.truthy(r.error:find("SyntaxError", 1, true), r.error)
+    r = sb:execute_code("import sys\nsys.exit(3)")
+    assert.are.equal(Status.ERROR, r.status)
+    assert.are.equal("SystemExit", r.error_name)
+    assert.are.equal("1\n", sb:execute_code("print(keep)").stdout)
+  end)
+
+  it("captures output of child processes of the code, in order", function()
+    create()
+    local lines = {}
+    local r = sb:execute_code("import os, subprocess\nprint('a', flush=True)\nos.system('echo b')\n"
+      .. "subprocess.run(['sh', '-c', 'echo c; echo d >&2'])\nprint('e')",
+      { on_stdout = function(l) lines[#lines + 1] = l end })
+    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+    assert.are.equal("a\nb\nc\ne\n", r.stdout)
+    assert.are.equal("d\n", r.stderr)
+    assert.are.same({ "a", "b", "c", "e" }, lines)
+  end)
+
+  it("passes env to code and commands without leaking it into later calls", function()
+    create({ env = { GLSB_SANDBOX_WIDE = "everywhere" } })
+    local r = sb:execute_code("import os\nprint(os.environ['GLSB_X'], os.environ['GLSB_SANDBOX_WIDE'])",
+      { env = { GLSB_X = "1" } })
+    assert.are.equal("1 everywhere\n", r.stdout)
+    assert.are.equal("None\n", sb:execute_code("import os\nprint(os.environ.get('GLSB_X'))").stdout)
+    assert.are.equal("everywhere\n", sb:execute_command("echo $GLSB_SANDBOX_WIDE").stdout)
+  end)
+
+  it("runs bash sandboxes", function()
+    create({ language = "bash" })
+    local r = sb:execute_code("echo hi from $0; exit 4")
+    assert.are.equal(Status.ERROR, r.status)
+    assert.are.equal(4, r.code)
+    assert.truthy(r.stdout:find("hi from", 1, true))
+    r = sb:execute_code("sleep 20", { timeout = 0.4 })
+    assert.are.equal(Status.TIMEOUT, r.status)
+    assert.are.equal(Status.SUCCESS, sb:execute_code("true").status)
+  end)
+
+  it("runs javascript sandboxes with node, or fails create clearly without it", function()
+    if provider.find_in_sandbox_path("node") then
+      create({ language = "javascript" })
+      local r = sb:execute_code("console.log([1,2,3].map(x => x * 2).join(','))")
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.are.equal("2,4,6\n", r.stdout)
+      r = sb:execute_code("throw new Error('js boom')")
+      assert.are.equal(Status.ERROR, r.status)
+      assert.truthy(r.stderr:find("js boom", 1, true))
+    else
+      local ok, err = pcall(glsb.create, "local", { workspace_root = root, language = "javascript" })
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("node", 1, true))
+    end
+  end)
+
+  it("rejects an unsupported language at create", function()
+    local ok, err = pcall(glsb.create, "local", { workspace_root = root, language = "r" })
+    assert.is_false(ok)
+    assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+  end)
+
+  it("installs additional_packages from a local wheel directory into the kernel", function()
+    local wheels = helper.private_tmp()
+    os.execute("chmod 755 " .. helper.q(wheels)) -- the sandbox user must be able to read it
+    helper.make_wheel(wheels, "glsbtiny", "0.1", "VALUE = 42\n")
+    local ok, err = pcall(create, { additional_packages = { "glsbtiny" }, pip_find_links = wheels })
+    helper.rm_rf(wheels)
+    assert.is_true(ok, tostring(err))
+    local r = sb:execute_code("import glsbtiny\nprint(glsbtiny.VALUE, glsbtiny.__file__)")
+    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+    assert.truthy(r.stdout:find("^42 /home/user/%.local/"), r.stdout)
+  end)
+
+  it("kills a sandbox whose code ignores the interrupt; later calls fail clearly", function()
+    create({ interrupt_grace = 0.5 })
+    local started = loop.now()
+    local r = sb:execute_code("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+      .. "while True:\n    time.sleep(0.05)", { timeout = 0.3 })
+    assert.are.equal(Status.TIMEOUT, r.status)
+    assert.is_true(loop.now() - started < 3)
+    assert.truthy(r.error:find("killed", 1, true), r.error)
+    local again = sb:execute_code("print(1)")
+    assert.are.equal(Status.ERROR, again.status)
+    assert.truthy(again.error:find("no longer usable", 1, true), again.error)
+    assert.is_true(again.failure.retry_safe)
+    assert.are.equal("SandboxNotInitializedError", again.failure.exception_type)
+    assert.is_nil(sb:download_file("/files/x"))
+    sb:terminate()
+  end)
+
+  it("reports a sandbox that dies mid-call as TIMEOUT, then refuses further calls", function()
+    create()
+    local r = sb:execute_code("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert.are.equal(Status.TIMEOUT, r.status, tostring(r))
+    assert.truthy(r.error:find("ended unexpectedly", 1, true), r.error)
+    local again = sb:execute_command("true")
+    assert.are.equal(Status.ERROR, again.status)
+    assert.truthy(again.error:find("no longer usable", 1, true), again.error)
+  end)
+
+  it("caps output at 10 MiB per stream and says so", function()
+    create()
+    local r = sb:execute_code("import sys\nsys.stdout.write('x' * (11 * 1024 * 1024))\nprint('tail')")
+    assert.are.equal(Status.SUCCESS, r.status)
+    assert.is_true(r.stdout_truncated)
+    assert.is_true(#r.stdout < 10 * 1024 * 1024 + 200)
+    assert.truthy(r.stdout:find("[glsb: output truncated", 1, true))
+    assert.is_nil(r.stderr_truncated)
+    assert.are.equal("ok\n", sb:execute_code("print('ok')").stdout)
+  end)
+
+  it("serializes concurrent calls on one sandbox", function()
+    create()
+    glsb.run(function()
+      local t = {}
+      for i = 1, 4 do
+        t[i] = glsb.spawn(function() return sb:execute_code("import time\ntime.sleep(0.05)\nprint(" .. i .. ")") end)
+      end
+      local res = { glsb.gather(t) }
+      for i = 1, 4 do assert.are.equal(i .. "\n", res[i].stdout) end
+    end)
+  end)
+
+  it("handles large files both ways", function()
+    create()
+    local big = string.rep("0123456789abcdef", 256 * 1024) -- 4 MiB
+    local r = sb:execute_code("import hashlib\nprint(hashlib.sha256(open('/files/big.bin','rb').read()).hexdigest())",
+      { files = { glsb.SandboxFile.from_bytes(big, "big.bin") } })
+    assert.are.equal(require("glsb.core").sha256(big) .. "\n", r.stdout)
+    assert.are.equal(big, sb:download_file("/files/big.bin"))
+  end)
+
+  it("downloads only from the writable area", function()
+    create()
+    sb:execute_code("open('/tmp/t.txt','w').write('tmp ok')\nimport os\nos.symlink('/etc/passwd', '/files/link')")
+    assert.are.equal("tmp ok", sb:download_file("/tmp/t.txt"))
+    assert.is_nil(sb:download_file("/etc/passwd"))
+    assert.is_nil(sb:download_file("/files/link"))
+    assert.is_nil(sb:download_file("/files/../etc/passwd"))
+    assert.is_nil(sb:download_file("/proc/self/environ"))
+  end)
+
+  it("fails create clearly when the helper is missing", function()
+    local ok, err = pcall(glsb.create, "local", { workspace_root = root, confine = "/nonexistent/glsb-confine" })
+    assert.is_false(ok)
+    assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+    assert.are.equal(glsb.Stage.CREATE, err.stage)
+  end)
+
+  it("fails create with the helper's reason when the sandbox cannot be set up", function()
+    local ok, err = pcall(glsb.create, "local", { workspace_root = root, ro_binds = { { "/nonexistent-src", "/x" } } })
+    assert.is_false(ok)
+    assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+    assert.truthy(tostring(err):find("nonexistent", 1, true), tostring(err))
+  end)
+
+  it("finds the helper next to the core", function()
+    local path = provider.find_helper()
+    assert.truthy(path and path:match("/glsb%-confine$"), path)
+  end)
+
+  it("creates in well under a second", function()
+    local started = loop.now()
+    create()
+    local r = sb:execute_code("print(1)")
+    sb:terminate()
+    sb = nil
+    assert.are.equal("1\n", r.stdout)
+    assert.is_true(loop.now() - started < 1, "create+execute+terminate took " .. (loop.now() - started))
+  end)
+end)
