@@ -130,7 +130,9 @@ test('code contexts, env vars, rich results, child-process output, syntax errors
     assert.equal((await sbx.runCode('"only_here" in dir()', { context: ctx })).text, 'False');
     await sbx.removeCodeContext(ctx);
     assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === ctx.id));
-    await assert.rejects(sbx.runCode('1', { context: ctx }));
+    // (A short requestTimeoutMs: on an error status the SDK leaves its request timer running,
+    // which would keep this process alive for the default 20 s used here.)
+    await assert.rejects(sbx.runCode('1', { context: ctx, requestTimeoutMs: 1000 }), /404|not found/i);
 
     const env = await sbx.runCode('import os\nos.environ.get("GLSB_X")', { envs: { GLSB_X: 'from-env' } });
     assert.equal(env.text, 'from-env');
