@@ -78,6 +78,12 @@ after(async () => {
   await exited;
 });
 
+test('the emulator runs sandboxes under bubblewrap (sandbox paths agree between files and commands)', async () => {
+  const s = await state();
+  assert.equal(s.bwrap, true, 'bubblewrap (bwrap) is missing or cannot create namespaces here: install it (scripts/install-deps) - '
+    + 'without it, absolute paths inside commands are host paths and the file scenarios below cannot hold');
+});
+
 test('create returns a running sandbox that getInfo, list and isRunning see', async () => {
   await withSandbox(async (sbx) => {
     assert.match(sbx.sandboxId, /^i[a-z0-9]+$/);
