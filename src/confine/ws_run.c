@@ -39,15 +39,16 @@
 #define DEFAULT_PATH "/bin:/usr/bin" /* like Python's os.defpath */
 
 static const char run_usage[] =
-	"usage: glsb-confine run --root DIR [--cwd NAME]... [--env KEY=VALUE]...\n"
+	"usage: glsb-confine run --root DIR [--cwd NAME]... [--env KEY=VALUE]... [--env-allow NAME]...\n"
 	"                        [--timeout SECONDS] [--max-output BYTES] -- ARGV...\n"
 	"\n"
 	"Run ARGV exactly (execve, no shell) with its working directory at ROOT/NAME/...\n"
 	"(one --cwd per component, each a single name: no '/', '.', '..' or empty name),\n"
 	"resolved with openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS;\n"
 	"a missing, escaping or linked cwd is an error, never a fallback.\n"
-	"The environment is exactly the --env values (none by default; PATH is not\n"
-	"implied). A non-absolute ARGV[0] without '/' is searched in PATH from --env,\n"
+	"The environment is exactly the --env values plus each --env-allow NAME that\n"
+	"is set in the helper's own environment (the sandbox's, never the caller's\n"
+	"machine; --env wins over it). None by default; PATH is not implied. A non-absolute ARGV[0] without '/' is searched in PATH from --env,\n"
 	"else in " DEFAULT_PATH "; one containing '/' is taken relative to the cwd.\n"
 	"stdin is empty. The program runs in a new session (its own process group).\n"
 	"--timeout: default 30; <= 0 disables. On expiry the process group is killed\n"
@@ -74,6 +75,8 @@ struct run_req {
 	size_t ncwd;
 	char **env; /* NULL-terminated */
 	size_t nenv;
+	char **allow; /* environ entries named by --env-allow */
+	size_t nallow;
 	double timeout;
 	unsigned long long max_output;
 	char **argv; /* NULL-terminated, from the caller's argv */
@@ -95,8 +98,9 @@ static int parse_args(int argc, char **argv, struct run_req *rq)
 	rq->timeout = DEFAULT_TIMEOUT;
 	rq->max_output = DEFAULT_MAX_OUTPUT;
 	rq->cwd = calloc((size_t)argc, sizeof *rq->cwd);
-	rq->env = calloc((size_t)argc, sizeof *rq->env);
-	if (!rq->cwd || !rq->env)
+	rq->env = calloc((size_t)argc * 2, sizeof *rq->env); /* --env values, then --env-allow ones */
+	rq->allow = calloc((size_t)argc, sizeof *rq->allow);
+	if (!rq->cwd || !rq->env || !rq->allow)
 		return glsb_ws_fail("out_of_memory", "parsing arguments");
 	int i = 1;
 	for (; i < argc; i++) {
@@ -127,6 +131,15 @@ static int parse_args(int argc, char **argv, struct run_req *rq)
 				if (!strncmp(rq->env[j], kv, kl))
 					return glsb_ws_fail("usage", "--env %.*s given twice", (int)kl - 1, kv);
 			rq->env[rq->nenv++] = kv;
+		} else if (i + 1 < argc && !strcmp(a, "--env-allow")) {
+			/* Taken from our own environment: environ entries already are "NAME=value". */
+			const char *name = argv[++i];
+			size_t nl = strlen(name);
+			if (!nl || strchr(name, '='))
+				return glsb_ws_fail("usage", "--env-allow wants a variable name, got '%s'", name);
+			for (char **e = environ; *e; e++)
+				if (!strncmp(*e, name, nl) && (*e)[nl] == '=')
+					rq->allow[rq->nallow++] = *e;
 		} else if (i + 1 < argc && !strcmp(a, "--timeout")) {
 			if (parse_timeout(argv[++i], &rq->timeout))
 				return glsb_ws_fail("usage", "--timeout wants a number of seconds, got '%s'", argv[i]);
@@ -137,6 +150,14 @@ static int parse_args(int argc, char **argv, struct run_req *rq)
 		} else {
 			return glsb_ws_fail("usage", "unknown or incomplete option '%s' (see glsb-confine run --help)", a);
 		}
+	}
+	for (size_t a = 0; a < rq->nallow; a++) {
+		size_t kl = (size_t)(strchr(rq->allow[a], '=') - rq->allow[a]) + 1;
+		int given = 0;
+		for (size_t j = 0; j < rq->nenv && !given; j++)
+			given = !strncmp(rq->env[j], rq->allow[a], kl);
+		if (!given)
+			rq->env[rq->nenv++] = rq->allow[a];
 	}
 	if (!rq->root)
 		return glsb_ws_fail("usage", "--root is required");
@@ -574,5 +595,6 @@ out:
 		close(cwdfd);
 	free(rq.cwd);
 	free(rq.env);
+	free(rq.allow);
 	return rc;
 }
