@@ -143,6 +143,10 @@ async function handle(req, res) {
         if (rule.retryAfter !== undefined && rule.retryAfter !== null) headers['Retry-After'] = String(rule.retryAfter);
         return send(res, rule.status, body, headers);
       }
+      case 'cut_on_request':
+        // Drop the connection as soon as the request head is in, without reading the body.
+        req.socket.destroy();
+        return;
       case 'cut_before_response':
         await readBody(req).catch(() => {});
         res.socket?.destroy();

@@ -1,5 +1,5 @@
 // Fault rules, set per test through POST /_emulator/faults (see spec/emulators/README.md).
-const ACTIONS = new Set(['status', 'delay', 'cut_after_bytes', 'cut_before_response', 'kill_sandbox', 'slow_stream']);
+const ACTIONS = new Set(['status', 'delay', 'cut_after_bytes', 'cut_before_response', 'cut_on_request', 'kill_sandbox', 'slow_stream']);
 const STATUSES = new Set([400, 401, 403, 404, 409, 429, 500, 502, 503, 504, 507]);
 const PLANES = new Set(['api', 'envd', 'jupyter', 'upload']);
 
