@@ -126,6 +126,7 @@ test('code contexts, env vars, rich results, child-process output, syntax errors
   await withSandbox(async (sbx) => {
     const ctx = await sbx.createCodeContext({ cwd: '/tmp' });
     assert.ok(ctx.id);
+    assert.ok((await sbx.listCodeContexts()).some((c) => c.language === 'python' && c.id !== ctx.id), 'default python context');
     assert.equal(ctx.cwd, '/tmp');
     await sbx.runCode('only_here = 1', { context: ctx });
     assert.equal((await sbx.runCode('import os\nos.getcwd()', { context: ctx })).text, '/tmp');
@@ -306,9 +307,13 @@ test('setTimeout moves the end of life; the sandbox expires at its timeout', asy
     const info = await sbx.getInfo();
     const left = info.endAt.getTime() - Date.now();
     assert.ok(left > 110_000 && left <= 121_000, `endAt in ${left} ms`);
+    await sbx.runCode('1');
+    await sbx.commands.run('sleep 60', { background: true, timeoutMs: 0 });
+    const root = (await state()).sandboxes.find((s) => s.sandboxID === sbx.sandboxId).root;
     await sbx.setTimeout(1000);
     await new Promise((r) => setTimeout(r, 1800));
     assert.equal(await sbx.isRunning(), false);
+    assert.ok(!fs.existsSync(root), 'expired sandbox temp dir removed');
     await assert.rejects(BaseSandbox.getInfo(sbx.sandboxId, opts), (e) => e instanceof SandboxNotFoundError);
   });
 });

@@ -6,6 +6,7 @@ import { randomId, uuid } from './util.mjs';
 import { makeTree, rmrf, killTree, baseEnv, spawnIn, liveChildren } from './runtime.mjs';
 import { Faults } from './faults.mjs';
 import { Templates } from './templates.mjs';
+import { startDefaultKernel } from './interp.mjs';
 
 export const ENVD_VERSION = '0.6.13';
 
@@ -172,6 +173,7 @@ export class Emulator {
     this.sandboxes.set(id, sbx);
     sbx.setTimeout(timeoutS);
     if (build.startCmd) this.startStartCmd(sbx, build);
+    if (build.interpreter) startDefaultKernel(sbx);
     this.log(`sandbox ${id} created from ${template.templateID}/${build.buildID} (timeout ${timeoutS}s)`);
     return sbx;
   }
@@ -221,6 +223,9 @@ export class Emulator {
 
   resume(sbx, timeoutS) {
     sbx.state = 'running';
+    const build = this.templates.buildOf(sbx);
+    if (build && build.startCmd) this.startStartCmd(sbx, build);
+    if (build && build.interpreter) startDefaultKernel(sbx);
     sbx.setTimeout(timeoutS);
     this.log(`sandbox ${sbx.id} resumed`);
   }

@@ -196,6 +196,11 @@ function text(res, status, body) {
   send(res, status, body, { 'Content-Type': 'text/plain; charset=utf-8' });
 }
 
+// Code-interpreter templates have their default Python kernel running from the start.
+export function startDefaultKernel(sbx) {
+  defaultContext(sbx, 'python').ensure();
+}
+
 function defaultContext(sbx, language) {
   if (!sbx.defaultContexts) sbx.defaultContexts = new Map();
   let c = sbx.defaultContexts.get(language);

@@ -36,6 +36,7 @@ export class Templates {
       const b = this.newBuild(t, {});
       b.status = 'ready';
       b.finishedAt = Date.now();
+      b.interpreter = name === 'code-interpreter-v1';
       t.tags.set('default', b.buildID);
     }
   }
@@ -73,6 +74,7 @@ export class Templates {
       workdir: undefined,
       startCmd: undefined,
       readyCmd: undefined,
+      interpreter: false, // code-interpreter template (or built on one): kernel started at create
       cpuCount: cpuCount || 2,
       memoryMB: memoryMB || 512,
       requestedTags: tags && tags.length ? tags : ['default'],
@@ -97,6 +99,11 @@ export class Templates {
       if (t.templateID === name || t.names.includes(name)) return { template: t, tag };
     }
     return null;
+  }
+
+  buildOf(sbx) {
+    const t = this.byId.get(sbx.templateID);
+    return t ? t.builds.find((b) => b.buildID === sbx.buildID) : undefined;
   }
 
   // A template usable for create: its tag points at a ready build.
@@ -170,6 +177,7 @@ export class Templates {
       if (!base) return this.fail(b, `base template '${spec.fromTemplate}' not found`, 'base');
       if (base.build.root) fs.cpSync(base.build.root, b.root, { recursive: true, verbatimSymlinks: true });
       Object.assign(b.env, base.build.env);
+      b.interpreter = !!base.build.interpreter;
       b.user = base.build.user;
       b.workdir = base.build.workdir;
       this.log(b, `[base] FROM template ${spec.fromTemplate}`, 'info', 'base');
