@@ -1,0 +1,211 @@
+-- workspace.lua: write_workspace_file and run_workspace_command, one bounded contract on every provider.
+--
+-- The checks that matter are not done here: they run inside the sandbox, in `glsb-confine write` and
+-- `glsb-confine run` (openat2 RESOLVE_BENEATH, Landlock before the mutation, exact argv, capped capture),
+-- so a provider only has to run one exact argv in its sandbox. This module validates arguments, builds
+-- that argv, hands it to the provider and turns the helper's one JSON object into a result or a
+-- WorkspaceError naming the helper's reason code.
+--
+-- Provider hooks (see PROVIDERS.md):
+--   Sandbox:_exec_argv(argv, {stdin = bytes|nil, timeout = seconds|nil})
+--       REQUIRED: run argv exactly (no shell) inside the sandbox; return {exit_code, stdout, stderr}
+--       with exact bytes. Raise on transport failure.
+--   Sandbox:_workspace_helper() -> path of glsb-confine inside the sandbox
+--       optional: the default uploads this machine's static glsb-confine once through _upload and
+--       makes it executable through _exec_argv.
+--   Sandbox.workspace_root = "/home/user"   optional class field
+local errors = require "glsb.errors"
+local models = require "glsb.models"
+local sandbox_mod = require "glsb.sandbox"
+
+local Stage = models.Stage
+
+local M = {}
+
+M.DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+M.DEFAULT_TIMEOUT = 30
+M.DEFAULT_MAX_OUTPUT = 1024 * 1024
+M.REMOTE_HELPER_PATH = "/tmp/.glsb/glsb-confine"
+-- Beyond the command's own timeout: the helper's 2 s drain of escaped descendants, plus the channel.
+local CHANNEL_GRACE = 15
+
+local function workspace_error(message, reason, cause)
+  local e = errors.new(errors.WorkspaceError, Stage.WORKSPACE, message, cause)
+  e.reason = reason
+  return e
+end
+
+local function check_sandbox(sb, what)
+  if type(sb) ~= "table" or type(sb.is_running) ~= "function" then
+    error(what .. ": the first argument must be a sandbox", 3)
+  end
+  if not sb:is_running() then
+    errors.raise(errors.SandboxNotInitializedError, Stage.NOT_INITIALIZED, what .. ": the sandbox is not running")
+  end
+  if type(sb._exec_argv) ~= "function" then
+    errors.raise(errors.WorkspaceError, Stage.WORKSPACE,
+      ("%s: provider '%s' cannot run the workspace helper (no _exec_argv hook)"):format(what, tostring(sb.provider)))
+  end
+end
+
+local function hex(s)
+  return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end))
+end
+
+-- The local static helper's bytes, for providers that upload it.
+local function local_helper_bytes()
+  local path = os.getenv("GLSB_CONFINE")
+  if not path then
+    local core = require "glsb.core"
+    local dir = core.module_path():match("^(.*)/[^/]*$") or "."
+    for _, cand in ipairs({ dir .. "/glsb-confine", dir .. "/../../glsb-confine",
+                            dir .. "/../lib/lua/5.4/glsb/glsb-confine" }) do
+      local f = io.open(cand, "rb")
+      if f then f:close() path = cand break end
+    end
+  end
+  local f = path and io.open(path, "rb")
+  if not f then return nil, "glsb-confine not found on this machine (set GLSB_CONFINE or run make)" end
+  local data = f:read("a")
+  f:close()
+  return data
+end
+
+-- Path of glsb-confine inside the sandbox: the provider's, or uploaded once and cached on the handle.
+local function helper_path(sb)
+  if sb._workspace_helper_path then return sb._workspace_helper_path end
+  local path
+  if type(sb._workspace_helper) == "function" then
+    path = sb:_workspace_helper()
+  else
+    local data, err = local_helper_bytes()
+    if not data then error(workspace_error(err, "helper_unavailable"), 0) end
+    if type(sb._upload) ~= "function" then
+      error(workspace_error("provider cannot upload the workspace helper (no _upload hook)", "helper_unavailable"), 0)
+    end
+    path = M.REMOTE_HELPER_PATH
+    local dir = path:match("^(.*)/[^/]*$")
+    sb:_upload({ { filename = "glsb-confine", data = data, path = path } }, { upload_dir = dir, timeout = 120 })
+    local r = sb:_exec_argv({ "/bin/chmod", "0755", path }, { timeout = 30 })
+    if r.exit_code ~= 0 then
+      error(workspace_error("could not make the uploaded helper executable: " .. tostring(r.stderr),
+        "helper_unavailable"), 0)
+    end
+  end
+  sb._workspace_helper_path = path
+  return path
+end
+
+-- Runs the helper and decodes its one JSON object; raises WorkspaceError when it refused.
+local function call_helper(sb, argv, opts)
+  local r = sb:_exec_argv(argv, opts)
+  local cjson = require "cjson.safe"
+  local doc = type(r) == "table" and type(r.stdout) == "string" and cjson.decode(r.stdout:match("[^\n]*"))
+  if type(doc) ~= "table" then
+    error(workspace_error(("the workspace helper gave no result (exit %s): %s"):format(
+      tostring(r and r.exit_code), tostring(r and r.stderr or ""):sub(1, 500)), "helper_failed"), 0)
+  end
+  if doc.ok ~= true then
+    local code = type(doc.error) == "string" and doc.error or "helper_failed"
+    error(workspace_error(("%s: %s"):format(code, tostring(doc.message or code)), code), 0)
+  end
+  return doc
+end
+
+-- Guarded like every sandbox method: a cancelled caller terminates the sandbox; anything that is not
+-- already a glsb error becomes a WorkspaceError with its cause kept.
+local function run_guarded(sb, fn, ...)
+  local res = table.pack(pcall(sandbox_mod.guarded, sb, fn, ...))
+  if res[1] then return table.unpack(res, 2, res.n) end
+  local err = res[2]
+  local loop = require "glsb.loop"
+  if loop.is_cancelled(err) or errors.is_error(err) then error(err, 0) end
+  error(workspace_error("workspace helper channel failed: " .. errors.describe(err), "channel", err), 0)
+end
+
+-- write_workspace_file(sandbox, {relative_path, data, max_bytes, overwrite}) -> {bytes, path, replaced}
+function M.write_workspace_file(sb, req)
+  check_sandbox(sb, "write_workspace_file")
+  if type(req) ~= "table" then error("write_workspace_file: request must be a table", 2) end
+  local path, data = req.relative_path, req.data
+  if type(path) ~= "string" then error("write_workspace_file: relative_path must be a string", 2) end
+  if type(data) ~= "string" then error("write_workspace_file: data must be a string", 2) end
+  local max_bytes = req.max_bytes == nil and M.DEFAULT_MAX_BYTES or req.max_bytes
+  if math.type(max_bytes) ~= "integer" or max_bytes < 0 then
+    error("write_workspace_file: max_bytes must be a non-negative integer", 2)
+  end
+  if req.overwrite ~= nil and type(req.overwrite) ~= "boolean" then
+    error("write_workspace_file: overwrite must be a boolean", 2)
+  end
+  return run_guarded(sb, function(self)
+    local argv = { helper_path(self), "write", "--root", self.workspace_root or "/home/user",
+                   "--path-hex", hex(path), "--max-bytes", tostring(max_bytes) }
+    if not req.overwrite then argv[#argv + 1] = "--no-overwrite" end
+    -- At most max_bytes + 1: enough for the helper to see the cap exceeded, never an unbounded push.
+    -- No channel timeout: the write is bounded by its size.
+    local doc = call_helper(self, argv, { stdin = data:sub(1, max_bytes + 1), timeout = nil })
+    return { bytes = doc.bytes, path = doc.path, replaced = doc.replaced == true }
+  end)
+end
+
+local function string_array(t, what)
+  if type(t) ~= "table" then error(what .. " must be an array of strings", 3) end
+  for i = 1, #t do
+    if type(t[i]) ~= "string" then error(what .. "[" .. i .. "] must be a string", 3) end
+  end
+  for k in pairs(t) do
+    if math.type(k) ~= "integer" or k < 1 or k > #t then error(what .. " must be an array (no other keys)", 3) end
+  end
+  return t
+end
+
+-- run_workspace_command(sandbox, argv, opts) -> result table (API.md "workspace primitives")
+function M.run_workspace_command(sb, argv, opts)
+  check_sandbox(sb, "run_workspace_command")
+  string_array(argv, "run_workspace_command: argv")
+  if #argv == 0 then error("run_workspace_command: argv must not be empty", 2) end
+  opts = opts or {}
+  if type(opts) ~= "table" then error("run_workspace_command: opts must be a table", 2) end
+  local cwd = string_array(opts.cwd_components or {}, "run_workspace_command: cwd_components")
+  local allow = string_array(opts.env_allowlist or {}, "run_workspace_command: env_allowlist")
+  local env = opts.env or {}
+  if type(env) ~= "table" then error("run_workspace_command: env must be a table", 2) end
+  local env_keys = {}
+  for k, v in pairs(env) do
+    if type(k) ~= "string" or k == "" or k:find("[=%z]") or type(v) ~= "string" then
+      error("run_workspace_command: env must map names (no '=') to strings", 2)
+    end
+    env_keys[#env_keys + 1] = k
+  end
+  table.sort(env_keys)
+  local timeout = opts.timeout == nil and M.DEFAULT_TIMEOUT or opts.timeout
+  if type(timeout) ~= "number" then error("run_workspace_command: timeout must be a number", 2) end
+  local max_output = opts.max_output_bytes == nil and M.DEFAULT_MAX_OUTPUT or opts.max_output_bytes
+  if math.type(max_output) ~= "integer" or max_output < 0 then
+    error("run_workspace_command: max_output_bytes must be a non-negative integer", 2)
+  end
+
+  return run_guarded(sb, function(self)
+    local full = { helper_path(self), "run", "--root", self.workspace_root or "/home/user",
+                   "--timeout", timeout > 0 and tostring(timeout) or "0", "--max-output", tostring(max_output) }
+    for _, c in ipairs(cwd) do full[#full + 1] = "--cwd" full[#full + 1] = c end
+    for _, k in ipairs(env_keys) do full[#full + 1] = "--env" full[#full + 1] = k .. "=" .. env[k] end
+    for _, name in ipairs(allow) do full[#full + 1] = "--env-allow" full[#full + 1] = name end
+    full[#full + 1] = "--"
+    for _, a in ipairs(argv) do full[#full + 1] = a end
+    local doc = call_helper(self, full, { timeout = timeout > 0 and timeout + CHANNEL_GRACE or nil })
+    local core = require "glsb.core"
+    local cjson = require "cjson.safe"
+    local function num(v) return v ~= cjson.null and v or nil end
+    return {
+      exit_code = num(doc.exit_code), signal = num(doc.signal), timed_out = doc.timed_out == true,
+      stdout = core.b64decode(doc.stdout or "") or "", stderr = core.b64decode(doc.stderr or "") or "",
+      stdout_byte_count = doc.stdout_byte_count, stderr_byte_count = doc.stderr_byte_count,
+      stdout_byte_count_complete = doc.stdout_byte_count_complete ~= false,
+      stderr_byte_count_complete = doc.stderr_byte_count_complete ~= false,
+      stdout_truncated = doc.stdout_truncated == true, stderr_truncated = doc.stderr_truncated == true,
+    }
+  end)
+end
+
+return M
