@@ -295,7 +295,12 @@ function Sandbox:_envd_auth(headers)
 end
 
 function Sandbox:_run_command(command, opts)
-  local process = { cmd = "/bin/bash", args = { "-l", "-c", command } }
+  return self:_start_process({ cmd = "/bin/bash", args = { "-l", "-c", command } }, opts)
+end
+
+-- Starts one process (ProcessConfig: cmd, args; opts.env, opts.cwd added) and streams it to
+-- its end. Returns an ExecutionResult; never raises for what the process or the wire did.
+function Sandbox:_start_process(process, opts)
   if opts.env and next(opts.env) then
     local env = {}
     for k, v in pairs(opts.env) do env[k] = tostring(v) end
@@ -442,6 +447,78 @@ function Sandbox:_download(path, opts)
     "download of " .. path .. " failed")
   if e then error(e, 0) end
   return res.body or ""
+end
+
+---------------------------------------------------------------------------
+-- Workspace primitives hook (issue 4): glsb-confine inside the sandbox
+---------------------------------------------------------------------------
+
+local HELPER_DIR = "/tmp/.glsb"
+
+local function require_running(self, what)
+  if not self:is_running() then
+    errors.raise(errors.SandboxNotInitializedError, Stage.NOT_INITIALIZED, what .. ": the sandbox is not running")
+  end
+end
+
+local function random_name()
+  return core.sha256(string.format("%.9f:%d:%s", core.now(), math.random(0, 2 ^ 30), tostring({}))):sub(1, 24)
+end
+
+-- sb:ensure_helper(local_path) -> the helper's path inside the sandbox. Uploads the static
+-- glsb-confine binary through envd's /files once per sandbox (the name carries its sha256, so
+-- a rebuilt helper is uploaded again) and makes it executable. Raises SandboxExecutionError
+-- with stage workspace on failure.
+function Sandbox:ensure_helper(local_path)
+  require_running(self, "ensure_helper")
+  local f, err = io.open(local_path, "rb")
+  if not f then
+    errors.raise(errors.SandboxExecutionError, Stage.WORKSPACE, "cannot read the helper: " .. tostring(err))
+  end
+  local data = f:read("a")
+  f:close()
+  local remote = HELPER_DIR .. "/glsb-confine-" .. core.sha256(data):sub(1, 16)
+  self._helpers = self._helpers or {}
+  if self._helpers[remote] then return remote end
+  return sandbox.guarded(self, function()
+    self:_write_file(remote, data, 120, Stage.WORKSPACE)
+    local r = self:_start_process({ cmd = "/bin/chmod", args = { "0755", remote } }, { timeout = 30 })
+    if r.status ~= Status.SUCCESS then
+      errors.raise(errors.SandboxExecutionError, Stage.WORKSPACE,
+        "cannot make the helper executable: " .. tostring(r.error or r.stderr))
+    end
+    self._helpers[remote] = true
+    return remote
+  end)
+end
+
+-- sb:run_helper(argv, opts) -> ExecutionResult of the exact argv (no shell around it), run
+-- through envd's process channel. opts: timeout (s, nil = none), stdin (string: staged as a
+-- file through /files, opened as the process's stdin and unlinked before the exec).
+function Sandbox:run_helper(argv, opts)
+  opts = opts or {}
+  if type(argv) ~= "table" or type(argv[1]) ~= "string" then
+    error("run_helper: argv must be an array of strings", 2)
+  end
+  require_running(self, "run_helper")
+  local args = {}
+  for i = 2, #argv do args[i - 1] = tostring(argv[i]) end
+  return sandbox.guarded(self, function()
+    if opts.stdin == nil then
+      return self:_start_process({ cmd = argv[1], args = args }, { timeout = opts.timeout })
+    end
+    local staged = HELPER_DIR .. "/stdin-" .. random_name()
+    local ok, err = pcall(self._write_file, self, staged, opts.stdin, 120, Stage.WORKSPACE)
+    if not ok then
+      return result { status = Status.ERROR, error = "staging stdin failed: " .. tostring(err),
+        failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+    end
+    -- sh only opens and unlinks the staged file; argv reaches the program through "$@" untouched
+    local sh_args = { "-c", 'f=$1; shift; exec 0<"$f" || exit 127; rm -f -- "$f"; exec "$@"', "glsb-stdin", staged,
+      argv[1] }
+    for _, a in ipairs(args) do sh_args[#sh_args + 1] = a end
+    return self:_start_process({ cmd = "/bin/sh", args = sh_args }, { timeout = opts.timeout })
+  end)
 end
 
 ---------------------------------------------------------------------------
