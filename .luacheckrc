@@ -6,4 +6,4 @@ codes = true
 ignore = { "212/self" }
 exclude_files = { "spec/node_modules/**", "build/**", ".luarocks-test/**" }
 
-files["spec/**/*.lua"] = { std = "+busted" }
+files["spec/**/*.lua"] = { std = "+busted", max_line_length = 140 }
