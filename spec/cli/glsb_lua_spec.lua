@@ -1,0 +1,110 @@
+-- The glsb-lua interpreter: scripts with arg, -e, stdin, --version/--help, the prompt on a terminal,
+-- GLSB_PATH providers, and how an uncaught glsb error is reported.
+local core = require "glsb.core"
+
+local GLSB_LUA = core.realpath("build/glsb-lua")
+
+local function run(cmd, input)
+  local tmp = os.tmpname()
+  if input then
+    local f = assert(io.open(tmp, "wb"))
+    f:write(input)
+    f:close()
+  end
+  local p = assert(io.popen(cmd .. (input and (" < " .. tmp) or " < /dev/null") .. " 2>&1"))
+  local out = p:read("a")
+  local ok, _, code = p:close()
+  os.remove(tmp)
+  return ok and 0 or code, out
+end
+
+describe("glsb-lua #cli", function()
+  it("runs a script with its arguments in arg, as lua5.4 does", function()
+    local script = os.tmpname()
+    finally(function() os.remove(script) end)
+    local f = assert(io.open(script, "w"))
+    f:write("print(arg[0] == ..., #arg, arg[1], arg[2], select('#', ...))\n")
+    f:close()
+    local code, out = run(("%s %s one 'two words'"):format(GLSB_LUA, script))
+    assert.equal(0, code)
+    assert.equal("false\t2\tone\ttwo words\t2\n", out)
+  end)
+
+  it("runs -e chunks in order, then the script from stdin with -", function()
+    local code, out = run(GLSB_LUA .. " -e 'x = 1' -e 'print(x + 1)' -", "print('from stdin', x)")
+    assert.equal(0, code)
+    assert.equal("2\nfrom stdin\t1\n", out)
+  end)
+
+  it("reads the script from stdin when it is not a terminal and no script is given", function()
+    local code, out = run(GLSB_LUA, "print(require('glsb').ExecutionStatus.SUCCESS)")
+    assert.equal(0, code)
+    assert.equal("success\n", out)
+  end)
+
+  it("has the core preloaded and finds the library next to itself, from any directory", function()
+    local code, out = run("cd / && " .. GLSB_LUA .. [[ -e "print(package.loaded['glsb.core'] == nil, require('glsb.core')._NAME, package.searchpath('glsb', package.path))"]])
+    assert.equal(0, code, out)
+    assert.matches("^true\tglsb.core\t.*/lua/glsb/init.lua\n$", out)
+  end)
+
+  it("prints its version and help", function()
+    local code, out = run(GLSB_LUA .. " --version")
+    assert.equal(0, code)
+    assert.matches("^glsb%-lua %d+%.%d+%.%d+ %(Lua 5%.4", out)
+    code, out = run(GLSB_LUA .. " -h")
+    assert.equal(0, code)
+    assert.matches("usage: glsb%-lua", out)
+    assert.matches("GLSB_PATH", out)
+    assert.matches("%-%-doctor", out)
+  end)
+
+  it("rejects an unknown option with usage and exit 2", function()
+    local code, out = run(GLSB_LUA .. " --bogus")
+    assert.equal(2, code)
+    assert.matches("unknown option '%-%-bogus'", out)
+  end)
+
+  it("an uncaught glsb error prints class, stage, message and cause, and exits 1", function()
+    local code, out = run(GLSB_LUA .. [[ -e "local e = require 'glsb.errors'; e.raise(e.SandboxStartError, 'create', '429 Too Many Requests', e.http_failure(429, {}, 'slow down'))"]])
+    assert.equal(1, code)
+    assert.matches("SandboxStartError%[create%]: 429 Too Many Requests", out)
+    assert.matches("transient", out)
+    assert.matches("cause", out)
+    assert.not_matches("table: 0x", out)
+  end)
+
+  it("a plain Lua error prints a traceback and exits 1", function()
+    local code, out = run(GLSB_LUA .. [[ -e "error('plain failure')"]])
+    assert.equal(1, code)
+    assert.matches("plain failure", out)
+    assert.matches("stack traceback", out)
+  end)
+
+  it("a syntax error in a script is reported, exit 1", function()
+    local code, out = run(GLSB_LUA .. " -", "this is not lua")
+    assert.equal(1, code)
+    assert.matches("syntax error", out)
+  end)
+
+  it("GLSB_PATH puts a folder of user providers first", function()
+    local dir = core.mkdtemp("/tmp/glsb-path-XXXXXX")
+    finally(function() core.rmtree(dir) end)
+    os.execute("mkdir -p " .. dir .. "/mine")
+    local f = assert(io.open(dir .. "/mine/init.lua", "w"))
+    f:write("return { name = 'mine', Sandbox = { create = function() return 'made by mine' end } }\n")
+    f:close()
+    local code, out = run(("GLSB_PATH=%s %s -e \"print(require('glsb').create('mine'))\""):format(dir, GLSB_LUA))
+    assert.equal(0, code, out)
+    assert.equal("made by mine\n", out)
+  end)
+
+  it("offers a prompt on a terminal that prints expression values", function()
+    -- script(1) gives glsb-lua a pseudo-terminal as stdin.
+    local code, out = run("script -qec " .. GLSB_LUA .. " /dev/null", "1 + 41\nlocal t = 5\nprint(glsb.Stage.CREATE)\n")
+    assert.equal(0, code, out)
+    assert.matches("glsb%-lua", out)
+    assert.matches("42", out)
+    assert.matches("create", out)
+  end)
+end)
