@@ -158,14 +158,17 @@ class Context {
   }
 
   // Runs one cell, writing NDJSON lines through `out(line)`; resolves when the cell is done.
-  run(code, env, out) {
+  // `ticket.cancelled` set before the cell's turn: it is skipped; while it runs: interrupted.
+  run(code, env, out, ticket = {}) {
     const job = this.queue.then(() => new Promise((resolve) => {
-      if (this.closed) { resolve(); return; }
+      if (this.closed || ticket.cancelled) { resolve(); return; }
+      ticket.running = true;
       this.ensure();
       let finished = false;
       const finish = () => {
         if (finished) return;
         finished = true;
+        ticket.running = false;
         this.current = null;
         resolve();
       };
@@ -241,10 +244,15 @@ async function execute(emu, sbx, req, res, ctx) {
   let ka = setInterval(() => out('{"type": "keepalive"}\n'), KEEPALIVE_MS);
   ka.unref();
   let clientGone = false;
+  const ticket = { cancelled: false, running: false };
   res.on('close', () => {
-    if (!res.writableEnded) { clientGone = true; context.interrupt(); }
+    if (res.writableEnded) return;
+    // Client went away: interrupt this cell if it runs, drop it if it still waits its turn.
+    clientGone = true;
+    if (ticket.running) context.interrupt();
+    else ticket.cancelled = true;
   });
-  await context.run(body.code, body.env_vars, out);
+  await context.run(body.code, body.env_vars, out, ticket);
   clearInterval(ka);
   ka = null;
   out(END_LINE);
