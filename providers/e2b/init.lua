@@ -536,6 +536,27 @@ local function string_map(t, what)
   return out
 end
 
+local CREATE_TOKEN = "glsb_create_token"
+
+-- After a create whose answer was lost: GET /v2/sandboxes?metadata=<token> and, when the
+-- sandbox is there, its detail (GET /sandboxes/{id} carries envdAccessToken), shaped like a
+-- create answer. nil when not found or when the lookup itself fails.
+function Sandbox:_find_created(token)
+  local q = http.escape(CREATE_TOKEN .. "=" .. token)
+  local res = self:_api("GET", "/v2/sandboxes?metadata=" .. q, nil, 15)
+  if res.error or res.status ~= 200 or type(res.json) ~= "table" or type(res.json[1]) ~= "table" then return nil end
+  local id = res.json[1].sandboxID
+  if type(id) ~= "string" then return nil end
+  local d = self:_api("GET", "/sandboxes/" .. http.escape(id), nil, 15)
+  if d.error or d.status ~= 200 or type(d.json) ~= "table" then
+    -- found but unusable: kill it rather than leak it
+    self:_api("DELETE", "/sandboxes/" .. http.escape(id), nil, 10)
+    return nil
+  end
+  log.info("E2B create: the answer was lost; adopted the sandbox it created", { sandbox_id = id })
+  return d
+end
+
 function Sandbox:_start(opts)
   local cfg = api.config(opts)
   self._cfg = cfg
@@ -551,7 +572,18 @@ function Sandbox:_start(opts)
   }
   -- E2B has no unbounded lease; nil leaves the server default (300 s).
   if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout)) end
+  -- A create token in the metadata: when the answer is lost after the request was delivered,
+  -- the sandbox may exist; we find it by its token and adopt it instead of leaking it (and a
+  -- retry would otherwise create a second one).
+  local token = core.sha256(string.format("%.9f:%d:%s", core.now(), math.random(0, 2 ^ 30), tostring(self)))
+    :sub(1, 32)
+  body.metadata = body.metadata or {}
+  body.metadata[CREATE_TOKEN] = token
   local res = self:_api("POST", "/v2/sandboxes", body, opts.create_timeout)
+  if res.error and not res.error.retry_safe then
+    local adopted = self:_find_created(token)
+    if adopted then res = adopted end
+  end
   local e = errors.from_response(errors.SandboxStartError, Stage.CREATE, res, "E2B create failed")
   if e then error(e, 0) end
   local j = res.json

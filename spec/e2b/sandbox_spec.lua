@@ -113,6 +113,19 @@ describe("e2b sandbox #e2b", function()
       assert.is_true(s:is_running())
     end)
 
+    it("adopts the sandbox when the create answer is cut after the server created it", function()
+      local before = #emu:sandbox_ids()
+      emu:fault { method = "POST", path = "^/v2/sandboxes$", action = "cut_after_bytes", bytes = 10 }
+      local s = fresh()
+      assert.is_true(s:is_running())
+      assert.equal(1, emu:faults()[1].fired)
+      assert.equal(before + 1, #emu:sandbox_ids(), "exactly one sandbox was created")
+      local adopted = false
+      for _, l in ipairs(logs) do if l:find("adopted", 1, true) then adopted = true end end
+      assert.is_true(adopted)
+      assert.equal(Status.SUCCESS, s:execute_code("print(1)").status)
+    end)
+
     it("fails with Stage health_check when envd does not answer, and tears the sandbox down", function()
       local before = #emu:sandbox_ids()
       emu:fault { plane = "envd", path = "^/health$", status = 500, times = -1 }
