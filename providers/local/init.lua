@@ -277,12 +277,19 @@ local function describe_exit(self)
   return table.concat(parts, "; ")
 end
 
--- Marks the sandbox dead (it cannot serve requests any more) and kills it.
+-- Marks the sandbox dead (it cannot serve requests any more) and stops it:
+-- SIGTERM is forwarded to the sandbox, a second one makes the supervisor kill
+-- it; both leave the supervisor alive to remove the cgroup and workspace.
+-- SIGKILL only if the supervisor itself does not exit.
 local function mark_dead(self, why)
   if self._dead then return end
   self._dead = why
-  if self._proc then
-    self._proc:kill("KILL")
+  local p = self._proc
+  if not p then return end
+  for _, step in ipairs({ { "TERM", 0.3 }, { "TERM", 1 }, { "KILL", 1 } }) do
+    if p.proc:poll() then return end
+    p:kill(step[1])
+    if p:wait(loop.now() + step[2]) then return end
   end
 end
 
