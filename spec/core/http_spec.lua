@@ -77,6 +77,12 @@ describe("glsb.http #core #http", function()
     assert.is_false(res.error.retry_safe)
   end)
 
+  it("idle_timeout gives up on a response that stops moving", function()
+    local res = http.request({ url = url("/slow?ms=5000"), idle_timeout = 1 })
+    assert.equal("receive", res.error.phase)
+    assert.is_true(res.error.timeout)
+  end)
+
   it("HTTP error statuses are transport successes", function()
     local res = http.request({ url = url("/status?code=503&retry_after=7") })
     assert.is_nil(res.error)
