@@ -495,6 +495,27 @@ test('faults: status codes, delays and cut connections as the SDK sees them', as
   await adminJson('DELETE', '/_emulator/faults');
 });
 
+test('SIGTERM stops the emulator cleanly: children killed and reaped, temp dirs removed, exit 0', async () => {
+  const second = await startEmulator();
+  const o = { ...opts, apiUrl: second.url, sandboxUrl: second.url };
+  const sbx = await Sandbox.create(o);
+  await sbx.runCode('x = 1');
+  await sbx.commands.run('sleep 300', { background: true, timeoutMs: 0 });
+  const st = await (await fetch(`${second.url}/_emulator/state`)).json();
+  const s0 = st.sandboxes[0];
+  const pids = [...s0.processes.map((p) => p.pid), ...s0.contexts.map((c) => c.pid)].filter(Boolean);
+  assert.ok(pids.length >= 2, JSON.stringify(s0));
+  assert.ok(fs.existsSync(s0.root));
+  const stateDir = path.dirname(path.dirname(s0.root));
+  const code = await new Promise((resolve) => {
+    second.child.once('exit', (c, sig) => resolve(sig || c));
+    second.child.kill('SIGTERM');
+  });
+  assert.equal(code, 0);
+  assert.ok(!fs.existsSync(stateDir), `state dir ${stateDir} removed`);
+  for (const pid of pids) assert.ok(!fs.existsSync(`/proc/${pid}`), `process ${pid} is gone (not even a zombie)`);
+});
+
 test('nothing leaked: no live sandboxes or child processes', async () => {
   let s = await state();
   for (let i = 0; i < 20 && (s.sandboxes.length || s.children); i++) {
