@@ -25,8 +25,9 @@ let emu = null;
 let base = null;
 let opts = null;
 
-async function startEmulator() {
-  const child = spawn(path.join(ROOT, 'scripts', 'emulator'), ['e2b', '--port', '0', '--api-key', KEY, '--exit-with-parent'], {
+async function startEmulator(keys = [KEY]) {
+  const args = ['e2b', '--port', '0', '--exit-with-parent', ...keys.flatMap((k) => ['--api-key', k])];
+  const child = spawn(path.join(ROOT, 'scripts', 'emulator'), args, {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -496,8 +497,11 @@ test('faults: status codes, delays and cut connections as the SDK sees them', as
 });
 
 test('SIGTERM stops the emulator cleanly: children killed and reaped, temp dirs removed, exit 0', async () => {
-  const second = await startEmulator();
+  const second = await startEmulator(['e2b_second_key', KEY]);
   const o = { ...opts, apiUrl: second.url, sandboxUrl: second.url };
+  // Exactly the keys given are accepted (the default key is not among them).
+  await assert.rejects(BaseSandbox.list({ ...o, apiKey: 'e2b_test_key' }).nextItems(), AuthenticationError);
+  assert.deepEqual(await BaseSandbox.list({ ...o, apiKey: 'e2b_second_key' }).nextItems(), []);
   const sbx = await Sandbox.create(o);
   await sbx.runCode('x = 1');
   await sbx.commands.run('sleep 300', { background: true, timeoutMs: 0 });

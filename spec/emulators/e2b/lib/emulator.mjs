@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { randomId, uuid } from './util.mjs';
+import { randomId } from './util.mjs';
 import { makeTree, rmrf, killTree, baseEnv, spawnIn, liveChildren } from './runtime.mjs';
 import { Faults } from './faults.mjs';
 import { Templates } from './templates.mjs';
@@ -284,4 +284,3 @@ export class Emulator {
   }
 }
 
-export { uuid };

@@ -4,7 +4,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import crypto from 'node:crypto';
 import { readBody, parseJson, send, sendJson } from './util.mjs';
-import { USERS, hostPath, normalizeSandboxPath, spawnIn, killTree, hasBwrap } from './runtime.mjs';
+import { USERS, hostPath, normalizeSandboxPath, spawnIn, killTree } from './runtime.mjs';
 import { RpcError, parseEnvelope, unaryError, unaryOk, ServerStream } from './connect.mjs';
 import { boundaryOf, parseMultipart } from './multipart.mjs';
 
@@ -499,4 +499,3 @@ export async function handleEnvd(emu, sbx, req, res, url, ctx) {
   }
 }
 
-export { hasBwrap };

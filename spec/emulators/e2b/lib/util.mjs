@@ -63,7 +63,3 @@ export function apiError(res, status, message, headers = {}) {
 export function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
 }
-
-export function rfc3339(ms) {
-  return new Date(ms).toISOString();
-}
