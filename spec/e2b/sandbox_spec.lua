@@ -172,6 +172,13 @@ describe("e2b sandbox #e2b", function()
       assert.equal("oops\n", r.stderr)
     end)
 
+    it("keeps running when a streaming callback raises", function()
+      local r = sb:execute_code("print('a')\nprint('b')", { on_stdout = function() error("callback bug") end })
+      assert.equal(Status.SUCCESS, r.status)
+      assert.equal("a\nb\n", r.stdout)
+      assert.matches("callback bug", logs[#logs])
+    end)
+
     it("returns images as base64 and text results", function()
       local r = sb:execute_code([[
 import base64

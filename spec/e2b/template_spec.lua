@@ -135,6 +135,16 @@ describe("e2b template builder #e2b", function()
       assert.matches("step 1", err.message)
     end)
 
+    it("raises TemplateBuildError[template_build] when the archive upload fails", function()
+      emu:fault { plane = "upload", status = 500 }
+      local b = builder()
+      local ok, err = pcall(b.ensure, b, { name = "glsb-e2b-upload", files = { { path = "/tmp/u", data = "u" } } })
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.TemplateBuildError))
+      assert.equal(glsb.Stage.TEMPLATE_BUILD, err.stage)
+      assert.matches("upload", err.message)
+    end)
+
     it("raises TemplateBuildError for a bad API key, and for a bad spec", function()
       local b = builder { api_key = "e2b_wrong" }
       local ok, err = pcall(b.ensure, b, spec)
