@@ -358,10 +358,19 @@ test('429 with Retry-After is retried by the SDK; without it, RateLimitError', a
     return true;
   });
 
-  // More 429s than the SDK's retries (3): the last one surfaces.
+  assert.equal((await adminJson('GET', '/_emulator/faults'))[0].fired, 1, 'no Retry-After: no retry');
+
+  // 429s all the way: 1 attempt + 3 retries (the SDK default), then RateLimitError.
   await adminJson('DELETE', '/_emulator/faults');
-  await fault({ method: 'POST', path: '^/v2/sandboxes$', status: 429, retryAfter: 0, times: 4 });
+  await fault({ method: 'POST', path: '^/v2/sandboxes$', status: 429, retryAfter: 0, times: -1 });
   await assert.rejects(BaseSandbox.create(opts), RateLimitError);
+  assert.equal((await adminJson('GET', '/_emulator/faults'))[0].fired, 4);
+
+  // 503 is never retried.
+  await adminJson('DELETE', '/_emulator/faults');
+  await fault({ method: 'POST', path: '^/v2/sandboxes$', status: 503, retryAfter: 1, times: -1 });
+  await assert.rejects(BaseSandbox.create(opts), ServiceBusyError);
+  assert.equal((await adminJson('GET', '/_emulator/faults'))[0].fired, 1);
   await adminJson('DELETE', '/_emulator/faults');
 });
 
