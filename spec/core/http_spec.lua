@@ -196,3 +196,45 @@ describe("glsb.http #core #http", function()
     assert.has_error(function() core.http({ url = "http://x/", http_version = "9" }) end)
   end)
 end)
+
+describe("glsb.http over HTTP/2 #core #http", function()
+  local tls, dir
+
+  setup(function()
+    dir = core.mkdtemp("/tmp/glsb-h2-XXXXXX")
+    assert(os.execute(("openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/key.pem -out %s/cert.pem -days 1 "
+      .. "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null"):format(dir, dir)))
+    tls = server.start({ "node", "spec/support/h2_server.mjs", dir .. "/key.pem", dir .. "/cert.pem" })
+  end)
+
+  teardown(function()
+    if tls then tls.stop() end
+    if dir then core.rmtree(dir) end
+  end)
+
+  it("negotiates h2 over TLS and multiplexes concurrent requests on one connection", function()
+    local sessions = {}
+    loop.run(function()
+      local tasks = {}
+      for i = 1, 5 do
+        tasks[i] = loop.spawn(function()
+          return http.json({ url = tls.url .. "/r" .. i, cainfo = dir .. "/cert.pem" })
+        end)
+      end
+      for i, res in ipairs({ loop.gather(tasks) }) do
+        assert.is_nil(res.error)
+        assert.equal("/r" .. i, res.json.path)
+        sessions[res.json.session] = true
+      end
+    end)
+    local n = 0
+    for _ in pairs(sessions) do n = n + 1 end
+    assert.equal(1, n)
+  end)
+
+  it("refuses a certificate it cannot verify", function()
+    local res = http.request({ url = tls.url .. "/x" })
+    assert.is_table(res.error)
+    assert.is_true(res.error.retry_safe) -- the TLS handshake failed: no request was sent
+  end)
+end)

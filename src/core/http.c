@@ -266,6 +266,8 @@ static int l_http(lua_State *L)
 		curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, s);
 	if ((s = opt_string(L, "aws_sigv4")))
 		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, s);
+	if ((s = opt_string(L, "cainfo")))
+		curl_easy_setopt(e, CURLOPT_CAINFO, s); /* a private CA (self-hosted providers, tests) */
 	if ((s = opt_string(L, "userpwd")))
 		curl_easy_setopt(e, CURLOPT_USERPWD, s);
 	if ((s = opt_string(L, "http_version"))) {
@@ -273,12 +275,14 @@ static int l_http(lua_State *L)
 			curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 		else if (!strcmp(s, "2"))
 			curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-		else if (!strcmp(s, "2-prior-knowledge"))
-			curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
 		else
-			return luaL_argerror(L, 1, "opts.http_version must be '1.1', '2' or '2-prior-knowledge'");
+			return luaL_argerror(L, 1, "opts.http_version must be '1.1' or '2'");
 	}
 
+	/* Where HTTP/2 may be spoken (TLS with ALPN), a request waits for a connection being
+	 * set up to the same host rather than opening its own, so concurrent calls share one connection. */
+	if (!strncmp(url, "https:", 6))
+		curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
 	if (curl_multi_add_handle(multi, e) != CURLM_OK)
 		return luaL_error(L, "libcurl: cannot add the transfer");
 	r->in_multi = 1;
