@@ -248,6 +248,18 @@ test('stdin: sendStdin then closeStdin reach the process; connect() attaches to 
   });
 });
 
+test('pty: a terminal of the asked size, input through sendInput', async () => {
+  await withSandbox(async (sbx) => {
+    let out = '';
+    const h = await sbx.pty.create({ cols: 100, rows: 30, onData: (d) => { out += Buffer.from(d).toString(); }, timeoutMs: 10000 });
+    await sbx.pty.sendInput(h.pid, new TextEncoder().encode('echo "pty-$((6*7))"; stty size; exit\n'));
+    const r = await h.wait();
+    assert.equal(r.exitCode, 0);
+    assert.match(out, /pty-42\r\n/);
+    assert.match(out, /30 100\r\n/);
+  });
+});
+
 test('pause keeps files; connect resumes; a paused sandbox is not reachable', async () => {
   const sbx = await BaseSandbox.create(opts);
   try {

@@ -19,6 +19,12 @@ const MIME = {
 
 // ---- processes ----------------------------------------------------------------------------
 
+const SCRIPT = '/usr/bin/script';
+
+function shQuote(s) {
+  return `'${String(s).replace(/'/g, `'\\''`)}'`;
+}
+
 class Proc {
   constructor(sbx, child, config, tag, pty) {
     this.sbx = sbx;
@@ -187,7 +193,15 @@ async function processRpc(emu, sbx, method, req, res, ctx) {
     }
     const pty = !!msg.pty;
     const wantStdin = msg.stdin === true || pty;
-    const child = spawnIn(sbx.root, [pc.cmd, ...args], { env, cwd });
+    let argv = [pc.cmd, ...args];
+    if (pty && fs.existsSync(SCRIPT)) {
+      // A real terminal through util-linux script(1), sized as asked.
+      const size = (msg.pty && msg.pty.size) || {};
+      const cols = Number(size.cols) || 80;
+      const rows = Number(size.rows) || 24;
+      argv = [SCRIPT, '-qfec', `stty cols ${cols} rows ${rows} 2>/dev/null; exec ${argv.map(shQuote).join(' ')}`, '/dev/null'];
+    }
+    const child = spawnIn(sbx.root, argv, { env, cwd });
     if (!wantStdin) child.stdin.end();
     const proc = new Proc(sbx, child, { cmd: pc.cmd, args, envs, cwd }, msg.tag, pty);
     if (!proc.pid) throw new RpcError('internal', 'error starting process');
