@@ -422,12 +422,42 @@ function Sandbox:_files_url(path)
   return self:_data_url(api.ENVD_PORT, q)
 end
 
--- Writes one file; raises SandboxExecutionError(stage) on failure.
+-- version_at_least("0.6.13", "0.5.7") -> true. Missing or unparsable versions count as new.
+local function version_at_least(v, want)
+  if type(v) ~= "string" then return true end
+  local a = { v:match("^v?(%d+)%.(%d+)%.(%d+)") }
+  if #a ~= 3 then return true end
+  local b = { want:match("^(%d+)%.(%d+)%.(%d+)") }
+  for i = 1, 3 do
+    local x, y = tonumber(a[i]), tonumber(b[i])
+    if x ~= y then return x > y end
+  end
+  return true
+end
+M.version_at_least = version_at_least
+
+-- multipart/form-data with one part "file" whose filename is the target path: the only upload
+-- format of envd < 0.5.7 (protocol §2.4).
+local function multipart(path, data)
+  local boundary = "glsb" .. core.sha256(path .. #data .. tostring(core.now())):sub(1, 32)
+  local body = table.concat {
+    "--", boundary, "\r\n",
+    'Content-Disposition: form-data; name="file"; filename="', path:gsub('[\r\n"]', "_"), '"\r\n',
+    "Content-Type: application/octet-stream\r\n\r\n",
+    data, "\r\n--", boundary, "--\r\n",
+  }
+  return body, "multipart/form-data; boundary=" .. boundary
+end
+
+-- Writes one file; raises SandboxExecutionError(stage) on failure. Raw octet-stream body on
+-- envd >= 0.5.7, multipart before.
 function Sandbox:_write_file(path, data, timeout, stage)
+  local body, ctype = data, "application/octet-stream"
+  if not version_at_least(self.envd_version, "0.5.7") then body, ctype = multipart(path, data) end
   local res = http.request {
     method = "POST", url = self:_files_url(path),
-    headers = self:_data_headers(api.ENVD_PORT, { ["Content-Type"] = "application/octet-stream" }),
-    body = data, connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or 60,
+    headers = self:_data_headers(api.ENVD_PORT, { ["Content-Type"] = ctype }),
+    body = body, connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or 60,
   }
   local e = errors.from_response(errors.SandboxExecutionError, stage or Stage.UPLOAD, res,
     "upload of " .. path .. " failed")

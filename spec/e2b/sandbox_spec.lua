@@ -362,6 +362,29 @@ Pic()
       assert.equal(data, sb:download_file("/home/user/dl/b.bin"))
     end)
 
+    it("uploads as multipart to an envd older than 0.5.7", function()
+      local http = require "glsb.http"
+      local saved, request = sb.envd_version, http.request
+      local ctype
+      sb.envd_version = "0.5.6"
+      http.request = function(o)
+        if o.method == "POST" and o.url:find("/files?", 1, true) then ctype = o.headers["Content-Type"] end
+        return request(o)
+      end
+      local data = "multi\r\n--part\0"
+      local ok, r = pcall(sb.execute_code, sb, "pass", { files = { glsb.SandboxFile.from_bytes(data, "m.bin") },
+        upload_dir = "/home/user/old" })
+      sb.envd_version, http.request = saved, request
+      assert.is_true(ok, tostring(r))
+      assert.matches("^multipart/form%-data; boundary=", ctype)
+      assert.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.equal(data, sb:download_file("/home/user/old/m.bin"))
+      local e2b = require "glsb.providers.e2b"
+      assert.is_true(e2b.version_at_least("0.6.13", "0.5.7"))
+      assert.is_false(e2b.version_at_least("0.5.6", "0.5.7"))
+      assert.is_true(e2b.version_at_least(nil, "0.5.7"))
+    end)
+
     it("returns nil for a missing file and logs why", function()
       local n = #logs
       assert.is_nil(sb:download_file("/home/user/does-not-exist"))
