@@ -101,6 +101,11 @@ local THIS_DIR = (function()
 end)()
 
 -- M.find_helper([explicit]) -> absolute path, or nil, message listing what was tried.
+-- The search result is remembered: core.module_path() fails once core.so has
+-- been replaced on disk (a rebuild while we run: /proc/self/maps then says
+-- "(deleted)"), so the first answer is the one to keep.
+local found_helper
+
 function M.find_helper(explicit)
   local tried = {}
   local function try(p)
@@ -115,11 +120,21 @@ function M.find_helper(explicit)
   end
   local found = try(os.getenv("GLSB_CONFINE"))
   if found then return found end
+  if found_helper then return found_helper end
+  local dirs = {}
   local mp = core.module_path()
-  if mp then
-    local dir = dirname(mp)
+  if mp then dirs[#dirs + 1] = dirname(mp) end
+  local so = package.searchpath("glsb.core", package.cpath)
+  if so then dirs[#dirs + 1] = dirname(so) end
+  for _, dir in ipairs(dirs) do
     found = try(dir .. "/glsb-confine") or try(dir .. "/../../glsb-confine")
-    if found then return found end
+    if found then break end
+  end
+  -- a source checkout: providers/local/../../build/glsb-confine
+  found = found or try(THIS_DIR .. "/../../build/glsb-confine")
+  if found then
+    found_helper = found
+    return found
   end
   return nil, "glsb-confine not found (tried: " .. table.concat(tried, ", ")
     .. "); build it with `make build/glsb-confine` or set GLSB_CONFINE"
@@ -184,7 +199,8 @@ end
 --        env (map), opts (limits, network, allow_degraded)}
 function M.confine_argv(spec)
   local argv = { "/bin/sh", "-c", 'r=$1; shift; exec "$@" 3>"$r"', "sh", spec.report,
-    spec.helper, "sandbox", "--workspace", spec.workspace, "--report-fd", "3", "--cleanup" }
+    spec.helper, "sandbox", "--workspace", spec.workspace, "--report-fd", "3" }
+  if spec.cleanup ~= false then argv[#argv + 1] = "--cleanup" end
   local opts = spec.opts or {}
   for _, l in ipairs(LIMITS) do
     local v = positive_int(opts, l[1])

@@ -1,0 +1,359 @@
+-- glsb.providers.local.template: content-addressed, read-only template layers
+-- for the local provider.
+--
+--   local res = glsb.template("local"):ensure{ name = "data", packages = { "glsbtiny" },
+--     files = { { path = "notes.txt", data = "hi" } }, run = { "echo built > stamp" },
+--     provider = { pip_find_links = "/srv/wheels" } }
+--   local sb = glsb.create("local", { template = res.ref.template_id })   -- or the name
+--
+-- Layout under <cache> = opts.cache_dir or $XDG_CACHE_HOME/glsb or ~/.cache/glsb:
+--   local/templates/<hash>/        one layer, never modified once renamed into place
+--       meta.json                  {id, name, env, workdir, packages, built_at}
+--       site/                      `packages`, pip install --target (on sys.path in the kernel)
+--       home/                      `files` and what `run` left in /home/user; copied into
+--                                  each sandbox's home at start
+--   local/names/<name>             the hash the name last pointed to
+--   local/tmp/                     build and import scratch (same filesystem: rename is atomic)
+-- <hash> is glsb.template.hash(spec): the same spec builds once. A build runs
+-- in a confined sandbox (build.py, network only with provider.network = true)
+-- into a scratch directory and is renamed into place, so concurrent builds of
+-- the same spec never see each other's halves: the first rename wins and the
+-- loser discards its copy. Sandboxes bind the layer read-only at /opt/glsb/template.
+--
+-- Spec fields honoured: name, packages, files (paths relative to /home/user or
+-- absolute below it), run, env, workdir, memory_mb, provider = {pip_find_links,
+-- pip_index_url, network, build_timeout}. Refused with a TemplateBuildError:
+-- base_image, base_template, apt_packages, start_cmd, ready_cmd (this
+-- provider has no images or services). cpu is ignored.
+--
+-- Export/import: Template:export(id, path) writes the layer as a deterministic
+-- tar.gz (glsb.core.tar_pack); Template:import(path) unpacks one
+-- (glsb.core.tar_unpack refuses escapes) and returns its ref. The id is the
+-- spec hash, not a digest of the bytes: import layers from sources you trust.
+
+local core = require "glsb.core"
+local cjson = require "cjson.safe"
+local loop = require "glsb.loop"
+local process = require "glsb.process"
+local errors = require "glsb.errors"
+local template = require "glsb.template"
+local Stage = require("glsb.models").Stage
+
+local M = {}
+
+local function fail(message, cause)
+  errors.raise(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, message, cause)
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- run(argv) -> true, or nil, output (small host tools: mkdir, chmod, find).
+local function run(argv, timeout)
+  local out, err, st = process.run(argv, { timeout = timeout or 60 })
+  if not out then return nil, tostring(err) end
+  if st.code ~= 0 then return nil, (out .. err):sub(-500) end
+  return true, out
+end
+
+function M.cache_dir(opts)
+  if opts and opts.cache_dir then return opts.cache_dir end
+  local xdg = os.getenv("XDG_CACHE_HOME")
+  if xdg and xdg ~= "" then return xdg .. "/glsb" end
+  local home = os.getenv("HOME")
+  if not home or home == "" then home = "/tmp" end
+  return home .. "/.cache/glsb"
+end
+
+local function dirs(opts)
+  local base = M.cache_dir(opts) .. "/local"
+  return { base = base, templates = base .. "/templates", names = base .. "/names", tmp = base .. "/tmp" }
+end
+
+local function ensure_dirs(d)
+  local ok, err = run({ "mkdir", "-p", "-m", "0755", d.templates, d.names, d.tmp })
+  if not ok then fail("cannot create the template cache under " .. d.base .. ": " .. err) end
+end
+
+function M.read_meta(dir)
+  local s = read_file(dir .. "/meta.json")
+  if not s then return nil end
+  local meta = cjson.decode(s)
+  if type(meta) ~= "table" then return nil end
+  return meta
+end
+
+-- resolve(template, opts) -> layer directory, or nil, message. template is a
+-- hash (what ensure returns) or a name given to ensure.
+function M.resolve(name, opts)
+  local d = dirs(opts)
+  if type(name) ~= "string" or not name:match("^[%w][%w._-]*$") then
+    return nil, "local: bad template reference " .. tostring(name)
+  end
+  local id = name
+  if not (#name == 64 and name:match("^%x+$")) then
+    id = (read_file(d.names .. "/" .. name) or ""):match("^(%x+)")
+    if not id then return nil, "local: template '" .. name .. "' not found in " .. d.base end
+  end
+  local dir = d.templates .. "/" .. id
+  if not M.read_meta(dir) then return nil, "local: template " .. id .. " not found in " .. d.base end
+  return dir
+end
+
+---------------------------------------------------------------------------
+-- The builder
+---------------------------------------------------------------------------
+
+local Template = template.TemplateBuilder:extend("local")
+M.Template = Template
+
+function Template:_init(opts)
+  self.dirs = dirs(opts)
+end
+
+local function record_name(self, name, hash)
+  if name then core.write_file_atomic(self.dirs.names .. "/" .. name, hash .. "\n") end
+end
+
+function Template:_find(spec, hash)
+  local dir = self.dirs.templates .. "/" .. hash
+  if M.read_meta(dir) then
+    ensure_dirs(self.dirs)
+    record_name(self, spec.name, hash)
+    return { template_id = hash, name = spec.name, path = dir }
+  end
+  return nil
+end
+
+local UNSUPPORTED = { "base_image", "base_template", "apt_packages", "start_cmd", "ready_cmd" }
+
+local function provider_opts(self, spec)
+  local p = {}
+  for k, v in pairs(self.options) do p[k] = v end
+  for k, v in pairs(spec.provider or {}) do p[k] = v end
+  return p
+end
+
+local function build_input(spec, popts)
+  local files = {}
+  for i, f in ipairs(spec.files or {}) do
+    files[i] = { path = f.path, data = core.b64encode(f.data), mode = f.mode }
+  end
+  local pip_args = {}
+  if popts.pip_find_links then
+    pip_args[#pip_args + 1] = "--find-links"
+    pip_args[#pip_args + 1] = "/.glsb/find-links"
+    if not popts.pip_index_url then pip_args[#pip_args + 1] = "--no-index" end
+  end
+  if popts.pip_index_url then
+    pip_args[#pip_args + 1] = "--index-url"
+    pip_args[#pip_args + 1] = popts.pip_index_url
+  end
+  return {
+    files = files, packages = spec.packages or {}, pip_args = pip_args,
+    run = spec.run or {}, env = spec.env or {}, workdir = spec.workdir,
+  }
+end
+
+-- Runs build.py in a confined sandbox whose workspace is <scratch>/ws (kept:
+-- no --cleanup). Returns the build log or raises.
+local function run_build(self, scratch, spec, popts)
+  local lp = require "glsb.providers.local"
+  local helper, herr = lp.find_helper(popts.confine)
+  if not helper then fail(herr) end
+  local stage = scratch .. "/stage"
+  local ok, err = run({ "mkdir", "-m", "0755", stage })
+  if not ok then fail("cannot create " .. stage .. ": " .. err) end
+  local input = cjson.encode(build_input(spec, popts))
+  local wok, werr = core.write_file_atomic(stage .. "/build.json", input, 420)
+  if not wok then fail("cannot write the build input: " .. tostring(werr)) end
+  run({ "chmod", "0755", scratch })
+  local ro = { { lp.agent_dir(), lp.AGENT_DIR }, { stage, "/.glsb/build" } }
+  if popts.pip_find_links then ro[#ro + 1] = { popts.pip_find_links, lp.FIND_LINKS_DIR } end
+  local argv = lp.confine_argv {
+    helper = helper, workspace = scratch .. "/ws", report = scratch .. "/report.json", cleanup = false,
+    program = { popts.python or "/usr/bin/python3", "-B", lp.AGENT_DIR .. "/build.py" },
+    ro_binds = ro, env = { PYTHONDONTWRITEBYTECODE = "1" },
+    opts = { network = popts.network, memory_mb = spec.memory_mb or popts.memory_mb,
+      allow_degraded = popts.allow_degraded, disk_mb = popts.disk_mb, max_file_mb = popts.max_file_mb },
+  }
+  local p, serr = process.spawn { argv = argv, stdin = "null", stdout = "pipe", stderr = "pipe" }
+  if not p then fail("cannot start the build sandbox: " .. tostring(serr)) end
+  local deadline = loop.now() + (popts.build_timeout or 600)
+  local out, errs, st = p:communicate(nil, deadline)
+  if not out then
+    p:kill("KILL")
+    p:wait(loop.now() + 5)
+    p:close()
+    fail(string.format("the template build timed out after %gs", popts.build_timeout or 600))
+  end
+  p:close()
+  local log = out .. errs
+  if st.code ~= 0 then
+    local report = lp.read_report(scratch .. "/report.json")
+    local why = report and report.ok == false and ("glsb-confine: " .. tostring(report.error)) or nil
+    fail("the template build failed" .. (why and (" (" .. why .. ")") or "") .. ":\n" .. log:sub(-2000),
+      { exit = st, log = log })
+  end
+  return log
+end
+
+function Template:_build(spec, hash)
+  for _, k in ipairs(UNSUPPORTED) do
+    if spec[k] ~= nil then fail("local templates do not support " .. k) end
+  end
+  local popts = provider_opts(self, spec)
+  local d = self.dirs
+  ensure_dirs(d)
+  local scratch, merr = core.mkdtemp(d.tmp .. "/build-")
+  if not scratch then fail("cannot create a build directory: " .. tostring(merr)) end
+  local ok, res = pcall(function()
+    local log = run_build(self, scratch, spec, popts)
+    local layer = scratch .. "/layer"
+    local home = scratch .. "/ws/home"
+    assert(run({ "mkdir", "-m", "0755", layer }))
+    local rok, rerr = os.rename(home .. "/.glsb-layer/site", layer .. "/site")
+    if not rok then fail("the build left no site directory: " .. tostring(rerr)) end
+    core.rmtree(home .. "/.glsb-layer")
+    rok, rerr = os.rename(home, layer .. "/home")
+    if not rok then fail("cannot move the built home: " .. tostring(rerr)) end
+    local meta = {
+      id = hash, name = spec.name, env = spec.env, workdir = spec.workdir,
+      packages = spec.packages, built_at = os.time(),
+    }
+    local wok, werr = core.write_file_atomic(layer .. "/meta.json", cjson.encode(meta), 420)
+    if not wok then fail("cannot write meta.json: " .. tostring(werr)) end
+    core.write_file_atomic(layer .. "/build.log", log, 420)
+    local final = d.templates .. "/" .. hash
+    if not os.rename(layer, final) then
+      -- someone else built the same spec meanwhile: theirs is as good as ours
+      if not M.read_meta(final) then fail("cannot move the layer into " .. final) end
+    end
+    return final
+  end)
+  core.rmtree(scratch)
+  if not ok then error(res, 0) end
+  record_name(self, spec.name, hash)
+  return { template_id = hash, name = spec.name, path = res }
+end
+
+---------------------------------------------------------------------------
+-- Export / import
+---------------------------------------------------------------------------
+
+-- Lists a directory tree: array of {type = "f"|"d"|"l", mode, rel, target}.
+local function walk(dir)
+  local ok, out = run({ "find", dir, "-mindepth", "1", "-printf", "%y\\t%m\\t%P\\t%l\\0" })
+  if not ok then fail("cannot list " .. dir .. ": " .. out) end
+  local entries = {}
+  for rec in out:gmatch("([^%z]+)%z") do
+    local y, mode, rel, target = rec:match("^(%a)\t(%d+)\t([^\t]*)\t(.*)$")
+    if y then entries[#entries + 1] = { type = y, mode = tonumber(mode, 8), rel = rel, target = target } end
+  end
+  table.sort(entries, function(a, b) return a.rel < b.rel end)
+  return entries
+end
+
+-- builder:export(id_or_name, path) -> path of a tar.gz of the layer.
+function Template:export(id, path)
+  local function body()
+    local dir, err = M.resolve(id, self.options)
+    if not dir then fail(err) end
+    local entries = {}
+    for _, e in ipairs(walk(dir)) do
+      if e.type == "d" then
+        entries[#entries + 1] = { name = e.rel, type = "dir", mode = e.mode }
+      elseif e.type == "l" then
+        entries[#entries + 1] = { name = e.rel, type = "symlink", target = e.target, mode = 511 }
+      elseif e.type == "f" then
+        local data = read_file(dir .. "/" .. e.rel)
+        if not data then fail("cannot read " .. dir .. "/" .. e.rel) end
+        entries[#entries + 1] = { name = e.rel, type = "file", data = data, mode = e.mode }
+      end
+    end
+    local tgz = core.tar_pack(entries, { gzip = true })
+    local ok, werr = core.write_file_atomic(path, tgz, 420)
+    if not ok then fail("cannot write " .. path .. ": " .. tostring(werr)) end
+    return path
+  end
+  return loop.sync(function()
+    local ok, res = pcall(body)
+    if ok then return res end
+    error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
+  end)
+end
+
+-- builder:import(path) -> ref {template_id, name, path}; imported = false
+-- when the layer was already there.
+function Template:import(path)
+  local function body()
+    local data = read_file(path)
+    if not data then fail("cannot read " .. tostring(path)) end
+    local entries, uerr = core.tar_unpack(data, { max_bytes = 4 * 1024 * 1024 * 1024 })
+    if not entries then fail("not a template archive: " .. tostring(uerr)) end
+    local meta
+    for _, e in ipairs(entries) do
+      if e.name == "meta.json" and e.type == "file" then meta = cjson.decode(e.data) end
+    end
+    if type(meta) ~= "table" or type(meta.id) ~= "string" or not (#meta.id == 64 and meta.id:match("^%x+$")) then
+      fail("not a template archive: no valid meta.json")
+    end
+    local d = self.dirs
+    ensure_dirs(d)
+    local final = d.templates .. "/" .. meta.id
+    if M.read_meta(final) then
+      record_name(self, meta.name, meta.id)
+      return { template_id = meta.id, name = meta.name, path = final, imported = false }
+    end
+    local scratch, merr = core.mkdtemp(d.tmp .. "/import-")
+    if not scratch then fail("cannot create a scratch directory: " .. tostring(merr)) end
+    local ok, res = pcall(function()
+      local layer = scratch .. "/layer"
+      local mkdirs = { "mkdir", "-p", layer }
+      for _, e in ipairs(entries) do
+        if e.type == "dir" then mkdirs[#mkdirs + 1] = layer .. "/" .. e.name end
+      end
+      assert(run(mkdirs))
+      local modes = {}
+      for _, e in ipairs(entries) do
+        local target = layer .. "/" .. e.name
+        if e.type == "file" then
+          local f = io.open(target, "wb")
+          if not f then fail("cannot write " .. target) end
+          f:write(e.data)
+          f:close()
+        elseif e.type == "symlink" then
+          assert(run({ "ln", "-s", e.target, target }))
+        elseif e.type ~= "dir" then
+          fail("unsupported entry in a template archive: " .. e.name .. " (" .. tostring(e.type) .. ")")
+        end
+        if e.type ~= "symlink" then
+          local m = string.format("%o", (e.mode or 420) & 493) -- no setuid/setgid/sticky, no group/other write
+          modes[m] = modes[m] or { "chmod", m }
+          table.insert(modes[m], target)
+        end
+      end
+      for _, argv in pairs(modes) do assert(run(argv)) end
+      assert(run({ "chmod", "0755", layer }))
+      if not os.rename(layer, final) and not M.read_meta(final) then
+        fail("cannot move the imported layer into " .. final)
+      end
+    end)
+    core.rmtree(scratch)
+    if not ok then error(res, 0) end
+    record_name(self, meta.name, meta.id)
+    return { template_id = meta.id, name = meta.name, path = final, imported = true }
+  end
+  return loop.sync(function()
+    local ok, res = pcall(body)
+    if ok then return res end
+    error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
+  end)
+end
+
+return M
