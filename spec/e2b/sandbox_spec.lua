@@ -325,6 +325,15 @@ Pic()
       assert.same({ "/tmp", "bar" }, seen)
     end)
 
+    it("runs commands and file operations as the create option's user", function()
+      local s = fresh { user = "root" }
+      local r = s:execute_command("echo $HOME")
+      assert.equal("/root\n", r.stdout)
+      r = s:execute_code("pass", { files = { glsb.SandboxFile.from_bytes("r", "r.txt") }, upload_dir = "/root/up" })
+      assert.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.equal("r", s:download_file("/root/up/r.txt"))
+    end)
+
     it("reports a command past its timeout as TIMEOUT", function()
       local t0 = loop.now()
       local r = sb:execute_command("sleep 10", { timeout = 1 })
