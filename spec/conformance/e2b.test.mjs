@@ -314,6 +314,22 @@ test('files: write then read, list, exists, makeDir, rename, remove; commands se
   });
 });
 
+test('files.watchDir streams create/write/remove events', async () => {
+  await withSandbox(async (sbx) => {
+    await sbx.files.makeDir('/home/user/w');
+    const events = [];
+    const handle = await sbx.files.watchDir('/home/user/w', (e) => events.push(e), { timeoutMs: 0 });
+    await sbx.files.write('/home/user/w/new.txt', 'data');
+    await sbx.commands.run('rm /home/user/w/new.txt');
+    for (let i = 0; i < 50 && !events.some((e) => e.type === 'remove'); i++) await new Promise((r) => setTimeout(r, 50));
+    await handle.stop();
+    const kinds = events.filter((e) => e.name === 'new.txt').map((e) => e.type);
+    assert.ok(kinds.includes('create'), JSON.stringify(events));
+    assert.ok(kinds.includes('write'), JSON.stringify(events));
+    assert.ok(kinds.includes('remove'), JSON.stringify(events));
+  });
+});
+
 test('setTimeout moves the end of life; the sandbox expires at its timeout', async () => {
   await withSandbox(async (sbx) => {
     await sbx.setTimeout(120_000);

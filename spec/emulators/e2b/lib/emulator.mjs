@@ -67,6 +67,10 @@ export class Sandbox {
     this.processes.clear();
     for (const c of this.contexts.values()) c.close();
     this.contexts.clear();
+    if (this.watchers) {
+      for (const w of this.watchers.values()) { try { w.watcher.close(); } catch { /* closed */ } }
+      this.watchers.clear();
+    }
     // The VM is gone: connections to it drop.
     for (const res of this.active) res.socket?.destroy();
     this.active.clear();

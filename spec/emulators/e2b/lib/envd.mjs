@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import crypto from 'node:crypto';
-import { readBody, parseJson, send, sendJson } from './util.mjs';
+import { readBody, parseJson, send, sendJson, randomId } from './util.mjs';
 import { USERS, hostPath, normalizeSandboxPath, spawnIn, killTree } from './runtime.mjs';
 import { RpcError, parseEnvelope, unaryError, unaryOk, ServerStream } from './connect.mjs';
 import { boundaryOf, parseMultipart } from './multipart.mjs';
@@ -302,11 +302,39 @@ function exists(p) {
   try { fs.lstatSync(p); return true; } catch { return false; }
 }
 
-async function filesystemRpc(emu, sbx, method, req, res) {
+// fs.watch -> FilesystemEvent{name (relative to the watched dir), type, entry?}.
+function startWatch(sbx, sp, host, recursive, includeEntry, onEvent) {
+  return fs.watch(host, { recursive: !!recursive }, (evt, filename) => {
+    if (!filename) return;
+    const name = String(filename);
+    const full = path.join(host, name);
+    const there = exists(full);
+    const type = evt === 'change' ? 'EVENT_TYPE_WRITE' : there ? 'EVENT_TYPE_CREATE' : 'EVENT_TYPE_REMOVE';
+    const ev = { name, type };
+    if (includeEntry && there) {
+      try { ev.entry = entryInfo(sbx, path.posix.join(sp, name), full); } catch { /* raced away */ }
+    }
+    onEvent(ev);
+  });
+}
+
+function watchTarget(sbx, p, user) {
+  const sp = normalizeSandboxPath(p, user);
+  const { host } = hostPath(sbx.root, sp);
+  let st;
+  try { st = fs.statSync(host); } catch { throw new RpcError('not_found', `directory not found: ${sp}`); }
+  if (!st.isDirectory()) throw new RpcError('invalid_argument', `path is not a directory: ${sp}`);
+  return { sp, host };
+}
+
+async function filesystemRpc(emu, sbx, method, req, res, ctx) {
   const raw = await readBody(req);
-  if (method === 'WatchDir') throw new RpcError('unimplemented', 'filesystem.Filesystem/WatchDir is not implemented by the emulator');
   let msg;
-  try { msg = parseJson(raw); } catch (e) { throw new RpcError('invalid_argument', `unmarshal message: ${e.message}`); }
+  try {
+    msg = method === 'WatchDir' ? parseEnvelope(raw) : parseJson(raw);
+  } catch (e) {
+    throw e instanceof RpcError ? e : new RpcError('invalid_argument', `unmarshal message: ${e.message}`);
+  }
   const u = userFromBasic(req);
   if (u.error) throw new RpcError('unauthenticated', u.error);
   const user = u.user;
@@ -370,10 +398,62 @@ async function filesystemRpc(emu, sbx, method, req, res) {
       if (sbx.fileMeta.has(src.sp)) { sbx.fileMeta.set(dst.sp, sbx.fileMeta.get(src.sp)); sbx.fileMeta.delete(src.sp); }
       return unaryOk(res, { entry: entryInfo(sbx, dst.sp, dst.host) });
     }
-    case 'CreateWatcher':
-    case 'GetWatcherEvents':
-    case 'RemoveWatcher':
-      throw new RpcError('unimplemented', `filesystem.Filesystem/${method} is not implemented by the emulator`);
+    case 'WatchDir': {
+      const { sp, host } = watchTarget(sbx, msg.path, user);
+      const stream = new ServerStream(res, ctx.frameDelayMs);
+      stream.start();
+      stream.send({ start: {} });
+      const kaMs = keepaliveMs(req);
+      let ka = null;
+      const armKa = () => {
+        if (ka) clearTimeout(ka);
+        ka = setTimeout(() => { stream.send({ keepalive: {} }); armKa(); }, kaMs);
+        ka.unref();
+      };
+      let watcher;
+      let deadline = null;
+      const stop = () => {
+        if (ka) clearTimeout(ka);
+        if (deadline) clearTimeout(deadline);
+        try { watcher.close(); } catch { /* closed */ }
+      };
+      try {
+        watcher = startWatch(sbx, sp, host, msg.recursive, msg.includeEntry, (ev) => { stream.send({ filesystem: ev }); armKa(); });
+      } catch (e) {
+        stream.end({ code: 'internal', message: `error watching ${sp}: ${e.message}` });
+        return;
+      }
+      watcher.on('error', () => { stop(); stream.end({ code: 'internal', message: `watch on ${sp} failed` }); });
+      stream.onClose = stop;
+      armKa();
+      const dl = connectTimeoutMs(req);
+      if (dl > 0) deadline = setTimeout(() => { stop(); stream.end({ code: 'deadline_exceeded', message: 'context deadline exceeded' }); }, dl);
+      return;
+    }
+    case 'CreateWatcher': {
+      const { sp, host } = watchTarget(sbx, msg.path, user);
+      const id = randomId('', 16);
+      const w = { events: [], watcher: null };
+      w.watcher = startWatch(sbx, sp, host, msg.recursive, msg.includeEntry, (ev) => { if (w.events.length < 10000) w.events.push(ev); });
+      w.watcher.on('error', () => {});
+      if (!sbx.watchers) sbx.watchers = new Map();
+      sbx.watchers.set(id, w);
+      return unaryOk(res, { watcherId: id });
+    }
+    case 'GetWatcherEvents': {
+      const w = sbx.watchers && sbx.watchers.get(msg.watcherId);
+      if (!w) throw new RpcError('not_found', `watcher with id ${msg.watcherId} not found`);
+      const events = w.events;
+      w.events = [];
+      return unaryOk(res, { events });
+    }
+    case 'RemoveWatcher': {
+      const w = sbx.watchers && sbx.watchers.get(msg.watcherId);
+      if (!w) throw new RpcError('not_found', `watcher with id ${msg.watcherId} not found`);
+      try { w.watcher.close(); } catch { /* closed */ }
+      sbx.watchers.delete(msg.watcherId);
+      return unaryOk(res, {});
+    }
     default:
       throw new RpcError('unimplemented', `filesystem.Filesystem/${method} is not implemented`);
   }
