@@ -1,0 +1,142 @@
+-- glsb.doctor: `glsb-lua --doctor`. Prints, for this machine, the confinement
+-- features `glsb-confine doctor` finds, what the local provider does about
+-- each, and a live check (create a sandbox, run print(1), terminate).
+-- main() raises (exit status 1) when the local provider cannot start here.
+
+local M = {}
+
+local cjson = require "cjson.safe"
+
+local function yes(v) return v and "yes" or "no" end
+
+-- Each row: label, how to read the doctor JSON, what the provider does.
+local ROWS = {
+  { "user namespace", "userns", "required: the sandbox user (uid 1000) maps to an unprivileged host id" },
+  { "mount namespace", "mountns", "required: private read-only root, tmpfs /tmp, the workspace binds" },
+  { "pid namespace", "pidns", "required: sandbox processes see only each other; all die with it" },
+  { "net namespace", "netns", "required unless network = true: loopback only" },
+  { "ipc namespace", "ipcns", "required: no shared memory/semaphores with the host" },
+  { "uts namespace", "utsns", "required: own hostname" },
+  { "cgroup namespace", "cgroupns", "optional: hides the host cgroup tree" },
+  { "time namespace", "timens", "optional: own monotonic clock offsets" },
+  { "seccomp filter", "seccomp_filter", "required: denies mount, ptrace, modules, bpf, keyrings, ..." },
+  { "no_new_privs", "no_new_privs", "required: no setuid gains inside" },
+  { "openat2", "openat2", "workspace writes: RESOLVE_BENEATH (write_workspace_file fails closed without)" },
+  { "pidfd", "pidfd", "waits on sandbox processes without polling" },
+}
+
+local function run_doctor(helper)
+  local p = io.popen("'" .. helper:gsub("'", "'\\''") .. "' doctor 2>&1")
+  if not p then return nil, "cannot run " .. helper end
+  local out = p:read("a")
+  p:close()
+  local d = cjson.decode(out or "")
+  if type(d) ~= "table" then return nil, "glsb-confine doctor printed no JSON: " .. tostring(out):sub(1, 300) end
+  return d
+end
+
+local function program_version(path, flag)
+  local p = io.popen("'" .. path .. "' " .. flag .. " 2>&1")
+  if not p then return "" end
+  local v = (p:read("l") or ""):gsub("^Python ", "")
+  p:close()
+  return v
+end
+
+local function cgroup_text(d)
+  local v2, v1 = d.cgroup_v2, d.cgroup_v1
+  if type(v2) == "table" and v2.memory_and_pids then
+    return "v2 (" .. tostring(v2.cgroup) .. ")", "memory_mb and max_processes enforced by cgroup v2"
+  end
+  if type(v1) == "table" and (v1.memory or v1.pids) then
+    local have = {}
+    if v1.memory then have[#have + 1] = "memory" end
+    if v1.pids then have[#have + 1] = "pids" end
+    return "v1 (" .. table.concat(have, ", ") .. ")",
+      "memory_mb / max_processes enforced by cgroup v1 " .. table.concat(have, "+")
+        .. (v1.pids and v1.memory and "" or "; the rest by rlimits only")
+  end
+  return "no", "optional: limits fall back to rlimits (RLIMIT_DATA, RLIMIT_NPROC) only"
+end
+
+-- M.report([opts]) -> text, ready (bool). opts.live = false skips the live check.
+function M.report(opts)
+  opts = opts or {}
+  local lines = {}
+  local function add(s) lines[#lines + 1] = s end
+  local lp = require("glsb.registry").get("local")
+  add("glsb doctor: what the local provider can do on this machine")
+  local helper, herr = lp.find_helper(opts.confine)
+  if not helper then
+    add("  helper   MISSING: " .. herr)
+    return table.concat(lines, "\n") .. "\n", false
+  end
+  add("  helper   " .. helper)
+  local python = opts.python or "/usr/bin/python3"
+  local pyok = io.open(python, "rb")
+  if pyok then pyok:close() end
+  add("  python   " .. (pyok and (python .. " " .. program_version(python, "--version") .. " (the code kernel)")
+    or (python .. " MISSING: python sandboxes cannot start")))
+  local node = lp.find_in_sandbox_path("node")
+  add("  node     " .. (node and (node .. " " .. program_version(node, "--version") .. " (language = \"javascript\")")
+    or "not installed: language = \"javascript\" fails at create"))
+  local d, derr = run_doctor(helper)
+  if not d then
+    add("  " .. derr)
+    return table.concat(lines, "\n") .. "\n", false
+  end
+  add("")
+  add(string.format("  %-18s %-22s %s", "feature", "here", "local provider"))
+  local reasons = type(d.reasons) == "table" and d.reasons or {}
+  for _, row in ipairs(ROWS) do
+    local v = d[row[2]]
+    local here = yes(v)
+    if not v and reasons[row[2]] then here = "no (" .. tostring(reasons[row[2]]) .. ")" end
+    add(string.format("  %-18s %-22s %s", row[1], here, row[3]))
+  end
+  local abi = math.tointeger(tonumber(d.landlock_abi) or 0) or 0
+  add(string.format("  %-18s %-22s %s", "landlock", abi > 0 and ("ABI " .. abi) or "no",
+    abi > 0 and ("required: read/exec on the system, read/write on home, /files, /tmp"
+      .. (abi >= 6 and "; signals and abstract sockets scoped" or ""))
+      or "required: sandboxes fail closed (allow_degraded = true accepts less)"))
+  local cg, cgwhat = cgroup_text(d)
+  add(string.format("  %-18s %-22s %s", "cgroup limits", cg, cgwhat))
+  add(string.format("  %-18s %-22s %s", "rlimits", "yes",
+    "cpu_seconds, memory_mb (data), max_file_mb, max_open_files, max_processes"))
+  add("")
+  local ready = d.sandbox_ready == true
+  if not ready then
+    add("  verdict: NOT READY - glsb.create(\"local\") fails closed here; allow_degraded = true starts with less.")
+    return table.concat(lines, "\n") .. "\n", false
+  end
+  if opts.live ~= false then
+    local loop = require "glsb.loop"
+    local glsb = require "glsb"
+    local started = loop.now()
+    local ok, res = pcall(function()
+      local sb = glsb.create("local", { confine = opts.confine })
+      local r = sb:execute_code("print(1)")
+      sb:terminate()
+      return r
+    end)
+    local ms = (loop.now() - started) * 1000
+    if ok and res.status == "success" and res.stdout == "1\n" then
+      add(string.format("  verdict: ready - live check create -> execute_code(\"print(1)\") -> terminate: %.0f ms", ms))
+    else
+      add("  verdict: the features are there but the live check failed: " .. tostring(ok and res or res))
+      return table.concat(lines, "\n") .. "\n", false
+    end
+  else
+    add("  verdict: ready")
+  end
+  return table.concat(lines, "\n") .. "\n", true
+end
+
+function M.main()
+  local text, ready = M.report()
+  io.stdout:write(text)
+  io.stdout:flush()
+  if not ready then error("glsb doctor: the local provider cannot start sandboxes on this machine", 0) end
+end
+
+return M
