@@ -18,7 +18,7 @@ import { killAllChildren, hasBwrap, liveChildren } from './lib/runtime.mjs';
 import { unaryError, ServerStream } from './lib/connect.mjs';
 
 function parseArgs(argv) {
-  const o = { port: 0, host: '127.0.0.1', keys: [], domain: 'e2b.local', verbose: false, exitWithParent: false };
+  const o = { port: 0, host: '127.0.0.1', keys: [], domain: 'e2b.local', verbose: false, exitWithParent: false, maxSandboxes: 0 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const val = () => {
@@ -33,13 +33,15 @@ function parseArgs(argv) {
     else if (a === '--domain') o.domain = val();
     else if (a === '--verbose' || a === '-v') o.verbose = true;
     else if (a === '--exit-with-parent') o.exitWithParent = true;
+    else if (a === '--max-sandboxes') o.maxSandboxes = Number(val());
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--exit-with-parent] [--verbose]\n');
+      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--exit-with-parent] [--max-sandboxes N] [--verbose]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
   if (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535) throw new Error('--port must be 0..65535');
   if (o.keys.length === 0) o.keys.push('e2b_test_key');
+  if (!Number.isInteger(o.maxSandboxes) || o.maxSandboxes < 0) throw new Error('--max-sandboxes must be an integer >= 0');
   return o;
 }
 
@@ -52,7 +54,7 @@ try {
 }
 
 const log = opts.verbose ? (m) => process.stderr.write(`[e2b-emu] ${m}\n`) : () => {};
-const emu = new Emulator({ keys: opts.keys, domain: opts.domain, log });
+const emu = new Emulator({ keys: opts.keys, domain: opts.domain, log, maxSandboxes: opts.maxSandboxes });
 
 // Where a request goes: the control plane, or a sandbox port on the data plane.
 function route(req) {

@@ -58,6 +58,11 @@ export async function handleControl(emu, req, res, url) {
     if (!checkTimeout(res, body.timeout)) return;
     const resolved = emu.templates.resolve(body.templateID);
     if (!resolved) return apiError(res, 404, `template '${body.templateID}' not found`);
+    const running = [...emu.sandboxes.values()].filter((s) => s.state === 'running').length;
+    if (emu.maxSandboxes > 0 && running >= emu.maxSandboxes) {
+      // The concurrency limit: 429 without Retry-After.
+      return apiError(res, 429, `You have reached the maximum number of concurrent E2B sandboxes (${emu.maxSandboxes}). If you need more, please contact us at 'https://e2b.dev/docs/getting-help'`);
+    }
     const timeoutS = body.timeout !== undefined && body.timeout !== null ? Number(body.timeout) : (legacy ? 15 : 300);
     const sbx = emu.createSandbox({
       resolved,

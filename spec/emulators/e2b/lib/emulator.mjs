@@ -132,8 +132,9 @@ export class Sandbox {
 }
 
 export class Emulator {
-  constructor({ keys, domain = 'e2b.local', log = () => {} }) {
+  constructor({ keys, domain = 'e2b.local', log = () => {}, maxSandboxes = 0 }) {
     this.keys = new Set(keys);
+    this.maxSandboxes = maxSandboxes; // 0 = unlimited
     this.domain = domain;
     this.log = log;
     this.stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'glsb-e2b-emu-'));
