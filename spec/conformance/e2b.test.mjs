@@ -533,6 +533,20 @@ test('faults: status codes, delays and cut connections as the SDK sees them', as
   await adminJson('DELETE', '/_emulator/faults');
 });
 
+test('POST /_emulator/reset kills every sandbox, clears faults, forgets built templates', async () => {
+  const sbx = await Sandbox.create(opts);
+  await sbx.runCode('1');
+  await fault({ path: '^/never$', status: 500, times: -1 });
+  assert.equal(await Template.exists('glsb-conformance-tpl', opts), true);
+  await adminJson('POST', '/_emulator/reset');
+  const s = await state();
+  assert.deepEqual(s.sandboxes, []);
+  assert.deepEqual(s.faults, []);
+  assert.equal(await sbx.isRunning(), false);
+  assert.equal(await Template.exists('glsb-conformance-tpl', opts), false);
+  assert.equal(await Template.exists('code-interpreter-v1', opts), true);
+});
+
 test('SIGTERM stops the emulator cleanly: children killed and reaped, temp dirs removed, exit 0', async () => {
   const second = await startEmulator(['e2b_second_key', KEY]);
   const o = { ...opts, apiUrl: second.url, sandboxUrl: second.url };
