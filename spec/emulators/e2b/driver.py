@@ -14,6 +14,16 @@ import sys
 import threading
 import traceback
 
+# Requests come on fd 0; move them off it so code (and its child processes) reading stdin get
+# EOF instead of stealing requests, and keep the control fds out of child processes.
+_requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
+_null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_null, 0)
+os.close(_null)
+for _fd in (3, 4):
+    os.set_inheritable(_fd, False)
+sys.stdin = open(os.devnull, "r", encoding="utf-8")
+
 _ctl = os.fdopen(3, "w", encoding="utf-8", buffering=1)
 _lock = threading.Lock()
 _SELF = sys._getframe().f_code.co_filename
@@ -142,6 +152,8 @@ def _ipython_tb(e, tb):
         parts += [_RED + "-" * 75 + _RESET,
                   _RED + name + _RESET + " " * max(1, 42 - len(name)) + "Traceback (most recent call last)"]
         for fs in traceback.extract_tb(tb):
+            if fs.filename == _SELF:
+                continue  # the kernel's own frames
             parts.append(_where(fs.filename, fs.lineno, fs.name))
             parts.append("%s----> %d%s %s" % (_GREEN, fs.lineno, _RESET, (fs.line or "").strip()))
             parts.append("")
@@ -156,7 +168,16 @@ def _ipython_tb(e, tb):
     return "\n".join(parts)
 
 
-_globals = {"__name__": "__main__", "__builtins__": __builtins__, "display": display}
+class StdinNotImplementedError(RuntimeError):
+    pass
+
+
+def _no_input(prompt=""):
+    # Like Jupyter with allow_stdin=False.
+    raise StdinNotImplementedError("raw_input was called, but this frontend does not support input requests.")
+
+
+_globals = {"__name__": "__main__", "__builtins__": __builtins__, "display": display, "input": _no_input}
 _count = 0
 
 
@@ -214,7 +235,7 @@ def _sync():
 
 
 def main():
-    stdin = sys.stdin
+    stdin = _requests
     while True:
         started = False
         try:
