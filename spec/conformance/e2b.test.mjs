@@ -276,6 +276,21 @@ test('pause keeps files; connect resumes; a paused sandbox is not reachable', as
   }
 });
 
+test('lifecycle onTimeout pause: expiry pauses; autoResume wakes it on traffic', async () => {
+  const sbx = await BaseSandbox.create({ ...opts, timeoutMs: 1000, lifecycle: { onTimeout: 'pause', autoResume: true } });
+  try {
+    await sbx.files.write('/home/user/p.txt', 'persisted');
+    await new Promise((r) => setTimeout(r, 1600));
+    const info = await BaseSandbox.getInfo(sbx.sandboxId, opts);
+    assert.equal(info.state, 'paused');
+    assert.equal(info.lifecycle.onTimeout, 'pause');
+    assert.equal(await sbx.files.read('/home/user/p.txt'), 'persisted');
+    assert.equal((await BaseSandbox.getInfo(sbx.sandboxId, opts)).state, 'running');
+  } finally {
+    await BaseSandbox.kill(sbx.sandboxId, opts);
+  }
+});
+
 test('files: write then read, list, exists, makeDir, rename, remove; commands see the same files', async () => {
   await withSandbox(async (sbx) => {
     const w = await sbx.files.write('/home/user/hello.txt', 'hi there\n');
