@@ -23,23 +23,25 @@ Events (agent -> host):
 Output of one request is capped per stream (OUTPUT_CAP bytes); what is dropped
 is counted and reported in "done" as dropped_stdout / dropped_stderr.
 Everything here is written for the Python the host has (3.8+), stdlib only.
+Start-up time is most of create(): the agent imports only C modules at start
+(_json, binascii, _ast, _thread, _queue, _signal; site, os and io are loaded
+by the interpreter anyway) and defers subprocess, traceback, linecache and
+shutil to the first request that needs them. `json` alone (re, enum) would
+cost more than the whole sandbox set-up.
 """
 
-import ast
-import base64
+import _ast
+import _json
+import _queue
+import _signal
+import _thread
+import binascii
 import builtins
 import io
-import json
-import linecache
 import os
-import shutil
-import signal
 import site
-import subprocess
 import sys
-import threading
 import time
-import traceback
 
 OUTPUT_CAP = 10 * 1024 * 1024
 LINE_PIECE = 64 * 1024
@@ -51,17 +53,88 @@ TEMPLATE_DIR = "/opt/glsb/template"
 _proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
 _proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
 _diag = os.fdopen(os.dup(2), "w", buffering=1)
-_send_lock = threading.Lock()
+_send_lock = _thread.allocate_lock()
+_enc_str = _json.encode_basestring_ascii
+
+
+def encode(v):
+    """JSON for the few types the events carry (ASCII output)."""
+    if isinstance(v, str):
+        return _enc_str(v)
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if v is None:
+        return "null"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if v == v and v not in (float("inf"), float("-inf")) else "null"
+    if isinstance(v, dict):
+        return "{" + ",".join(_enc_str(str(k)) + ":" + encode(x) for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(encode(x) for x in v) + "]"
+    return _enc_str(str(v))
+
+
+class _ScanContext:
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = None
+    memo = None
+
+
+_scan = _json.make_scanner(_ScanContext())
+
+
+def decode(line):
+    """One JSON object from a request line, or None when it is not one."""
+    try:
+        obj, end = _scan(line.decode("utf-8", "surrogateescape"), 0)
+    except (StopIteration, ValueError, UnicodeDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def send(obj):
-    data = (json.dumps(obj, separators=(",", ":")) + "\n").encode("ascii")
+    data = (encode(obj) + "\n").encode("ascii")
     with _send_lock:
         _proto_out.write(data)
 
 
 def b64(data):
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+class Event:
+    """threading.Event on a bare lock (threading costs start-up time)."""
+
+    def __init__(self):
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def set(self):
+        try:
+            self._lock.release()
+        except RuntimeError:
+            pass
+
+    def clear(self):
+        self._lock.acquire(False)
+
+    def wait(self, timeout):
+        if self._lock.acquire(True, max(0.0, timeout)):
+            self._lock.release()
+            return True
+        return False
+
+
+def start_thread(fn, *args):
+    _thread.start_new_thread(fn, args)
 
 
 _null = os.open(os.devnull, os.O_RDONLY)
@@ -78,7 +151,7 @@ class Capture:
         self.rid = rid
         self.sent = {1: 0, 2: 0}
         self.dropped = {1: 0, 2: 0}
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
 
     def emit(self, stream, data):
         with self.lock:
@@ -97,15 +170,17 @@ class Capture:
         return {"dropped_stdout": self.dropped[1], "dropped_stderr": self.dropped[2]}
 
 
-class LineReader(threading.Thread):
+class LineReader:
     """Reads a pipe, splits it into lines and hands them to the current capture.
     A sync marker written by the agent itself ends a request's output."""
 
     def __init__(self, fd, stream, owner):
-        super().__init__(daemon=True)
         self.fd, self.stream, self.owner = fd, stream, owner
         self.marker = None
-        self.marker_seen = threading.Event()
+        self.marker_seen = Event()
+
+    def start(self):
+        start_thread(self.run)
 
     def run(self):
         buf = b""
@@ -195,7 +270,7 @@ class Output:
 
 class State:
     def __init__(self):
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
         self.current = None        # id of the request running in the main thread
         self.in_user_code = False
         self.interrupted = False
@@ -206,7 +281,9 @@ STATE = State()
 OUT = None
 NAMESPACE = {"__name__": "__main__", "__builtins__": builtins}
 CELL = [0]
+CELLS = {}                 # filename -> source, for tracebacks (linecache is loaded lazily)
 BASE_ENV = dict(os.environ)
+MAIN_THREAD = _thread.get_ident()
 
 
 def on_sigint(signum, frame):
@@ -224,12 +301,12 @@ def interrupt(rid):
     if child is not None:
         kill_group(child)
     elif in_code:
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        _signal.pthread_kill(MAIN_THREAD, _signal.SIGINT)
 
 
 def kill_group(proc):
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, _signal.SIGKILL)
     except OSError:
         pass
 
@@ -239,7 +316,7 @@ def kill_group(proc):
 def run_python(rid, code, env):
     CELL[0] += 1
     filename = "<cell-%d>" % CELL[0]
-    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    CELLS[filename] = code
     saved_env = None
     if env:
         saved_env = dict(os.environ)
@@ -247,12 +324,12 @@ def run_python(rid, code, env):
     result = {"ok": True}
     try:
         try:
-            tree = ast.parse(code, filename, "exec")
-        except SyntaxError as e:
+            tree = compile(code, filename, "exec", _ast.PyCF_ONLY_AST)
+        except (SyntaxError, ValueError) as e:
             return error_result(e, skip=0)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
+        if tree.body and isinstance(tree.body[-1], _ast.Expr):
+            last = _ast.Expression(tree.body.pop().value)
         body = compile(tree, filename, "exec")
         tail = compile(last, filename, "eval") if last is not None else None
         STATE.in_user_code = True
@@ -281,7 +358,16 @@ def run_python(rid, code, env):
     return result
 
 
+def tb_modules():
+    import linecache
+    import traceback
+    for name, code in CELLS.items():
+        linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    return traceback
+
+
 def format_tb(e):
+    traceback = tb_modules()
     tb = e.__traceback__
     # drop the agent's own frames: keep from the first frame of a cell
     while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
@@ -296,7 +382,7 @@ def error_result(e, skip=None):
     except Exception:
         value = "<unprintable>"
     if isinstance(e, SyntaxError) and skip == 0:
-        tb = "".join(traceback.format_exception_only(type(e), e))
+        tb = "".join(tb_modules().format_exception_only(type(e), e))
     else:
         tb = format_tb(e)
     return {"ok": False, "name": name, "value": value, "traceback": tb}
@@ -314,6 +400,7 @@ def which(name):
 
 def run_process(argv, env, cwd, timeout, cap):
     """Runs argv in its own session, streaming its output to cap. Returns the result."""
+    import subprocess
     full_env = dict(BASE_ENV)
     if env:
         full_env.update(env)
@@ -327,11 +414,11 @@ def run_process(argv, env, cwd, timeout, cap):
         STATE.child = proc
         if STATE.interrupted:
             kill_group(proc)
-    threads = []
+    finished = []
     for pipe, stream in ((proc.stdout, 1), (proc.stderr, 2)):
-        t = threading.Thread(target=pump, args=(pipe, stream, cap), daemon=True)
-        t.start()
-        threads.append(t)
+        ev = Event()
+        finished.append(ev)
+        start_thread(pump, pipe, stream, cap, ev)
     timed_out = False
     try:
         proc.wait(timeout=timeout)
@@ -341,8 +428,8 @@ def run_process(argv, env, cwd, timeout, cap):
         proc.wait()
     # the group is gone; stragglers that escaped it may still hold the pipes
     kill_group(proc)
-    for t in threads:
-        t.join(2.0)
+    for ev in finished:
+        ev.wait(2.0)
     for pipe in (proc.stdout, proc.stderr):
         try:
             pipe.close()
@@ -359,7 +446,14 @@ def run_process(argv, env, cwd, timeout, cap):
     return {"ok": code == 0, "exit_code": code}
 
 
-def pump(pipe, stream, cap):
+def pump(pipe, stream, cap, finished):
+    try:
+        pump_lines(pipe, stream, cap)
+    finally:
+        finished.set()
+
+
+def pump_lines(pipe, stream, cap):
     buf = b""
     while True:
         try:
@@ -402,7 +496,7 @@ def op_write(req):
     os.makedirs(real_dir, exist_ok=True)
     target = os.path.join(real_dir, os.path.basename(path))
     tmp = "%s.glsb-%d.tmp" % (target, os.getpid())
-    data = base64.b64decode(req["data"])
+    data = binascii.a2b_base64(req["data"])
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, req.get("mode") or 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -506,9 +600,8 @@ def reader(queue_put):
             if nl < 0:
                 break
             line, buf = buf[:nl], buf[nl + 1:]
-            try:
-                req = json.loads(line)
-            except ValueError:
+            req = decode(line)
+            if req is None:
                 continue
             if req.get("op") == "interrupt":
                 interrupt(req.get("id"))
@@ -524,6 +617,7 @@ def install_template():
         site.addsitedir(sitedir)
     home = os.path.join(TEMPLATE_DIR, "home")
     if os.path.isdir(home):
+        import shutil
         shutil.copytree(home, "/home/user", symlinks=True, dirs_exist_ok=True)
     workdir = os.environ.get("GLSB_WORKDIR")
     if workdir:
@@ -533,8 +627,7 @@ def install_template():
 
 def main():
     global OUT
-    import queue
-    signal.signal(signal.SIGINT, on_sigint)
+    _signal.signal(_signal.SIGINT, on_sigint)
     try:
         user_site = site.getusersitepackages()
         os.makedirs(user_site, exist_ok=True)
@@ -544,8 +637,8 @@ def main():
     install_template()
     sys.path.insert(0, "")
     OUT = Output()
-    q = queue.Queue()
-    threading.Thread(target=reader, args=(q.put,), daemon=True).start()
+    q = _queue.SimpleQueue()
+    start_thread(reader, q.put)
     send({"ev": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
     while True:
         req = q.get()

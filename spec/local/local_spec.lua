@@ -89,6 +89,13 @@ describe("local provider #local", function()
     assert.are.same({ "a", "b", "c", "e" }, lines)
   end)
 
+  it("answers code that is not valid UTF-8 with an error, not a hang", function()
+    create()
+    local r = sb:execute_code("print('\255\254')", { timeout = 5 })
+    assert.are.equal(Status.ERROR, r.status, tostring(r))
+    assert.are.equal("\xc3\xa9\n", sb:execute_code("print('\xc3\xa9')").stdout)
+  end)
+
   it("passes env to code and commands without leaking it into later calls", function()
     create({ env = { GLSB_SANDBOX_WIDE = "everywhere" } })
     local r = sb:execute_code("import os\nprint(os.environ['GLSB_X'], os.environ['GLSB_SANDBOX_WIDE'])",
