@@ -50,8 +50,8 @@ end
 -- api_url .. path), raw_body (string, with opts.content_type).
 function M.request(cfg, method, path, body, opts)
   opts = opts or {}
-  -- Connection: close: see Sandbox:_data_headers (no silent replay of a POST by libcurl).
-  local headers = { ["X-API-KEY"] = cfg.api_key, ["User-Agent"] = M.USER_AGENT, ["Connection"] = "close" }
+  -- POSTs are not idempotent to the transport: it never replays them (glsb.core http `idempotent`).
+  local headers = { ["X-API-KEY"] = cfg.api_key, ["User-Agent"] = M.USER_AGENT }
   for k, v in pairs(opts.headers or {}) do headers[k] = v end
   local req = {
     method = method,

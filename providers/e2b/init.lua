@@ -99,13 +99,11 @@ end
 
 -- Headers of every data-plane request. X-Access-Token goes everywhere: envd requires it except
 -- on /health and /files (where it is accepted), the interpreter wants it on /execute.
--- "Connection: close" (here and on the control plane, api.request): libcurl silently re-sends
--- a request whose reused keep-alive connection died before any response byte, which would run
--- an execution (or a create) twice. No connection is ever reused, so nothing is replayed.
--- (Costs one connect per request; spec "is not replayed by the transport" pins it.)
+-- Connections are kept alive; the transport never replays a POST (execute, create) on its own when a
+-- reused connection dies before any response byte: it reports the failure (glsb.core http
+-- `idempotent`, spec "is not replayed by the transport").
 function Sandbox:_data_headers(port, extra)
   local h = {
-    ["Connection"] = "close",
     ["E2b-Sandbox-Id"] = self.sandbox_id,
     ["E2b-Sandbox-Port"] = tostring(port),
     ["User-Agent"] = api.USER_AGENT,

@@ -199,7 +199,7 @@ function Template:_upload(tid, up)
   if type(j) ~= "table" then fail("E2B template files check: no JSON answer") end
   if j.present == true then return false end
   if type(j.url) ~= "string" then fail("E2B template files check: absent but no upload URL") end
-  local headers = { ["User-Agent"] = api.USER_AGENT, ["Connection"] = "close" }
+  local headers = { ["User-Agent"] = api.USER_AGENT }
   if type(j.headers) == "table" then
     for k, v in pairs(j.headers) do headers[k] = tostring(v) end
   end

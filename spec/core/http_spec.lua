@@ -80,6 +80,7 @@ describe("glsb.http #core #http", function()
   it("idle_timeout gives up on a response that stops moving", function()
     local res = http.request({ url = url("/slow?ms=5000"), idle_timeout = 1 })
     assert.equal("receive", res.error.phase)
+    assert.equal("IDLE_TIMEOUT", res.error.code)
     assert.is_true(res.error.timeout)
   end)
 
@@ -159,6 +160,33 @@ describe("glsb.http #core #http", function()
     end })
     assert.is_true(res.aborted)
     assert.equal(2, seen)
+  end)
+
+  it("never lets libcurl silently send a POST again when a reused connection dies", function()
+    local first = http.request({ url = url("/drop-on-reuse?key=post"), method = "POST", body = "run me once" })
+    assert.equal("first", first.body)
+    local second = http.request({ url = url("/drop-on-reuse?key=post"), method = "POST", body = "run me once" })
+    assert.equal("receive", second.error.phase)
+    assert.equal("NOT_RESENT", second.error.code)
+    assert.is_false(second.error.retry_safe)
+    assert.equal("2", http.request({ url = url("/hits?key=post") }).body) -- delivered once each, not 3 times
+  end)
+
+  it("lets an idempotent GET be retried on a fresh connection by libcurl", function()
+    assert.equal("first", http.request({ url = url("/drop-on-reuse?key=get") }).body)
+    local again = http.request({ url = url("/drop-on-reuse?key=get") })
+    assert.is_nil(again.error)
+    assert.equal("first", again.body)
+    assert.equal("3", http.request({ url = url("/hits?key=get") }).body)
+  end)
+
+  it("idempotent = false protects a bodiless request too (it takes a fresh connection)", function()
+    for _ = 1, 3 do
+      local res = http.request({ url = url("/drop-on-reuse?key=del"), method = "DELETE", idempotent = false })
+      assert.is_nil(res.error)
+      assert.equal("first", res.body)
+    end
+    assert.equal("3", http.request({ url = url("/hits?key=del") }).body) -- each delivered exactly once
   end)
 
   it("reuses the kept-alive connection for sequential requests", function()

@@ -3,6 +3,7 @@
 import http from "node:http";
 
 let inflight = 0;
+const hits = {};
 let maxInflight = 0;
 
 function envelope(flags, obj) {
@@ -39,6 +40,19 @@ const server = http.createServer((req, res) => {
       case "/echo":
         res.writeHead(200, { "Content-Type": "application/json" });
         return res.end(JSON.stringify({ method: req.method, headers: req.headers, body: body.toString("base64"), length: body.length }));
+      case "/drop-on-reuse": {
+        // The keep-alive race: the first request on a connection is answered, a later one is read in
+        // full and then the connection dies without a response byte.
+        hits[q.key] = (hits[q.key] || 0) + 1;
+        const seen = (req.socket.glsbSeen ||= {});
+        seen[q.key] = (seen[q.key] || 0) + 1;
+        if (seen[q.key] >= 2) return req.socket.destroy();
+        res.writeHead(200);
+        return res.end("first");
+      }
+      case "/hits":
+        res.writeHead(200);
+        return res.end(String(hits[q.key] || 0));
       case "/conn":
         res.writeHead(200);
         return res.end(String(req.socket.remotePort));

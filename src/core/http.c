@@ -1,4 +1,5 @@
 /* http.c: libcurl requests on the shared multi handle, framed or buffered bodies, and which phase failed. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,8 @@ typedef struct {
 	CURL *easy;
 	struct curl_slist *req_headers;
 	char *body;
-	size_t body_len;
+	size_t body_len, read_pos;
+	int idempotent, refused_resend;
 	long long token;
 	int in_multi, done, paused, headers_done;
 	CURLcode rc;
@@ -154,6 +156,28 @@ static size_t write_cb(char *buf, size_t size, size_t nitems, void *ud)
 	return n;
 }
 
+static size_t read_cb(char *buf, size_t size, size_t nitems, void *ud)
+{
+	request *r = ud;
+	size_t n = size * nitems, left = r->body_len - r->read_pos;
+	if (n > left)
+		n = left;
+	memcpy(buf, r->body + r->read_pos, n);
+	r->read_pos += n;
+	return n;
+}
+
+static int seek_cb(void *ud, curl_off_t offset, int origin)
+{
+	request *r = ud;
+	if (r->header_out == 0 && offset == 0 && origin == SEEK_SET) {
+		r->read_pos = 0; /* nothing went out yet: starting over is harmless */
+		return CURL_SEEKFUNC_OK;
+	}
+	r->refused_resend = 1;
+	return CURL_SEEKFUNC_FAIL;
+}
+
 static void set_timeout_ms(lua_State *L, CURL *easy, CURLoption opt, const char *field)
 {
 	lua_getfield(L, 1, field);
@@ -213,17 +237,43 @@ static int l_http(lua_State *L)
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 
+	/* libcurl sends a request again on its own when a reused connection dies before any response
+	 * byte. Harmless for idempotent methods; for a POST it could run code or create a sandbox twice. */
+	lua_getfield(L, 1, "idempotent");
+	r->idempotent = lua_isnil(L, -1) ? !(method && (!strcmp(method, "POST") || !strcmp(method, "PATCH")))
+					  : lua_toboolean(L, -1);
+	lua_pop(L, 1);
 	lua_getfield(L, 1, "body");
-	if (!lua_isnil(L, -1)) {
-		size_t len;
-		const char *b = luaL_checklstring(L, -1, &len);
+	if (!lua_isnil(L, -1) || !r->idempotent) {
+		size_t len = 0;
+		const char *b = lua_isnil(L, -1) ? "" : luaL_checklstring(L, -1, &len);
 		if (!(r->body = glsb_strndup(b, len)))
 			return luaL_error(L, "out of memory");
 		r->body_len = len;
-		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
-		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
 	}
 	lua_pop(L, 1);
+	if (!r->idempotent) {
+		/* The body goes through a read callback whose rewind is refused once anything was sent, so a
+		 * silent re-send becomes a failure reported with what was sent (outcome unknown). */
+		curl_easy_setopt(e, CURLOPT_POST, 1L);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(e, CURLOPT_READDATA, r);
+		curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, seek_cb);
+		curl_easy_setopt(e, CURLOPT_SEEKDATA, r);
+		/* That failure is the keep-alive race: reuse only connections idle for less than common server
+		 * keep-alive timeouts (Node's is 5 s), so it stays rare. */
+		lua_getfield(L, 1, "max_reuse_age");
+		curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, (long)luaL_optinteger(L, -1, 4));
+		lua_pop(L, 1);
+		/* libcurl rewinds (and so asks us) only when body bytes went out; a request without a body
+		 * would be re-sent unasked. Only a reused connection is retried, so take a fresh one. */
+		if (r->body_len == 0)
+			curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+	} else if (r->body) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+	}
 	if (method) {
 		if (!strcmp(method, "HEAD"))
 			curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
@@ -404,17 +454,34 @@ static void push_failure(lua_State *L, request *r)
 		switch (r->rc) {
 		case CURLE_COULDNT_CONNECT: lua_pushliteral(L, "COULDNT_CONNECT"); break;
 		case CURLE_COULDNT_RESOLVE_HOST: lua_pushliteral(L, "COULDNT_RESOLVE_HOST"); break;
-		case CURLE_OPERATION_TIMEDOUT: lua_pushliteral(L, "OPERATION_TIMEDOUT"); break;
+		case CURLE_OPERATION_TIMEDOUT:
+			/* the low-speed check (idle_timeout) and the total timeout share one code */
+			if (!strncmp(r->errbuf, "Operation too slow", 18))
+				lua_pushliteral(L, "IDLE_TIMEOUT");
+			else
+				lua_pushliteral(L, "OPERATION_TIMEDOUT");
+			break;
 		case CURLE_SEND_ERROR: lua_pushliteral(L, "SEND_ERROR"); break;
 		case CURLE_RECV_ERROR: lua_pushliteral(L, "RECV_ERROR"); break;
 		case CURLE_GOT_NOTHING: lua_pushliteral(L, "GOT_NOTHING"); break;
 		case CURLE_PARTIAL_FILE: lua_pushliteral(L, "PARTIAL_FILE"); break;
 		case CURLE_ABORTED_BY_CALLBACK: lua_pushliteral(L, "ABORTED"); break;
+		case CURLE_SEND_FAIL_REWIND:
+			if (r->refused_resend) {
+				lua_pushliteral(L, "NOT_RESENT");
+				break;
+			}
+			/* fall through */
 		default: lua_pushfstring(L, "CURLE_%d", (int)r->rc); break;
 		}
 	}
 	lua_setfield(L, -2, "code");
-	lua_pushstring(L, r->own_error ? r->own_error : (r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->rc)));
+	if (r->own_error)
+		lua_pushstring(L, r->own_error);
+	else if (r->refused_resend)
+		lua_pushliteral(L, "the connection broke after the request was sent; not sent again (not idempotent)");
+	else
+		lua_pushstring(L, r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->rc));
 	lua_setfield(L, -2, "message");
 	lua_pushboolean(L, retry_safe);
 	lua_setfield(L, -2, "retry_safe");
