@@ -21,7 +21,7 @@ async function jsonBody(req, res) {
 
 function checkTimeout(res, t) {
   if (t === undefined || t === null) return true;
-  if (!Number.isFinite(Number(t)) || Number(t) < 0) {
+  if (!Number.isFinite(Number(t)) || Number(t) <= 0) {
     apiError(res, 400, 'Timeout must be greater than 0');
     return false;
   }
