@@ -294,15 +294,14 @@ local function describe_exit(self)
 end
 
 -- Marks the sandbox dead (it cannot serve requests any more) and stops it:
--- SIGTERM is forwarded to the sandbox, a second one makes the supervisor kill
--- it; both leave the supervisor alive to remove the cgroup and workspace.
+-- SIGHUP makes the supervisor kill it and remove the cgroup and workspace;
 -- SIGKILL only if the supervisor itself does not exit.
 local function mark_dead(self, why)
   if self._dead then return end
   self._dead = why
   local p = self._proc
   if not p then return end
-  for _, step in ipairs({ { "TERM", 0.3 }, { "TERM", 1 }, { "KILL", 1 } }) do
+  for _, step in ipairs({ { "HUP", 2 }, { "KILL", 1 } }) do
     if p.proc:poll() then return end
     p:kill(step[1])
     if p:wait(loop.now() + step[2]) then return end
@@ -458,8 +457,12 @@ function Sandbox:_start(opts)
   local template_dir = resolve_template(opts)
   local base, merr = core.mkdtemp(workspace_root(opts) .. "/glsb-local-")
   if not base then error(start_error("local: cannot create the workspace: " .. tostring(merr)), 0) end
+  -- the workspace is the mkdtemp directory itself, so the supervisor's
+  -- --cleanup (also on owner death: it gets SIGHUP) removes all of it; the
+  -- report is a sibling file removed as soon as it has been read
   self._base = base
-  self.workspace = base .. "/ws"
+  self.workspace = base
+  self._report = base .. ".report"
   self.sandbox_id = "local-" .. base:match("([^/]+)$"):gsub("^glsb%-local%-", "")
 
   local env = { PYTHONDONTWRITEBYTECODE = "1", PYTHONUNBUFFERED = "1" }
@@ -479,19 +482,20 @@ function Sandbox:_start(opts)
     for k, v in pairs(opts.env) do env[k] = tostring(v) end
   end
   local argv = M.confine_argv {
-    helper = helper, workspace = self.workspace, report = base .. "/report.json",
+    helper = helper, workspace = self.workspace, report = self._report,
     program = { python, "-B", M.AGENT_DIR .. "/agent.py" },
     ro_binds = ro, env = env, opts = opts,
   }
   local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe" }
   if not p then error(start_error("local: cannot start glsb-confine: " .. tostring(serr)), 0) end
   self._proc = p
+  self._guard = M.guard(p, base, self._report)
 
   local deadline = loop.now() + (opts.start_timeout or M.DEFAULT_START_TIMEOUT)
   local ev, err = read_event(self, deadline)
   if not ev or ev.ev ~= "ready" then
     if err == "eof" then p:wait(loop.now() + 2) end
-    local report = M.read_report(base .. "/report.json")
+    local report = M.read_report(self._report)
     local msg
     if report and report.ok == false then
       msg = "local: glsb-confine could not set up the sandbox: " .. tostring(report.error)
@@ -510,7 +514,8 @@ function Sandbox:_start(opts)
     end
     error(start_error(msg, report, Stage.HEALTH_CHECK), 0)
   end
-  local report = M.read_report(base .. "/report.json")
+  local report = M.read_report(self._report)
+  os.remove(self._report)
   self.confinement = report and report.applied or nil
   self.missing = report and report.missing or {}
   self.host_pid = report and math.tointeger(report.pid) or nil
@@ -518,8 +523,10 @@ function Sandbox:_start(opts)
   arm_lease(self, opts.timeout)
 end
 
--- Stops the supervisor: close the agent's stdin (it exits, the supervisor
--- cleans up), then SIGTERM twice (forwarded, then a kill), then SIGKILL.
+-- Stops the supervisor: close the agent's stdin (the agent exits, the
+-- supervisor cleans up), then SIGHUP (the supervisor kills the sandbox and
+-- cleans up), then SIGKILL (nothing cleaned: terminate removes the workspace;
+-- the next sandbox collects the empty cgroup leaf).
 local function stop_process(self, deadline)
   local p = self._proc
   if not p then return true end
@@ -528,11 +535,9 @@ local function stop_process(self, deadline)
     return st ~= nil
   end
   if p.proc:fd("stdin") then p:close_stdin() end
-  if waited(3) then return true end
-  p:kill("TERM")
-  if waited(1) then return true end
-  p:kill("TERM")
-  if waited(1) then return true end
+  if waited(2) then return true end
+  p:kill("HUP")
+  if waited(2) then return true end
   p:kill("KILL")
   return waited(2)
 end
@@ -544,11 +549,16 @@ function Sandbox:_terminate(opts)
     if not stop_process(self, deadline) then
       error("local: the sandbox supervisor (pid " .. tostring(self._proc.pid) .. ") did not exit", 0)
     end
+    if self._guard then self._guard.done = true end
     self._proc:close()
     self._proc = nil
   end
+  if self._report then
+    os.remove(self._report)
+    self._report = nil
+  end
   if self._base then
-    -- the supervisor removed the workspace unless it was killed; the report stays
+    -- normally gone already (--cleanup); not when the supervisor was killed
     local ok, err = core.rmtree(self._base)
     if not ok then error("local: cannot remove the workspace " .. self._base .. ": " .. tostring(err), 0) end
     self._base = nil
@@ -556,13 +566,27 @@ function Sandbox:_terminate(opts)
   if not self._dead then self._dead = "terminated" end
 end
 
--- Last resort when the handle is garbage collected (or the Lua state closes)
--- with the sandbox still running: no waiting is possible here.
-Sandbox.__gc = function(self)
-  local p = rawget(self, "_proc")
-  if p then pcall(p.close, p) end
-  local base = rawget(self, "_base")
-  if base then pcall(core.rmtree, base) end
+-- M.guard(process, workspace, report) -> a finalizable object that stops the
+-- sandbox if its handle is garbage collected (or the Lua state is closed at
+-- exit) while it still runs. It is created after the process objects, so Lua
+-- runs its finalizer before theirs (reverse order of marking). Nothing can
+-- wait for the loop here: SIGHUP (the supervisor kills the sandbox and cleans
+-- up), a short busy wait for it to finish, then close (SIGKILL if needed) and
+-- remove what is left.
+function M.guard(p, workspace, report)
+  return setmetatable({}, { __gc = function(g)
+    if g.done then return end
+    pcall(function()
+      if not p.proc:poll() then
+        p:kill("HUP")
+        local t = os.clock()
+        while not p.proc:poll() and os.clock() - t < 0.5 do end
+      end
+      p:close()
+    end)
+    pcall(core.rmtree, workspace)
+    pcall(os.remove, report)
+  end })
 end
 
 ---------------------------------------------------------------------------

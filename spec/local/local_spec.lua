@@ -238,6 +238,35 @@ describe("local provider #local", function()
     assert.truthy(path and path:match("/glsb%-confine$"), path)
   end)
 
+  it("leaves nothing behind when the owner ends without terminate (end of script, os.exit, SIGKILL)", function()
+    local script = root .. "/../owner-" .. tostring(os.time()) .. ".lua"
+    helper.write(script, [[
+local glsb = require "glsb"
+local sb = glsb.create("local", { workspace_root = arg[2] })
+print(sb._proc.pid, sb.host_pid, table.concat(sb.confinement.cgroup_dirs or {}, " "))
+io.stdout:flush()
+if arg[1] == "kill" then os.execute("kill -9 " .. require("glsb.core").getpid()) end
+if arg[1] == "exit" then os.exit(0) end
+]])
+    for _, mode in ipairs({ "end", "exit", "kill" }) do
+      local out = helper.sh("cd " .. helper.q(helper.root) .. " && build/glsb-lua " .. helper.q(script) .. " "
+        .. mode .. " " .. helper.q(root) .. " 2>&1")
+      local words = {}
+      for w in out:gmatch("%S+") do words[#words + 1] = w end
+      assert.truthy(tonumber(words[1]) and tonumber(words[2]), out)
+      local gone = false
+      for _ = 1, 40 do
+        gone = not helper.pid_alive(words[1]) and not helper.pid_alive(words[2])
+        for i = 3, #words do gone = gone and not helper.exists(words[i]) end
+        gone = gone and #helper.list_dir(root) == 0
+        if gone then break end
+        loop.sleep(0.05)
+      end
+      assert.is_true(gone, mode .. ": something was left: " .. out .. " / " .. table.concat(helper.list_dir(root), " "))
+    end
+    os.remove(script)
+  end)
+
   it("creates in well under a second", function()
     local started = loop.now()
     create()
