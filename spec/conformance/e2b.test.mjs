@@ -376,6 +376,21 @@ test('kill removes the sandbox; kill of an unknown sandbox returns false', async
   await assert.rejects(sbx.commands.run('true'));
 });
 
+test('the code interpreter port is open only on code-interpreter templates', async () => {
+  const plain = await BaseSandbox.create('base', opts);
+  try {
+    const asCi = await Sandbox.connect(plain.sandboxId, opts);
+    await assert.rejects(asCi.runCode('1', { requestTimeoutMs: 2000 }), (e) => {
+      assert.ok(e instanceof TimeoutError, `got ${e && e.constructor.name}: ${e}`);
+      assert.match(e.message, /port is not open/);
+      return true;
+    });
+    assert.equal((await plain.commands.run('echo envd-ok')).stdout, 'envd-ok\n');
+  } finally {
+    await plain.kill();
+  }
+});
+
 test('a wrong API key raises AuthenticationError', async () => {
   await assert.rejects(Sandbox.create({ ...opts, apiKey: 'e2b_wrong_key' }), (e) => {
     assert.ok(e instanceof AuthenticationError, `got ${e && e.constructor.name}: ${e}`);

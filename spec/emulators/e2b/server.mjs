@@ -185,7 +185,10 @@ async function handle(req, res) {
       return sendJson(res, 502, { sandboxId: r.sandboxId, message: 'The sandbox was not found', code: 502 });
     }
   }
-  if (r.port !== 49983 && r.port !== 49999) {
+  // Only code-interpreter templates (and templates built on one) run the Jupyter server.
+  const build = emu.templates.buildOf(sbx);
+  const jupyterOpen = !!(build && build.interpreter);
+  if (r.port !== 49983 && !(r.port === 49999 && jupyterOpen)) {
     await readBody(req).catch(() => {});
     return sendJson(res, 502, { sandboxId: r.sandboxId, message: 'The sandbox is running but port is not open', port: r.port, code: 502 });
   }
