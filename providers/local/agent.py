@@ -12,6 +12,8 @@ Requests (host -> agent), one JSON object per line:
   {"id":N,"op":"cmd","cmd":S,"env":{..},"cwd":S|null,"timeout":secs|null}
   {"id":N,"op":"write","path":S,"data":B64,"mode":int|null}
   {"id":N,"op":"read","path":S,"max":bytes}
+  {"id":N,"op":"argv","argv":[..],"stdin":B64|null,"timeout":secs|null}
+                                exact argv, no shell; whole output returned
   {"id":N,"op":"ping"}
   {"op":"interrupt","id":N}     handled at once by the reader thread
 Events (agent -> host):
@@ -476,6 +478,37 @@ def pump_lines(pipe, stream, cap):
         cap.emit(stream, buf)
 
 
+def op_argv(req):
+    """Runs an exact argv (workspace primitives): stdin given, output returned whole."""
+    import subprocess
+    argv = req.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        return {"ok": False, "name": "ValueError", "value": "argv must be a non-empty list of strings"}
+    stdin = binascii.a2b_base64(req["stdin"]) if req.get("stdin") else b""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=dict(BASE_ENV), start_new_session=True)
+    except OSError as e:
+        return {"ok": False, "name": type(e).__name__, "value": str(e), "exit_code": 127}
+    with STATE.lock:
+        STATE.child = proc
+    timed_out = False
+    try:
+        out, err = proc.communicate(stdin, timeout=req.get("timeout"))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc)
+        out, err = proc.communicate()
+    with STATE.lock:
+        STATE.child = None
+        interrupted = STATE.interrupted
+    code = proc.returncode
+    if code is not None and code < 0:
+        code = 128 - code
+    return {"ok": not (timed_out or interrupted), "timeout": timed_out or interrupted, "exit_code": code,
+            "stdout": b64(out[:OUTPUT_CAP]), "stderr": b64(err[:OUTPUT_CAP])}
+
+
 # ---------------------------------------------------------------- files
 
 def inside_writable(path):
@@ -546,6 +579,8 @@ def handle(req):
         return op_write(req)
     if op == "read":
         return op_read(req)
+    if op == "argv":
+        return op_argv(req)
     cap = Capture(rid)
     OUT.capture = cap
     try:

@@ -43,8 +43,16 @@
 -- Lease: set_timeout(s) / create{timeout = s} arm a glsb.loop timer that
 --   terminates the sandbox at expiry unless renewed. It only fires while the
 --   owning process runs the loop (any glsb call waits on it); if the owner
---   dies, PR_SET_PDEATHSIG kills the sandbox. Dropping the last reference
---   (garbage collection, or lua_close at exit) kills it without grace.
+--   dies, the supervisor gets SIGHUP (PR_SET_PDEATHSIG), kills the sandbox and
+--   removes the workspace. Dropping the last reference (garbage collection, or
+--   lua_close at exit) does the same through a finalizer.
+--
+-- Streaming: on_stdout / on_stderr get one call per line, without its "\n"
+--   (a line longer than 64 KiB arrives in pieces).
+--
+-- Workspace primitives (glsb.workspace): _workspace_helper() is
+--   /.glsb/glsb-confine (bound read-only); _exec_argv runs an exact argv
+--   through the agent (no shell) and returns its whole output.
 --
 -- additional_packages: pip --user inside the sandbox (PYTHONUSERBASE is
 --   /home/user/.local, on sys.path in the kernel), with --no-index
@@ -745,6 +753,30 @@ function Sandbox:_set_timeout(seconds)
   local why = unusable(self)
   if why then error("set_timeout: " .. why, 0) end
   arm_lease(self, seconds)
+end
+
+-- glsb.workspace hooks: the helper is bound read-only at /.glsb/glsb-confine;
+-- argv runs exactly (no shell) through the agent, output returned whole.
+function Sandbox:_workspace_helper()
+  return M.HELPER_PATH
+end
+
+function Sandbox:_exec_argv(argv, opts)
+  opts = opts or {}
+  local timeout = opts.timeout
+  local deadline = timeout and loop.now() + timeout + self._grace or nil
+  local done, why = request(self, {
+    op = "argv", argv = argv, timeout = timeout,
+    stdin = opts.stdin and opts.stdin ~= "" and core.b64encode(opts.stdin) or nil,
+  }, { deadline = deadline, interrupt = true })
+  if not done then
+    error("local: running " .. tostring(argv[1]) .. " failed: " .. tostring(unusable(self) or why), 0)
+  end
+  if done.name then error("local: cannot run " .. tostring(argv[1]) .. ": " .. tostring(done.value), 0) end
+  return {
+    exit_code = int(done.exit_code), timed_out = done.timeout == true,
+    stdout = core.b64decode(done.stdout or "") or "", stderr = core.b64decode(done.stderr or "") or "",
+  }
 end
 
 -- additional_packages: pip --user inside the sandbox, through the command channel.

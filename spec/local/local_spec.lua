@@ -267,6 +267,22 @@ if arg[1] == "exit" then os.exit(0) end
     os.remove(script)
   end)
 
+  it("runs the workspace primitives through the bound helper", function()
+    create()
+    local w = glsb.write_workspace_file(sb, { relative_path = "reports/result.json", data = '{"ok": true}' })
+    assert.is_table(w)
+    assert.are.equal('{"ok": true}', sb:download_file("/home/user/reports/result.json"))
+    local r = glsb.run_workspace_command(sb, { "/usr/bin/python3", "-c", "import sys; print('hi'); sys.exit(3)" },
+      { timeout = 10 })
+    assert.are.equal(3, r.exit_code)
+    assert.are.equal("hi\n", r.stdout)
+    local ok, err = pcall(glsb.write_workspace_file, sb, { relative_path = "../escape.txt", data = "x" })
+    assert.is_false(ok)
+    assert.is_true(errors.is(err, errors.WorkspaceError), tostring(err))
+    local e = sb:_exec_argv({ "/bin/sh", "-c", "cat; echo err >&2; exit 5" }, { stdin = "in\0put", timeout = 5 })
+    assert.are.same({ exit_code = 5, timed_out = false, stdout = "in\0put", stderr = "err\n" }, e)
+  end)
+
   it("creates in well under a second", function()
     local started = loop.now()
     create()
