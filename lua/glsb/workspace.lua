@@ -52,20 +52,31 @@ local function hex(s)
   return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end))
 end
 
--- The local static helper's bytes, for providers that upload it.
-local function local_helper_bytes()
+-- Path of this machine's static glsb-confine (GLSB_CONFINE, or next to the core), or nil, message.
+function M.local_helper_path()
   local path = os.getenv("GLSB_CONFINE")
-  if not path then
-    local core = require "glsb.core"
-    local dir = core.module_path():match("^(.*)/[^/]*$") or "."
-    for _, cand in ipairs({ dir .. "/glsb-confine", dir .. "/../../glsb-confine",
-                            dir .. "/../lib/lua/5.4/glsb/glsb-confine" }) do
-      local f = io.open(cand, "rb")
-      if f then f:close() path = cand break end
+  if path then return path end
+  local core = require "glsb.core"
+  local dir = core.module_path():match("^(.*)/[^/]*$") or "."
+  local tried = {}
+  -- next to core.so (LuaRocks), build/lib/glsb/core.so -> build/, build/glsb-lua, PREFIX/bin/glsb-lua
+  for _, cand in ipairs({ dir .. "/glsb-confine", dir .. "/../../glsb-confine",
+                          dir .. "/../lib/lua/5.4/glsb/glsb-confine" }) do
+    local f = io.open(cand, "rb")
+    if f then
+      f:close()
+      return cand
     end
+    tried[#tried + 1] = cand
   end
-  local f = path and io.open(path, "rb")
-  if not f then return nil, "glsb-confine not found on this machine (set GLSB_CONFINE or run make)" end
+  return nil, "glsb-confine not found on this machine (tried " .. table.concat(tried, ", ") .. "; set GLSB_CONFINE)"
+end
+
+local function local_helper_bytes()
+  local path, err = M.local_helper_path()
+  if not path then return nil, err end
+  local f, ferr = io.open(path, "rb")
+  if not f then return nil, ferr end
   local data = f:read("a")
   f:close()
   return data
@@ -102,8 +113,9 @@ local function call_helper(sb, argv, opts)
   local cjson = require "cjson.safe"
   local doc = type(r) == "table" and type(r.stdout) == "string" and cjson.decode(r.stdout:match("[^\n]*"))
   if type(doc) ~= "table" then
-    error(workspace_error(("the workspace helper gave no result (exit %s): %s"):format(
-      tostring(r and r.exit_code), tostring(r and r.stderr or ""):sub(1, 500)), "helper_failed"), 0)
+    error(workspace_error(("the workspace helper gave no result (exit %s%s): %s"):format(
+      tostring(r and r.exit_code), r and r.status and (", " .. tostring(r.status)) or "",
+      tostring(r and (r.error or r.stderr) or ""):sub(1, 500)), "helper_failed"), 0)
   end
   if doc.ok ~= true then
     local code = type(doc.error) == "string" and doc.error or "helper_failed"

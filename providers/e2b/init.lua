@@ -299,6 +299,18 @@ end
 -- Starts one process (ProcessConfig: cmd, args; opts.env, opts.cwd added) and streams it to
 -- its end. Returns an ExecutionResult; never raises for what the process or the wire did.
 function Sandbox:_start_process(process, opts)
+  -- envd takes the process as proto3 JSON, whose strings are UTF-8: other bytes would arrive altered,
+  -- so refuse them here (nothing was sent) rather than run something else.
+  local texts = { process.cmd, process.cwd or opts.cwd }
+  for _, a in ipairs(process.args or {}) do texts[#texts + 1] = a end
+  for k, v in pairs(opts.env or {}) do texts[#texts + 1] = k texts[#texts + 1] = tostring(v) end
+  for _, t in ipairs(texts) do
+    if type(t) == "string" and not utf8.len(t) then
+      return result { status = Status.ERROR,
+        error = "E2B carries commands as JSON text: not valid UTF-8: " .. ("%q"):format(t:sub(1, 80)),
+        failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+    end
+  end
   if opts.env and next(opts.env) then
     local env = {}
     for k, v in pairs(opts.env) do env[k] = tostring(v) end
@@ -547,6 +559,21 @@ function Sandbox:run_helper(argv, opts)
     for _, a in ipairs(args) do sh_args[#sh_args + 1] = a end
     return self:_start_process({ cmd = "/bin/sh", args = sh_args }, { timeout = opts.timeout })
   end)
+end
+
+-- glsb.workspace hooks: the helper is this machine's static glsb-confine, uploaded once; argv runs
+-- through run_helper. The workspace root is the sandbox user's home.
+Sandbox.workspace_root = "/home/user"
+
+function Sandbox:_workspace_helper()
+  local path, err = require("glsb.workspace").local_helper_path()
+  if not path then errors.raise(errors.WorkspaceError, Stage.WORKSPACE, err) end
+  return self:ensure_helper(path)
+end
+
+function Sandbox:_exec_argv(argv, opts)
+  local r = self:run_helper(argv, { stdin = opts.stdin, timeout = opts.timeout })
+  return { exit_code = r.code, stdout = r.stdout, stderr = r.stderr, status = r.status, error = r.error }
 end
 
 ---------------------------------------------------------------------------
