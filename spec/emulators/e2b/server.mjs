@@ -40,6 +40,7 @@ function parseArgs(argv) {
     } else throw new Error(`unknown argument ${a}`);
   }
   if (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535) throw new Error('--port must be 0..65535');
+  if (!/^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(o.host)) throw new Error('--host must be a loopback address (tests only)');
   if (o.keys.length === 0) o.keys.push('e2b_test_key');
   if (!Number.isInteger(o.maxSandboxes) || o.maxSandboxes < 0) throw new Error('--max-sandboxes must be an integer >= 0');
   return o;
@@ -244,7 +245,7 @@ server.on('error', (e) => {
 
 server.listen(opts.port, opts.host, () => {
   const { port } = server.address();
-  emu.baseUrl = `http://${opts.host}:${port}`;
+  emu.baseUrl = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
   process.stdout.write(`listening ${emu.baseUrl}\n`);
   log(`api keys: ${opts.keys.length}, bubblewrap: ${hasBwrap()}, state dir: ${emu.stateDir}`);
 });
