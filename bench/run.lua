@@ -18,7 +18,8 @@ local failed = 0
 for _, script in ipairs(scripts) do
   io.write("== ", script, "\n")
   io.flush()
-  local proc = assert(process.spawn({ argv = { interp, script }, stdin = "null", stdout = "inherit", stderr = "inherit" }))
+  local proc = assert(process.spawn({ argv = { interp, script }, stdin = "null",
+                                      stdout = "inherit", stderr = "inherit" }))
   local st = proc:wait()
   proc:close()
   if st.code ~= 0 then
