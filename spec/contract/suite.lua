@@ -21,6 +21,7 @@ local busted = require "busted"
 local assert = require "luassert"
 local describe, it = busted.describe, busted.it
 local before_each, after_each = busted.before_each, busted.after_each
+local setup, teardown = busted.setup, busted.teardown
 local glsb = require "glsb"
 local errors = require "glsb.errors"
 local loop = require "glsb.loop"
@@ -40,7 +41,10 @@ return function(provider, opts_factory, features)
   local leftovers = features.leftovers or function() return {} end
 
   describe("provider contract: " .. provider .. " #contract" .. tag, function()
-    local sb
+    local sb, prev_log
+
+    setup(function() prev_log = glsb.log.set_handler(function() end) end) -- expected warnings
+    teardown(function() glsb.log.set_handler(prev_log) end)
 
     local function create(extra)
       return glsb.create(provider, merge(opts_factory(), extra))

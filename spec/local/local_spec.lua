@@ -18,8 +18,13 @@ describe("local provider #local", function()
     return sb
   end
 
-  setup(function() root = helper.private_tmp() end)
+  local prev_log
+  setup(function()
+    root = helper.private_tmp()
+    prev_log = glsb.log.set_handler(function() end) -- the expected download warnings
+  end)
   teardown(function()
+    glsb.log.set_handler(prev_log)
     assert.are.same({}, helper.list_dir(root))
     helper.rm_rf(root)
   end)
@@ -56,6 +61,29 @@ describe("local provider #local", function()
     local pid = sb.host_pid
     sb:terminate()
     assert.is_false(helper.pid_alive(pid))
+  end)
+
+  it("reaches the host network only with network = true", function()
+    local server = assert(require("glsb.process").spawn {
+      argv = { "/usr/bin/python3", "-c", "import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(5)\n"
+        .. "print(s.getsockname()[1], flush=True)\nc, _ = s.accept(); c.sendall(b'hello host'); c.close()" },
+      stdin = "null" })
+    local port = server:read_line("stdout", loop.now() + 5)
+    local code = "import socket\ns = socket.create_connection(('127.0.0.1', " .. port .. "), timeout=3)\n"
+      .. "print(s.recv(100).decode())"
+    create()
+    local closed = sb:execute_code(code)
+    sb:terminate()
+    create({ network = true })
+    assert.are.equal("host", sb.confinement.network)
+    local open = sb:execute_code(code)
+    server:kill("KILL")
+    server:wait(loop.now() + 5)
+    server:close()
+    assert.are.equal(Status.ERROR, closed.status)
+    assert.truthy(closed.error:find("ConnectionRefused", 1, true), closed.error)
+    assert.are.equal(Status.SUCCESS, open.status, tostring(open))
+    assert.are.equal("hello host\n", open.stdout)
   end)
 
   it("displays the value of a final expression, like a notebook", function()

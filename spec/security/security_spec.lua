@@ -46,7 +46,9 @@ describe("security battery #security #local", function()
     return r, all
   end
 
+  local prev_log
   setup(function()
+    prev_log = glsb.log.set_handler(function() end) -- the expected download warnings
     root = helper.private_tmp()
     victim = helper.private_tmp()
     os.execute("chmod 755 " .. helper.q(victim))
@@ -347,6 +349,7 @@ print("sysrq", os.path.exists("/proc/sysrq-trigger") and os.access("/proc/sysrq-
   end)
 
   teardown(function()
+    glsb.log.set_handler(prev_log)
     if sb then pcall(sb.terminate, sb) end
     for _, s in ipairs(sandboxes) do pcall(s.sb.terminate, s.sb) end
     loop.sleep(0.2)
