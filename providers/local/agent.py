@@ -286,6 +286,7 @@ CELL = [0]
 CELLS = {}                 # filename -> source, for tracebacks (linecache is loaded lazily)
 BASE_ENV = dict(os.environ)
 MAIN_THREAD = _thread.get_ident()
+AGENT_PID = os.getpid()
 
 
 def on_sigint(signum, frame):
@@ -343,6 +344,14 @@ def run_python(rid, code, env):
                     print(repr(value))
         finally:
             STATE.in_user_code = False
+            if os.getpid() != AGENT_PID:
+                # a child the cell forked came back here: it is not the agent
+                for f in (sys.stdout, sys.stderr):
+                    try:
+                        f.flush()
+                    except Exception:
+                        pass
+                os._exit(0)
     except KeyboardInterrupt as e:
         STATE.in_user_code = False
         if STATE.interrupted:
@@ -687,6 +696,9 @@ def main():
             res = handle(req)
         except BaseException as e:  # noqa: B902 - never die on a bad request
             res = {"ok": False, "name": type(e).__name__, "value": str(e), "traceback": ""}
+        if os.getpid() != AGENT_PID:
+            # a child the cell forked (os.fork() and no exit) came back here: it is not the agent
+            os._exit(0)
         with STATE.lock:
             STATE.current = None
         res["ev"] = "done"

@@ -124,6 +124,16 @@ describe("local provider #local", function()
     assert.are.equal("\xc3\xa9\n", sb:execute_code("print('\xc3\xa9')").stdout)
   end)
 
+  it("survives a cell that forks without exiting the child", function()
+    create()
+    local r = sb:execute_code("import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(0.2)\nprint('forked')")
+    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+    loop.sleep(0.4)
+    local r2 = sb:execute_code("print('next')")
+    assert.are.equal("next\n", r2.stdout)
+    assert.are.equal("again\n", sb:execute_code("print('again')").stdout)
+  end)
+
   it("passes env to code and commands without leaking it into later calls", function()
     create({ env = { GLSB_SANDBOX_WIDE = "everywhere" } })
     local r = sb:execute_code("import os\nprint(os.environ['GLSB_X'], os.environ['GLSB_SANDBOX_WIDE'])",
