@@ -18,7 +18,8 @@
 --   helper: opts.confine, else $GLSB_CONFINE, else next to the core:
 --   <dir of core.module_path()>/glsb-confine (installed next to core.so),
 --   <dir>/../../glsb-confine (build/lib/glsb/core.so -> build/glsb-confine),
---   <dir>/glsb-confine (core linked into build/glsb-lua).
+--   <dir>/glsb-confine (core linked into build/glsb-lua),
+--   <dir>/../lib/lua/5.4/glsb/glsb-confine (installed PREFIX/bin/glsb-lua).
 --   agent: agent.py next to this file. python: opts.python or /usr/bin/python3
 --   (the sandbox PATH has no pyenv/venv of the host).
 --
@@ -135,7 +136,9 @@ function M.find_helper(explicit)
   local so = package.searchpath("glsb.core", package.cpath)
   if so then dirs[#dirs + 1] = dirname(so) end
   for _, dir in ipairs(dirs) do
+    -- next to core.so (installed), build/lib/glsb/core.so -> build/, PREFIX/bin/glsb-lua -> PREFIX/lib/...
     found = try(dir .. "/glsb-confine") or try(dir .. "/../../glsb-confine")
+      or try(dir .. "/../lib/lua/5.4/glsb/glsb-confine")
     if found then break end
   end
   -- a source checkout: providers/local/../../build/glsb-confine
