@@ -288,7 +288,8 @@ describe("local provider #local", function()
   end)
 
   it("leaves nothing behind when the owner ends without terminate (end of script, os.exit, SIGKILL)", function()
-    local script = root .. "/../owner-" .. tostring(os.time()) .. ".lua"
+    local scratch = helper.private_tmp()
+    local script = scratch .. "/owner.lua"
     helper.write(script, [[
 local glsb = require "glsb"
 local sb = glsb.create("local", { workspace_root = arg[2] })
@@ -297,6 +298,7 @@ io.stdout:flush()
 if arg[1] == "kill" then os.execute("kill -9 " .. require("glsb.core").getpid()) end
 if arg[1] == "exit" then os.exit(0) end
 ]])
+    finally(function() helper.rm_rf(scratch) end)
     for _, mode in ipairs({ "end", "exit", "kill" }) do
       local out = helper.sh("cd " .. helper.q(helper.root) .. " && build/glsb-lua " .. helper.q(script) .. " "
         .. mode .. " " .. helper.q(root) .. " 2>&1")
@@ -313,7 +315,6 @@ if arg[1] == "exit" then os.exit(0) end
       end
       assert.is_true(gone, mode .. ": something was left: " .. out .. " / " .. table.concat(helper.list_dir(root), " "))
     end
-    os.remove(script)
   end)
 
   it("runs the workspace primitives through the bound helper", function()
