@@ -348,6 +348,16 @@ print("sysrq", os.path.exists("/proc/sysrq-trigger") and os.access("/proc/sysrq-
       tostring(r))
   end)
 
+  it("cannot flood the host through the protocol channel", function()
+    local started = loop.now()
+    local r = sb:execute_code("import __main__\n__main__._proto_out.write(b'x' * (20 * 1024 * 1024))\n"
+      .. "import time\ntime.sleep(30)", { timeout = 20 })
+    assert.is_true(loop.now() - started < 10, "the flood was not cut short")
+    assert.are.equal(Status.TIMEOUT, r.status, tostring(r))
+    assert.truthy(r.error:find("exceeded 16 MiB", 1, true), r.error)
+    assert.are.equal(Status.ERROR, sb:execute_code("print(1)").status)
+  end)
+
   teardown(function()
     glsb.log.set_handler(prev_log)
     if sb then pcall(sb.terminate, sb) end
