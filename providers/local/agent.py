@@ -18,7 +18,7 @@ Requests (host -> agent), one JSON object per line:
   {"op":"interrupt","id":N}     handled at once by the reader thread
 Events (agent -> host):
   {"ev":"ready","pid":P,"python":V,"node":bool}
-  {"ev":"out","id":N,"s":1|2,"d":B64}      one line (or a piece of a long one)
+  {"ev":"out","id":N,"s":1|2,"d":B64}      complete lines (or a piece of a long one)
   {"ev":"chunk","id":N,"d":B64}            a piece of a file being read
   {"ev":"done","id":N,...}                 the result of request N
 
@@ -185,6 +185,8 @@ class LineReader:
         start_thread(self.run)
 
     def run(self):
+        # complete lines go out in bulk (one event for many fast lines); the host
+        # splits them again for the per-line callbacks
         buf = b""
         while True:
             try:
@@ -196,27 +198,21 @@ class LineReader:
                     self.deliver(buf)
                 return
             buf += data
-            while True:
-                m = self.marker
-                if m is not None:
-                    k = buf.find(m)
-                    if k >= 0:
-                        head, buf = buf[:k], buf[k + len(m):]
-                        while head:
-                            nl = head.find(b"\n")
-                            cut = len(head) if nl < 0 else nl + 1
-                            self.deliver(head[:cut])
-                            head = head[cut:]
-                        self.marker = None
-                        self.marker_seen.set()
-                        continue
-                nl = buf.find(b"\n")
-                if nl < 0:
-                    break
+            m = self.marker
+            if m is not None:
+                k = buf.find(m)
+                if k >= 0:
+                    head, buf = buf[:k], buf[k + len(m):]
+                    if head:
+                        self.deliver(head)
+                    self.marker = None
+                    self.marker_seen.set()
+            nl = buf.rfind(b"\n")
+            if nl >= 0:
                 self.deliver(buf[:nl + 1])
                 buf = buf[nl + 1:]
             # a long line without newline: forward in pieces, but keep a tail
-            # that could be the start of a marker
+            # that could be the start of a marker (markers hold no newline)
             if len(buf) > LINE_PIECE:
                 keep = 64
                 self.deliver(buf[:-keep])
@@ -474,10 +470,8 @@ def pump_lines(pipe, stream, cap):
         if not data:
             break
         buf += data
-        while True:
-            nl = buf.find(b"\n")
-            if nl < 0:
-                break
+        nl = buf.rfind(b"\n")
+        if nl >= 0:
             cap.emit(stream, buf[:nl + 1])
             buf = buf[nl + 1:]
         if len(buf) > LINE_PIECE:

@@ -272,22 +272,39 @@ local function drain_stderr(self)
 end
 
 -- Reads one event. Returns the decoded table, or nil, "timeout" | "eof" | "protocol: ...".
+-- self._rbuf holds what followed the last line; a line still incomplete is
+-- kept as pieces (no quadratic re-concatenation of a 1 MiB download chunk).
+local function decode_line(line)
+  local ev = cjson.decode(line)
+  if type(ev) ~= "table" then return nil, "protocol: the agent sent a line that is not a JSON object" end
+  return ev
+end
+
 local function read_event(self, deadline)
+  local buf = self._rbuf
+  local nl = buf:find("\n", 1, true)
+  if nl then
+    self._rbuf = buf:sub(nl + 1)
+    return decode_line(buf:sub(1, nl - 1))
+  end
+  local parts, size = { buf }, #buf
+  self._rbuf = ""
   while true do
-    local buf = self._rbuf
-    local nl = buf:find("\n", 1, true)
-    if nl then
-      self._rbuf = buf:sub(nl + 1)
-      local ev = cjson.decode(buf:sub(1, nl - 1))
-      if type(ev) ~= "table" then return nil, "protocol: the agent sent a line that is not a JSON object" end
-      return ev
-    end
-    if #buf > M.MAX_FRAME then return nil, "protocol: a frame from the agent exceeded 16 MiB" end
     drain_stderr(self)
     local data, err = self._proc:read("stdout", deadline)
-    if not data then return nil, err end
-    if data == "" then return nil, "eof" end
-    self._rbuf = buf .. data
+    if not data or data == "" then
+      self._rbuf = table.concat(parts) -- keep what we have for a later call
+      return nil, data == "" and "eof" or err
+    end
+    nl = data:find("\n", 1, true)
+    if nl then
+      parts[#parts + 1] = data:sub(1, nl - 1)
+      self._rbuf = data:sub(nl + 1)
+      return decode_line(table.concat(parts))
+    end
+    parts[#parts + 1] = data
+    size = size + #data
+    if size > M.MAX_FRAME then return nil, "protocol: a frame from the agent exceeded 16 MiB" end
   end
 end
 
@@ -605,8 +622,32 @@ end
 ---------------------------------------------------------------------------
 
 local function collector(opts)
-  local c = { out = { {}, {} }, sizes = { 0, 0 } }
+  local c = { out = { {}, {} }, sizes = { 0, 0 }, partial = { "", "" } }
   local callbacks = { opts.on_stdout, opts.on_stderr }
+  local function call(s, line)
+    local ok, err = pcall(callbacks[s], line)
+    if not ok then
+      if loop.is_cancelled(err) then error(err, 0) end
+      require("glsb.log").warn("local: output callback failed: " .. tostring(err))
+    end
+  end
+  -- events carry complete lines in bulk (or pieces of a long line): split
+  -- them again so each callback gets one line, without its "\n"
+  local function lines(s, data)
+    local pos = 1
+    while true do
+      local nl = data:find("\n", pos, true)
+      if not nl then break end
+      local line = data:sub(pos, nl - 1)
+      if pos == 1 and c.partial[s] ~= "" then
+        line = c.partial[s] .. line
+        c.partial[s] = ""
+      end
+      call(s, line)
+      pos = nl + 1
+    end
+    if pos <= #data then c.partial[s] = c.partial[s] .. data:sub(pos) end
+  end
   c.on_event = function(ev)
     if ev.ev ~= "out" then return end
     local s = ev.s == 2 and 2 or 1
@@ -615,11 +656,15 @@ local function collector(opts)
     c.sizes[s] = c.sizes[s] + #data
     local acc = c.out[s]
     acc[#acc + 1] = data
-    local cb = callbacks[s]
-    if cb then
-      local ok, err = pcall(cb, (data:gsub("\n$", "")))
-      if not ok then
-        require("glsb.log").warn("local: output callback failed: " .. tostring(err))
+    if callbacks[s] then lines(s, data) end
+  end
+  -- the last line of a stream may lack its newline
+  c.flush = function()
+    for s = 1, 2 do
+      if callbacks[s] and c.partial[s] ~= "" then
+        local line = c.partial[s]
+        c.partial[s] = ""
+        call(s, line)
       end
     end
   end
@@ -639,6 +684,7 @@ local function collector(opts)
 end
 
 local function finish(c, done, fields)
+  c.flush()
   local stdout, stderr, t1, t2 = c.texts(done)
   fields.stdout, fields.stderr = stdout, stderr
   local r = models.ExecutionResult.new(fields)

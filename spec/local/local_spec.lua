@@ -134,6 +134,20 @@ describe("local provider #local", function()
     assert.are.equal("again\n", sb:execute_code("print('again')").stdout)
   end)
 
+  it("gives callbacks whole lines: many fast ones, a very long one, a last one without newline", function()
+    create()
+    local lines = {}
+    local r = sb:execute_code("import sys\nfor i in range(5000): print(i)\nprint('L' * 200000)\nsys.stdout.write('tail')",
+      { on_stdout = function(l) lines[#lines + 1] = l end })
+    assert.are.equal(Status.SUCCESS, r.status)
+    assert.are.equal(5002, #lines)
+    assert.are.equal("0", lines[1])
+    assert.are.equal("4999", lines[5000])
+    assert.are.equal(string.rep("L", 200000), lines[5001])
+    assert.are.equal("tail", lines[5002])
+    assert.are.equal(r.stdout, table.concat(lines, "\n", 1, 5001) .. "\ntail")
+  end)
+
   it("passes env to code and commands without leaking it into later calls", function()
     create({ env = { GLSB_SANDBOX_WIDE = "everywhere" } })
     local r = sb:execute_code("import os\nprint(os.environ['GLSB_X'], os.environ['GLSB_SANDBOX_WIDE'])",
