@@ -524,8 +524,9 @@ function Sandbox:_start(opts)
   if not ev or ev.ev ~= "ready" then
     if err == "eof" then p:wait(loop.now() + 2) end
     local report = M.read_report(self._report)
-    local msg
+    local msg, stage = nil, Stage.HEALTH_CHECK
     if report and report.ok == false then
+      stage = Stage.CREATE -- the confinement could not be set up: fail closed
       msg = "local: glsb-confine could not set up the sandbox: " .. tostring(report.error)
       if type(report.missing) == "table" and #report.missing > 0 then
         msg = msg .. " (missing: " .. table.concat(report.missing, ", ")
@@ -540,7 +541,7 @@ function Sandbox:_start(opts)
       local d = describe_exit(self)
       if d ~= "" then msg = msg .. " (" .. d .. ")" end
     end
-    error(start_error(msg, report, Stage.HEALTH_CHECK), 0)
+    error(start_error(msg, report, stage), 0)
   end
   local report = M.read_report(self._report)
   os.remove(self._report)

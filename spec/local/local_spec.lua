@@ -296,6 +296,24 @@ describe("local provider #local", function()
     assert.truthy(tostring(err):find("nonexistent", 1, true), tostring(err))
   end)
 
+  it("fails closed, naming what the kernel lacks, when the helper refuses to start", function()
+    local scratch = helper.private_tmp()
+    finally(function() helper.rm_rf(scratch) end)
+    local fake = scratch .. "/glsb-confine"
+    helper.write(fake, "#!/bin/sh\n"
+      .. "echo '{\"ok\":false,\"error\":\"landlock: not supported by this kernel\",\"missing\":[\"landlock\"]}' >&3\n"
+      .. "exit 125\n")
+    os.execute("chmod 755 " .. helper.q(fake))
+    local ok, err = pcall(glsb.create, "local", { workspace_root = root, confine = fake })
+    assert.is_false(ok)
+    assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+    assert.are.equal(glsb.Stage.CREATE, err.stage)
+    assert.truthy(err.message:find("landlock: not supported", 1, true), err.message)
+    assert.truthy(err.message:find("missing: landlock", 1, true), err.message)
+    assert.truthy(err.message:find("allow_degraded", 1, true), err.message)
+    assert.is_false(err.transient)
+  end)
+
   it("finds the helper next to the core", function()
     local path = provider.find_helper()
     assert.truthy(path and path:match("/glsb%-confine$"), path)
