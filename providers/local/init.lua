@@ -524,7 +524,8 @@ function Sandbox:_start(opts)
   if not ev or ev.ev ~= "ready" then
     if err == "eof" then p:wait(loop.now() + 2) end
     local report = M.read_report(self._report)
-    local msg, stage = nil, Stage.HEALTH_CHECK
+    local msg
+    local stage = Stage.HEALTH_CHECK
     if report and report.ok == false then
       stage = Stage.CREATE -- the confinement could not be set up: fail closed
       msg = "local: glsb-confine could not set up the sandbox: " .. tostring(report.error)
