@@ -156,7 +156,7 @@ function M.write_workspace_file(sb, req)
     -- At most max_bytes + 1: enough for the helper to see the cap exceeded, never an unbounded push.
     -- No channel timeout: the write is bounded by its size.
     local doc = call_helper(self, argv, { stdin = data:sub(1, max_bytes + 1), timeout = nil })
-    return { bytes = doc.bytes, path = doc.path, replaced = doc.replaced == true }
+    return { bytes = math.tointeger(doc.bytes) or doc.bytes, path = doc.path, replaced = doc.replaced == true }
   end)
 end
 
@@ -208,11 +208,12 @@ function M.run_workspace_command(sb, argv, opts)
     local doc = call_helper(self, full, { timeout = timeout > 0 and timeout + CHANNEL_GRACE or nil })
     local core = require "glsb.core"
     local cjson = require "cjson.safe"
-    local function num(v) return v ~= cjson.null and v or nil end
+    -- lua-cjson decodes every number as a float: counts and codes are integers.
+    local function num(v) return v ~= cjson.null and v ~= nil and math.tointeger(v) or nil end
     return {
       exit_code = num(doc.exit_code), signal = num(doc.signal), timed_out = doc.timed_out == true,
       stdout = core.b64decode(doc.stdout or "") or "", stderr = core.b64decode(doc.stderr or "") or "",
-      stdout_byte_count = doc.stdout_byte_count, stderr_byte_count = doc.stderr_byte_count,
+      stdout_byte_count = num(doc.stdout_byte_count), stderr_byte_count = num(doc.stderr_byte_count),
       stdout_byte_count_complete = doc.stdout_byte_count_complete ~= false,
       stderr_byte_count_complete = doc.stderr_byte_count_complete ~= false,
       stdout_truncated = doc.stdout_truncated == true, stderr_truncated = doc.stderr_truncated == true,

@@ -43,7 +43,9 @@ describe("glsb-lua #cli", function()
   end)
 
   it("has the core preloaded and finds the library next to itself, from any directory", function()
-    local code, out = run("cd / && " .. GLSB_LUA .. [[ -e "print(package.loaded['glsb.core'] == nil, require('glsb.core')._NAME, package.searchpath('glsb', package.path))"]])
+    local chunk = "print(package.loaded['glsb.core'] == nil, require('glsb.core')._NAME, "
+      .. "package.searchpath('glsb', package.path))"
+    local code, out = run("cd / && " .. GLSB_LUA .. ' -e "' .. chunk .. '"')
     assert.equal(0, code, out)
     assert.matches("^true\tglsb.core\t.*/lua/glsb/init.lua\n$", out)
   end)
@@ -66,7 +68,9 @@ describe("glsb-lua #cli", function()
   end)
 
   it("an uncaught glsb error prints class, stage, message and cause, and exits 1", function()
-    local code, out = run(GLSB_LUA .. [[ -e "local e = require 'glsb.errors'; e.raise(e.SandboxStartError, 'create', '429 Too Many Requests', e.http_failure(429, {}, 'slow down'))"]])
+    local chunk = "local e = require 'glsb.errors'; "
+      .. "e.raise(e.SandboxStartError, 'create', '429 Too Many Requests', e.http_failure(429, {}, 'slow down'))"
+    local code, out = run(GLSB_LUA .. ' -e "' .. chunk .. '"')
     assert.equal(1, code)
     assert.matches("SandboxStartError%[create%]: 429 Too Many Requests", out)
     assert.matches("transient", out)

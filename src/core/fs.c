@@ -435,6 +435,13 @@ static int mapped_file(const void *addr, char out[PATH_MAX])
 		p = strchr(line, '/');
 		if (p) {
 			p[strcspn(p, "\n")] = '\0';
+			/* A file replaced on disk after it was mapped (core.so rebuilt by make while a
+			 * process still runs the old one) is listed as "<path> (deleted)": the path is
+			 * still where its successor is. */
+			size_t n = strlen(p);
+			static const char deleted[] = " (deleted)";
+			if (n > sizeof deleted - 1 && !strcmp(p + n - (sizeof deleted - 1), deleted))
+				p[n - (sizeof deleted - 1)] = '\0';
 			found = realpath(p, out) != NULL;
 		}
 		break;
