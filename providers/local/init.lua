@@ -808,6 +808,10 @@ end
 
 -- glsb.workspace hooks: the helper is bound read-only at /.glsb/glsb-confine;
 -- argv runs exactly (no shell) through the agent, output returned whole.
+-- Relative workspace paths land in the sandbox user's home (not opts.workspace_root,
+-- which is where the host keeps sandbox workspaces).
+Sandbox.workspace_root = "/home/user"
+
 function Sandbox:_workspace_helper()
   return M.HELPER_PATH
 end
