@@ -110,7 +110,9 @@ function Process:wait(deadline)
     if st then return st end
     local pidfd = self.proc:fd("pidfd")
     if not pidfd then
-      loop.sleep(0.01) -- no pidfd (old kernel): poll
+      -- no pidfd (kernel before 5.3, or valgrind): poll
+      if deadline and loop.now() >= deadline then return nil, "timeout" end
+      loop.sleep(0.01)
     elseif loop.wait_fd(pidfd, "r", deadline) == "timeout" then
       return nil, "timeout"
     end
