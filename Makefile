@@ -78,9 +78,12 @@ $(BUILD)/glsb-confine: $(CONFINE_SRC) $(CONFINE_HDR) $(KINC)/.stamp
 	$(MUSL_CC) $(CONFINE_CFLAGS) -static -o $@ $(CONFINE_SRC)
 	strip $@
 
+# A test that says GLSB_WRAP_ALLOC in its first lines gets malloc/realloc/calloc wrapped (failure injection).
+WRAP_ALLOC = $(if $(shell head -5 $(1) | grep -l GLSB_WRAP_ALLOC),-Wl$(,)--wrap=malloc$(,)--wrap=realloc$(,)--wrap=calloc)
+, := ,
 $(BUILD)/tests/%: src/tests/%.c $(CORE_OBJ) $(wildcard src/tests/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CORE_CFLAGS) -Isrc/tests -o $@ $< $(CORE_OBJ) $(LUA_LIBS) $(CORE_LIBS)
+	$(CC) $(CORE_CFLAGS) -Isrc/tests -o $@ $< $(CORE_OBJ) $(LUA_LIBS) $(CORE_LIBS) $(call WRAP_ALLOC,$<)
 
 demo: deps all
 	$(BUILD)/glsb-lua examples/quickstart.lua
