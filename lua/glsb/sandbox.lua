@@ -389,12 +389,13 @@ local function with_files(self, files, upload_dir, started)
   }
 end
 
-local function command_body(self, command, hopts, files, upload_dir)
-  require_running(self, "execute_command")
+-- The body of execute_code / execute_command: upload the files, then run the hook.
+local function execution_body(self, what, hook, payload, hopts, files, upload_dir)
+  require_running(self, what)
   local started = now()
   local failed = with_files(self, files, upload_dir, started)
   if failed then return failed end
-  return run_hook(self, "_run_command", command, hopts, started)
+  return run_hook(self, hook, payload, hopts, started)
 end
 
 -- sb:execute_command(command, opts) -> ExecutionResult. Never raises for
@@ -411,7 +412,7 @@ function BaseSandbox:execute_command(command, opts)
     on_stderr = check_field(opts, "on_stderr", "function", "execute_command", 2),
   }
   local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir, 2)
-  return guarded(self, command_body, command, hopts, files, upload_dir)
+  return guarded(self, execution_body, "execute_command", "_run_command", command, hopts, files, upload_dir)
 end
 
 local function download_body(self, path, timeout)
@@ -564,14 +565,6 @@ function CodeInterpreterSandbox:_after_start(sopts)
   end
 end
 
-local function code_body(self, code, hopts, files, upload_dir)
-  require_running(self, "execute_code")
-  local started = now()
-  local failed = with_files(self, files, upload_dir, started)
-  if failed then return failed end
-  return run_hook(self, "_run_code", code, hopts, started)
-end
-
 -- sb:execute_code(code, opts) -> ExecutionResult. Never raises for what the
 -- code did. opts: timeout (nil = provider default, <= 0 = none), files,
 -- upload_dir (default "/files"), on_stdout, on_stderr, env.
@@ -586,7 +579,7 @@ function CodeInterpreterSandbox:execute_code(code, opts)
     on_stderr = check_field(opts, "on_stderr", "function", "execute_code", 2),
   }
   local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir, 2)
-  return guarded(self, code_body, code, hopts, files, upload_dir)
+  return guarded(self, execution_body, "execute_code", "_run_code", code, hopts, files, upload_dir)
 end
 
 return M
