@@ -8,11 +8,11 @@ local Process = {}
 Process.__index = Process
 
 -- spawn(opts) -> Process, or nil, message. opts: as core.spawn (argv, env, cwd, stdin/stdout/stderr,
--- setsid, pass_fds).
+-- setsid, fd3).
 function M.spawn(opts)
   local p, err = core.spawn(opts)
   if not p then return nil, err end
-  return setmetatable({ proc = p, pid = p.pid, buf = { stdout = "", stderr = "" }, eof = {} }, Process)
+  return setmetatable({ proc = p, pid = p.pid, buf = { stdout = "", stderr = "", fd3 = "" }, eof = {} }, Process)
 end
 
 -- Reads what is available on stdout/stderr, waiting until deadline. Returns data, "" at EOF, or

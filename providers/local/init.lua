@@ -11,8 +11,8 @@
 --   The workspace is <workspace_root>/glsb-local-XXXXXX/ws on the host
 --   (home -> /home/user, files -> /files); --cleanup makes the supervisor
 --   remove it when the sandbox ends, and terminate removes whatever is left.
---   The supervisor's report (--report-fd 3, through a one-line /bin/sh
---   wrapper because glsb.core has no pipe()) is read into sb.confinement.
+--   The supervisor's report (--report-fd 3, a pipe from glsb.core's spawn
+--   fd3 option) is read into sb.confinement.
 --
 -- Finding things
 --   helper: opts.confine, else $GLSB_CONFINE, else next to the core:
@@ -197,20 +197,12 @@ local LIMITS = {
   { "disk_mb", "--disk-mb" }, { "max_open_files", "--max-open-files" },
 }
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
 -- Builds the glsb-confine argv for a sandbox (exported for the template builder).
--- spec: {helper, workspace, report, python, program (array), ro_binds, binds,
+-- spec: {helper, workspace, python, program (array), ro_binds, binds,
 --        env (map), opts (limits, network, allow_degraded)}
+-- The supervisor's report comes on fd 3: spawn it with fd3 = "pipe" and read it with M.read_report.
 function M.confine_argv(spec)
-  local argv = { "/bin/sh", "-c", 'r=$1; shift; exec "$@" 3>"$r"', "sh", spec.report,
-    spec.helper, "sandbox", "--workspace", spec.workspace, "--report-fd", "3" }
+  local argv = { spec.helper, "sandbox", "--workspace", spec.workspace, "--report-fd", "3" }
   if spec.cleanup ~= false then argv[#argv + 1] = "--cleanup" end
   local opts = spec.opts or {}
   for _, l in ipairs(LIMITS) do
@@ -236,11 +228,12 @@ function M.confine_argv(spec)
   return argv
 end
 
--- Reads the supervisor's report (nil when it has not written one).
-function M.read_report(path)
-  local s = read_file(path)
-  if not s or s == "" then return nil end
-  return cjson.decode(s:match("^[^\n]*"))
+-- Reads the supervisor's one-line report from the process's fd 3 (nil when it wrote none: it writes
+-- it just before starting the program, or when the set-up failed, then closes the pipe).
+function M.read_report(p, deadline)
+  local line = p:read_line("fd3", deadline or loop.now() + 2)
+  if not line or line == "" then return nil end
+  return cjson.decode(line)
 end
 
 local function workspace_root(opts)
@@ -440,7 +433,7 @@ local function arm_lease(self, seconds)
     loop.sleep(seconds)
     if self._lease_task ~= task then return end
     self._lease_task = nil
-    self._lease_expired = true
+    self._lease_expired = task -- a call that ends because of it waits for this teardown
     local ok, err = pcall(self.terminate, self)
     if not ok then
       require("glsb.log").error("local: terminating the sandbox at lease expiry failed: " .. tostring(err),
@@ -486,11 +479,9 @@ function Sandbox:_start(opts)
   local base, merr = core.mkdtemp(workspace_root(opts) .. "/glsb-local-")
   if not base then error(start_error("local: cannot create the workspace: " .. tostring(merr)), 0) end
   -- the workspace is the mkdtemp directory itself, so the supervisor's
-  -- --cleanup (also on owner death: it gets SIGHUP) removes all of it; the
-  -- report is a sibling file removed as soon as it has been read
+  -- --cleanup (also on owner death: it gets SIGHUP) removes all of it
   self._base = base
   self.workspace = base
-  self._report = base .. ".report"
   self.sandbox_id = "local-" .. base:match("([^/]+)$"):gsub("^glsb%-local%-", "")
 
   local env = { PYTHONDONTWRITEBYTECODE = "1", PYTHONUNBUFFERED = "1" }
@@ -510,20 +501,20 @@ function Sandbox:_start(opts)
     for k, v in pairs(opts.env) do env[k] = tostring(v) end
   end
   local argv = M.confine_argv {
-    helper = helper, workspace = self.workspace, report = self._report,
+    helper = helper, workspace = self.workspace,
     program = { python, "-B", M.AGENT_DIR .. "/agent.py" },
     ro_binds = ro, env = env, opts = opts,
   }
-  local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe" }
+  local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe", fd3 = "pipe" }
   if not p then error(start_error("local: cannot start glsb-confine: " .. tostring(serr)), 0) end
   self._proc = p
-  self._guard = M.guard(p, base, self._report)
+  self._guard = M.guard(p, base)
 
   local deadline = loop.now() + (opts.start_timeout or M.DEFAULT_START_TIMEOUT)
   local ev, err = read_event(self, deadline)
   if not ev or ev.ev ~= "ready" then
     if err == "eof" then p:wait(loop.now() + 2) end
-    local report = M.read_report(self._report)
+    local report = M.read_report(p)
     local msg
     local stage = Stage.HEALTH_CHECK
     if report and report.ok == false then
@@ -544,8 +535,7 @@ function Sandbox:_start(opts)
     end
     error(start_error(msg, report, stage), 0)
   end
-  local report = M.read_report(self._report)
-  os.remove(self._report)
+  local report = M.read_report(p)
   self.confinement = report and report.applied or nil
   self.missing = report and report.missing or {}
   self.host_pid = report and math.tointeger(report.pid) or nil
@@ -583,10 +573,6 @@ function Sandbox:_terminate(opts)
     self._proc:close()
     self._proc = nil
   end
-  if self._report then
-    os.remove(self._report)
-    self._report = nil
-  end
   if self._base then
     -- normally gone already (--cleanup); not when the supervisor was killed
     local ok, err = core.rmtree(self._base)
@@ -596,14 +582,14 @@ function Sandbox:_terminate(opts)
   if not self._dead then self._dead = "terminated" end
 end
 
--- M.guard(process, workspace, report) -> a finalizable object that stops the
+-- M.guard(process, workspace) -> a finalizable object that stops the
 -- sandbox if its handle is garbage collected (or the Lua state is closed at
 -- exit) while it still runs. It is created after the process objects, so Lua
 -- runs its finalizer before theirs (reverse order of marking). Nothing can
 -- wait for the loop here: SIGHUP (the supervisor kills the sandbox and cleans
 -- up), a short busy wait for it to finish, then close (SIGKILL if needed) and
 -- remove what is left.
-function M.guard(p, workspace, report)
+function M.guard(p, workspace)
   return setmetatable({}, { __gc = function(g)
     if g.done then return end
     pcall(function()
@@ -615,7 +601,6 @@ function M.guard(p, workspace, report)
       p:close()
     end)
     pcall(core.rmtree, workspace)
-    pcall(os.remove, report)
   end })
 end
 
@@ -704,6 +689,10 @@ local function dead_result(self, c, what, timeout, reason)
   local why = self._dead or "the sandbox is not running"
   local msg
   if self._lease_expired then
+    -- The call saw the agent go away while the lease's terminate is still finishing: let it finish,
+    -- so that the caller finds the sandbox terminated, as the message says.
+    local lease = self._lease_expired
+    if lease ~= loop.current() then pcall(lease.wait, lease) end
     msg = what .. ": the sandbox lease expired and it was terminated"
   elseif timeout then
     msg = string.format("%s: timed out after %gs: %s", what, timeout, why)

@@ -176,13 +176,13 @@ local function run_build(self, scratch, spec, popts)
   local ro = { { lp.agent_dir(), lp.AGENT_DIR }, { stage, "/.glsb/build" } }
   if popts.pip_find_links then ro[#ro + 1] = { popts.pip_find_links, lp.FIND_LINKS_DIR } end
   local argv = lp.confine_argv {
-    helper = helper, workspace = scratch .. "/ws", report = scratch .. "/report.json", cleanup = false,
+    helper = helper, workspace = scratch .. "/ws", cleanup = false,
     program = { popts.python or "/usr/bin/python3", "-B", lp.AGENT_DIR .. "/build.py" },
     ro_binds = ro, env = { PYTHONDONTWRITEBYTECODE = "1" },
     opts = { network = popts.network, memory_mb = spec.memory_mb or popts.memory_mb,
       allow_degraded = popts.allow_degraded, disk_mb = popts.disk_mb, max_file_mb = popts.max_file_mb },
   }
-  local p, serr = process.spawn { argv = argv, stdin = "null", stdout = "pipe", stderr = "pipe" }
+  local p, serr = process.spawn { argv = argv, stdin = "null", stdout = "pipe", stderr = "pipe", fd3 = "pipe" }
   if not p then fail("cannot start the build sandbox: " .. tostring(serr)) end
   local deadline = loop.now() + (popts.build_timeout or 600)
   local out, errs, st = p:communicate(nil, deadline)
@@ -192,10 +192,10 @@ local function run_build(self, scratch, spec, popts)
     p:close()
     fail(string.format("the template build timed out after %gs", popts.build_timeout or 600))
   end
+  local report = st.code ~= 0 and lp.read_report(p, loop.now() + 1) or nil
   p:close()
   local log = out .. errs
   if st.code ~= 0 then
-    local report = lp.read_report(scratch .. "/report.json")
     local why = report and report.ok == false and ("glsb-confine: " .. tostring(report.error)) or nil
     fail("the template build failed" .. (why and (" (" .. why .. ")") or "") .. ":\n" .. log:sub(-2000),
       { exit = st, log = log })

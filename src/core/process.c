@@ -19,8 +19,10 @@
 
 extern char **environ;
 
-enum { IN, OUT, ERR, NSTD };
-static const char *const std_names[] = {"stdin", "stdout", "stderr", "pidfd", NULL};
+/* Slot i is the child's fd i. fd3 is an optional extra pipe the child writes and we read (a status or
+ * report channel, e.g. glsb-confine's --report-fd 3). */
+enum { IN, OUT, ERR, FD3, NSTD };
+static const char *const std_names[] = {"stdin", "stdout", "stderr", "fd3", "pidfd", NULL};
 
 typedef struct {
 	pid_t pid;
@@ -74,12 +76,13 @@ static void release(process *p)
 	close_fd(&p->pidfd);
 }
 
-/* stdio disposition: "pipe" (default), "null", "inherit". */
-static int std_mode(lua_State *L, const char *field)
+/* Disposition of a child fd: "pipe", "null", "inherit" or "none" (closed). */
+enum { MODE_PIPE, MODE_NULL, MODE_INHERIT, MODE_NONE };
+static int std_mode(lua_State *L, const char *field, int dflt)
 {
-	static const char *const modes[] = {"pipe", "null", "inherit", NULL};
+	static const char *const modes[] = {"pipe", "null", "inherit", "none", NULL};
 	lua_getfield(L, 1, field);
-	int m = lua_isnil(L, -1) ? 0 : luaL_checkoption(L, -1, NULL, modes);
+	int m = lua_isnil(L, -1) ? dflt : luaL_checkoption(L, -1, NULL, modes);
 	lua_pop(L, 1);
 	return m;
 }
@@ -117,20 +120,12 @@ static int l_spawn(lua_State *L)
 	const char *cwd = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
 	lua_getfield(L, 1, "setsid");
 	int setsid_flag = lua_toboolean(L, -1);
-	int modes[NSTD] = {std_mode(L, "stdin"), std_mode(L, "stdout"), std_mode(L, "stderr")};
+	int modes[NSTD] = {std_mode(L, "stdin", MODE_PIPE), std_mode(L, "stdout", MODE_PIPE),
+			   std_mode(L, "stderr", MODE_PIPE), std_mode(L, "fd3", MODE_NONE)};
+	luaL_argcheck(L, modes[IN] != MODE_NONE && modes[OUT] != MODE_NONE && modes[ERR] != MODE_NONE, 1,
+		      "stdin/stdout/stderr must be 'pipe', 'null' or 'inherit'"); /* a closed 0-2 gets reused */
+	luaL_argcheck(L, modes[FD3] == MODE_PIPE || modes[FD3] == MODE_NONE, 1, "opts.fd3 must be 'pipe' or nil");
 
-	/* pass_fds: kept open at the same number. Single-threaded, so clearing CLOEXEC briefly is safe. */
-	int pass[32], npass = 0;
-	lua_getfield(L, 1, "pass_fds");
-	if (!lua_isnil(L, -1)) {
-		luaL_checktype(L, -1, LUA_TTABLE);
-		for (lua_Integer i = 1; i <= luaL_len(L, -1) && npass < 32; i++) {
-			lua_rawgeti(L, -1, i);
-			pass[npass++] = (int)luaL_checkinteger(L, -1);
-			lua_pop(L, 1);
-		}
-	}
-	lua_pop(L, 1);
 	process *p = lua_newuserdatauv(L, sizeof *p, 0);
 	memset(p, 0, sizeof *p);
 	for (int i = 0; i < NSTD; i++)
@@ -138,7 +133,7 @@ static int l_spawn(lua_State *L)
 	p->pidfd = -1;
 	luaL_setmetatable(L, PROCESS_MT);
 
-	int child_fd[NSTD] = {-1, -1, -1};
+	int child_fd[NSTD] = {-1, -1, -1, -1};
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_init(&fa);
@@ -146,7 +141,7 @@ static int l_spawn(lua_State *L)
 	const char *failed = NULL;
 	int err = 0;
 	for (int i = 0; i < NSTD && !failed; i++) {
-		if (modes[i] == 0) {
+		if (modes[i] == MODE_PIPE) {
 			int pp[2];
 			if (pipe2(pp, O_CLOEXEC) < 0) {
 				failed = "pipe";
@@ -158,17 +153,13 @@ static int l_spawn(lua_State *L)
 			child_fd[i] = i == IN ? pp[0] : pp[1];
 			fcntl(p->fd[i], F_SETFL, fcntl(p->fd[i], F_GETFL) | O_NONBLOCK);
 			posix_spawn_file_actions_adddup2(&fa, child_fd[i], i);
-		} else if (modes[i] == 1) {
+		} else if (modes[i] == MODE_NULL) {
 			posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == IN ? O_RDONLY : O_WRONLY, 0);
 		}
 	}
 
-	int pass_flags[32];
-	for (int i = 0; i < npass; i++) {
-		pass_flags[i] = fcntl(pass[i], F_GETFD);
-		fcntl(pass[i], F_SETFD, 0);
-	}
-
+	/* Nothing else of ours reaches the child: files Lua opened with io.open are not close-on-exec. */
+	posix_spawn_file_actions_addclosefrom_np(&fa, modes[FD3] == MODE_PIPE ? 4 : 3);
 	if (cwd)
 		posix_spawn_file_actions_addchdir_np(&fa, cwd);
 	sigset_t mask, defaults;
@@ -190,8 +181,6 @@ static int l_spawn(lua_State *L)
 			p->pid = 0;
 		}
 	}
-	for (int i = 0; i < npass; i++)
-		fcntl(pass[i], F_SETFD, pass_flags[i]);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	for (int i = 0; i < NSTD; i++)
@@ -239,7 +228,7 @@ static int l_read(lua_State *L)
 	process *p = check_process(L);
 	int w = which_fd(L, 2);
 	size_t max = (size_t)luaL_optinteger(L, 3, 65536);
-	luaL_argcheck(L, w == OUT || w == ERR, 2, "read from stdout or stderr");
+	luaL_argcheck(L, w == OUT || w == ERR || w == FD3, 2, "read from stdout, stderr or fd3");
 	luaL_argcheck(L, max > 0, 3, "max must be > 0");
 	if (p->fd[w] < 0)
 		return luaL_error(L, "%s is closed", std_names[w]);
@@ -276,7 +265,7 @@ static int l_close_fd(lua_State *L)
 {
 	process *p = check_process(L);
 	int w = which_fd(L, 2);
-	luaL_argcheck(L, w < NSTD, 2, "close stdin, stdout or stderr");
+	luaL_argcheck(L, w < NSTD, 2, "close stdin, stdout, stderr or fd3");
 	close_fd(&p->fd[w]);
 	return 0;
 }
