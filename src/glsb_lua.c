@@ -200,6 +200,9 @@ int main(int argc, char **argv)
 	luaL_openlibs(L);
 	preload_core(L);
 	set_paths(L);
+	/* The provider searcher (GLSB_PATH, the source tree's providers/), so that
+	 * require "glsb.providers.x" works before require "glsb" as it does installed. */
+	dostring(L, "pcall(require, 'glsb.registry')", "=paths");
 
 	int script = 0, interactive = 0, ran_chunk = 0, status = LUA_OK;
 	for (int i = 1; i < argc && !script; i++) {

@@ -50,6 +50,12 @@ describe("glsb-lua #cli", function()
     assert.matches("^true\tglsb.core\t.*/lua/glsb/init.lua\n$", out)
   end)
 
+  it("finds providers by module name before glsb itself is loaded, as an installed tree does", function()
+    local code, out = run("cd / && " .. GLSB_LUA .. [[ -e "print(require('glsb.providers.local').name)"]])
+    assert.equal(0, code, out)
+    assert.equal("local\n", out)
+  end)
+
   it("prints its version and help", function()
     local code, out = run(GLSB_LUA .. " --version")
     assert.equal(0, code)
