@@ -2,30 +2,11 @@
 -- shell, temporary workspaces, JSON reports. Every helper that starts something stops it.
 local cjson = require "cjson"
 
-local M = {}
+local M = require("support.shell").extend({})
 
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 M.root = here .. "/../.."
 M.bin = M.root .. "/build/glsb-confine"
-
-function M.q(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
--- Shell-quote a list of words into one command line.
-function M.join(words)
-  local out = {}
-  for i, w in ipairs(words) do out[i] = M.q(w) end
-  return table.concat(out, " ")
-end
-
-function M.sh(cmd)
-  local f = assert(io.popen(cmd, "r"))
-  local out = f:read("a")
-  local _, how, code = f:close()
-  if how == "signal" then code = 128 + code end
-  return out, code
-end
 
 function M.require_binary()
   local f = io.open(M.bin, "rb")
@@ -33,30 +14,8 @@ function M.require_binary()
   f:close()
 end
 
-function M.mktemp_dir()
-  local out, code = M.sh("mktemp -d /tmp/glsb-confine-spec.XXXXXX")
-  assert(code == 0, "mktemp failed")
-  return (out:gsub("%s+$", ""))
-end
-
-function M.exists(path)
-  local _, code = M.sh("test -e " .. M.q(path))
-  return code == 0
-end
-
-function M.rm_rf(path)
-  if path and path:match("^/tmp/glsb%-confine%-spec%.") then
-    os.execute("rm -rf " .. M.q(path))
-  end
-end
-
-function M.read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local shell_mktemp = M.mktemp_dir
+function M.mktemp_dir() return shell_mktemp("confine") end
 
 -- Run `glsb-confine sandbox OPTS -- ARGV` with stdout+stderr captured. opts.workspace defaults
 -- to a fresh temporary directory (removed afterwards unless keep is set; the caller then owns it).

@@ -1,27 +1,11 @@
 -- Shared helpers for the local provider specs (#local, #security): shell,
 -- private temporary directories, and checks that nothing was left behind.
-local M = {}
+local M = require("support.shell").extend({})
 
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 M.root = here .. "/../.."
 
-function M.q(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-function M.sh(cmd)
-  local f = assert(io.popen(cmd, "r"))
-  local out = f:read("a")
-  local _, how, code = f:close()
-  if how == "signal" then code = 128 + code end
-  return out, code
-end
-
-function M.private_tmp()
-  local out, code = M.sh("mktemp -d /tmp/glsb-local-spec.XXXXXX")
-  assert(code == 0, "mktemp failed")
-  return (out:gsub("%s+$", ""))
-end
+function M.private_tmp() return M.mktemp_dir("local") end
 
 function M.list_dir(dir)
   local out = {}
@@ -29,17 +13,6 @@ function M.list_dir(dir)
   for line in f:lines() do out[#out + 1] = line end
   f:close()
   return out
-end
-
-function M.rm_rf(path)
-  if path and path:match("^/tmp/glsb%-local%-spec%.") then
-    os.execute("rm -rf " .. M.q(path))
-  end
-end
-
-function M.exists(path)
-  local _, code = M.sh("test -e " .. M.q(path))
-  return code == 0
 end
 
 -- Is a process with this pid alive (and not a zombie)?
@@ -56,20 +29,6 @@ function M.mount_count()
   local n = 0
   for _ in io.lines("/proc/self/mountinfo") do n = n + 1 end
   return n
-end
-
-function M.read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-function M.write(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
 end
 
 -- A tiny wheel made by hand (a zip with METADATA, WHEEL and RECORD), so

@@ -3,34 +3,9 @@
 -- results, base64, filesystem snapshots. GLSB_CONFINE overrides the binary.
 local cjson = require "cjson"
 
-local M = {}
+local M = require("support.shell").extend({})
 
-local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
-do -- absolute, so commands may cd first
-  local p = io.popen("cd '" .. here:gsub("'", "'\\''") .. "/../..' && pwd", "r")
-  M.repo = p and p:read("l") or (here .. "/../..")
-  if p then p:close() end
-end
 M.bin = os.getenv("GLSB_CONFINE") or (M.repo .. "/build/glsb-confine")
-
-function M.q(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-function M.join(words)
-  local out = {}
-  for i, w in ipairs(words) do out[i] = M.q(w) end
-  return table.concat(out, " ")
-end
-
--- Run a shell command; returns its stdout and exit status.
-function M.sh(cmd)
-  local f = assert(io.popen(cmd, "r"))
-  local out = f:read("a")
-  local _, how, code = f:close()
-  if how == "signal" then code = 128 + code end
-  return out, code
-end
 
 function M.require_binary()
   local f = io.open(M.bin, "rb")
@@ -38,24 +13,7 @@ function M.require_binary()
   f:close()
 end
 
-function M.write_file(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
-
-function M.read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-function M.exists(path)
-  local _, code = M.sh("test -e " .. M.q(path) .. " || test -L " .. M.q(path))
-  return code == 0
-end
+M.write_file = require("support.shell").write -- M.write below is the helper `write` command
 
 -- A fresh base directory holding root/ (the workspace) and outside/ (must stay
 -- untouched). Returns a table with base, root, outside, and cleanup().
