@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "ws_util.h"
+#include "sbutil.h"
 
 /* struct open_how of linux/openat2.h, spelled out so any uapi header works. */
 struct ws_open_how {
@@ -19,31 +20,16 @@ int glsb_ws_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, 
 	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int glsb_ws_emit(struct glsb_ws_buf *b)
 {
 	glsb_ws_buf_put(b, "\n", 1);
 	if (b->failed) {
 		static const char oom[] = "{\"ok\":false,\"error\":\"out_of_memory\","
 					  "\"message\":\"out of memory while encoding the result\"}\n";
-		write_all(STDOUT_FILENO, oom, sizeof oom - 1);
+		glsb_sb_write_all(STDOUT_FILENO, oom, sizeof oom - 1);
 		return -1;
 	}
-	return write_all(STDOUT_FILENO, b->p, b->len);
+	return glsb_sb_write_all(STDOUT_FILENO, b->p, b->len);
 }
 
 int glsb_ws_fail(const char *code, const char *fmt, ...)

@@ -19,6 +19,7 @@
 #include "ws_landlock.h"
 #include "ws_path.h"
 #include "ws_util.h"
+#include "sbutil.h"
 
 #ifndef O_TMPFILE
 #define O_TMPFILE (020000000 | O_DIRECTORY)
@@ -244,21 +245,6 @@ static void random_name(char *out, size_t size)
 		 r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 struct target {
 	int dirfd, procfd;
 	const char *name;
@@ -357,7 +343,7 @@ static int do_write(struct target *t, const struct glsb_ws_path *pp, const unsig
 	const char *what = NULL;
 	if (t->exists && fchmod(tmpfd, t->old_mode) < 0)
 		e = errno, what = "keeping the mode of";
-	else if (write_all(tmpfd, data, len) < 0)
+	else if (glsb_sb_write_all(tmpfd, data, len) < 0)
 		e = errno, what = "writing the data for";
 	else if (fsync(tmpfd) < 0)
 		e = errno, what = "syncing the data for";
