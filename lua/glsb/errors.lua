@@ -133,6 +133,12 @@ end
 
 -- Verdict of one link of a cause chain, ignoring what it wraps:
 -- true (transient), false (permanent) or nil (no claim).
+-- Failures no retry can mend, whatever phase they happened in.
+local PERMANENT_CODE = {
+  PEER_FAILED_VERIFICATION = true, -- the server's certificate does not check out
+  UNSUPPORTED_PROTOCOL = true, URL_MALFORMAT = true, SSL_CERTPROBLEM = true, SSL_CACERT_BADFILE = true,
+}
+
 local function classify_one(x)
   local t = type(x)
   if t == "string" then return classify_text(x) end
@@ -143,6 +149,7 @@ local function classify_one(x)
   if getmetatable(x) == Error then return nil end
   -- transport failure table {phase, code, message, retry_safe}
   local code = rawget(x, "code")
+  if type(code) == "string" and PERMANENT_CODE[code] then return false end
   if type(code) == "string" and TRANSIENT_CODE[code] then return true end
   if rawget(x, "timeout") == true then return true end
   local phase = rawget(x, "phase")

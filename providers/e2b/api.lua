@@ -37,12 +37,26 @@ function M.config(opts)
   local domain = nonempty(opts.domain) or nonempty(os.getenv("E2B_DOMAIN")) or M.DEFAULT_DOMAIN
   local api_url = nonempty(opts.api_url) or nonempty(os.getenv("E2B_API_URL")) or ("https://api." .. domain)
   local sandbox_url = nonempty(opts.sandbox_url) or nonempty(os.getenv("E2B_SANDBOX_URL"))
+  if opts.connect_to ~= nil and type(opts.connect_to) ~= "table" then
+    error("e2b: opts.connect_to must be an array of \"HOST:PORT:TO_HOST:TO_PORT\" strings", 3)
+  end
   return {
     api_key = nonempty(opts.api_key) or nonempty(os.getenv("E2B_API_KEY")),
     domain = domain,
     api_url = strip_slash(api_url),
     sandbox_url = sandbox_url and strip_slash(sandbox_url) or nil,
+    -- transport options every request gets: a private CA (self-hosted E2B, tests) and
+    -- connect_to (reach the E2B host names at another address: split horizon, tests)
+    cainfo = nonempty(opts.cainfo),
+    connect_to = opts.connect_to,
   }
+end
+
+-- api.http(cfg, req) -> glsb.http.request(req) with the configured transport options.
+function M.http(cfg, req)
+  req.cainfo = req.cainfo or cfg.cainfo
+  req.connect_to = req.connect_to or cfg.connect_to
+  return http.request(req)
 end
 
 -- api.request(cfg, method, path, body, opts) -> glsb.http result (res.json decoded when JSON).
@@ -59,6 +73,8 @@ function M.request(cfg, method, path, body, opts)
     headers = headers,
     connect_timeout = M.CONNECT_TIMEOUT,
     timeout = opts.timeout or M.API_TIMEOUT,
+    cainfo = cfg.cainfo,
+    connect_to = cfg.connect_to,
   }
   if opts.raw_body ~= nil then
     req.body = opts.raw_body

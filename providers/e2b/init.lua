@@ -126,11 +126,11 @@ end
 -- sandbox was not found") -> false; anything else (a transport failure too) -> nil, unknown.
 -- This is the SDK's own probe after a dropped connection (protocol §2, §3).
 function Sandbox:_alive()
-  local res = http.request {
+  local res = api.http(self._cfg, {
     method = "GET", url = self:_data_url(api.ENVD_PORT, "/health"),
     headers = self:_data_headers(api.ENVD_PORT),
     connect_timeout = PROBE_TIMEOUT, timeout = PROBE_TIMEOUT,
-  }
+  })
   if res.error then return nil end
   if res.status >= 200 and res.status < 300 then return true end
   if res.status == 502 then return false end
@@ -210,7 +210,7 @@ function Sandbox:_run_code(code, opts)
   local st = { results = {}, done = false }
   local so, se = line_stream(opts.on_stdout), line_stream(opts.on_stderr)
   local status_code
-  local res = http.request {
+  local res = api.http(self._cfg, {
     method = "POST", url = self:_data_url(api.JUPYTER_PORT, "/execute"),
     headers = self:_data_headers(api.JUPYTER_PORT, { ["Content-Type"] = "application/json" }),
     body = http.encode_json(body),
@@ -243,7 +243,7 @@ function Sandbox:_run_code(code, opts)
         st.done = true
       end
     end,
-  }
+  })
   so.flush()
   se.flush()
   local acc = { stdout = table.concat(out), stderr = table.concat(err) }
@@ -329,7 +329,7 @@ function Sandbox:_start_process(process, opts)
   local so, se = line_stream(opts.on_stdout), line_stream(opts.on_stderr)
   local st = {}
   local started = core.now()
-  local res = http.request {
+  local res = api.http(self._cfg, {
     method = "POST", url = self:_data_url(api.ENVD_PORT, "/process.Process/Start"),
     headers = headers,
     body = api.envelope(http.encode_json { process = process, stdin = false }),
@@ -372,7 +372,7 @@ function Sandbox:_start_process(process, opts)
           status = clean(x.status), error = clean(x.error) }
       end
     end,
-  }
+  })
   so.flush()
   se.flush()
   local acc = { stdout = table.concat(out), stderr = table.concat(err) }
@@ -464,11 +464,11 @@ end
 function Sandbox:_write_file(path, data, timeout, stage)
   local body, ctype = data, "application/octet-stream"
   if not version_at_least(self.envd_version, "0.5.7") then body, ctype = multipart(path, data) end
-  local res = http.request {
+  local res = api.http(self._cfg, {
     method = "POST", url = self:_files_url(path),
     headers = self:_data_headers(api.ENVD_PORT, { ["Content-Type"] = ctype }),
     body = body, connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or 60,
-  }
+  })
   local e = errors.from_response(errors.SandboxExecutionError, stage or Stage.UPLOAD, res,
     "upload of " .. path .. " failed")
   if e then error(e, 0) end
@@ -479,10 +479,10 @@ function Sandbox:_upload(files, opts)
 end
 
 function Sandbox:_download(path, opts)
-  local res = http.request {
+  local res = api.http(self._cfg, {
     method = "GET", url = self:_files_url(path), headers = self:_data_headers(api.ENVD_PORT),
     connect_timeout = api.CONNECT_TIMEOUT, timeout = opts.timeout or 0,
-  }
+  })
   local e = errors.from_response(errors.SandboxExecutionError, Stage.DOWNLOAD, res,
     "download of " .. path .. " failed")
   if e then error(e, 0) end
@@ -653,11 +653,11 @@ function Sandbox:_start(opts)
   self._traffic_token = clean(j.trafficAccessToken)
   self._domain = clean(j.domain)
   -- envd answers before we hand the sandbox out (the base tears it down if this fails).
-  local h = http.request {
+  local h = api.http(self._cfg, {
     method = "GET", url = self:_data_url(api.ENVD_PORT, "/health"),
     headers = self:_data_headers(api.ENVD_PORT),
     connect_timeout = api.CONNECT_TIMEOUT, timeout = opts.health_timeout or 30,
-  }
+  })
   local he = errors.from_response(errors.SandboxStartError, Stage.HEALTH_CHECK, h, "envd health check failed")
   if he then error(he, 0) end
 end

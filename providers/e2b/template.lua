@@ -204,11 +204,11 @@ function Template:_upload(tid, up)
     for k, v in pairs(j.headers) do headers[k] = tostring(v) end
   end
   -- a string body gets an exact Content-Length (object stores reject chunked uploads)
-  local put = http.request {
+  local put = api.http(self._cfg, {
     method = "PUT", url = j.url, headers = headers,
     body = core.tar_pack(up.entries, { gzip = true }),
     connect_timeout = api.CONNECT_TIMEOUT, timeout = UPLOAD_TIMEOUT,
-  }
+  })
   check(put, "E2B template files upload failed")
   return true
 end

@@ -264,5 +264,7 @@ describe("glsb.http over HTTP/2 #core #http", function()
     local res = http.request({ url = tls.url .. "/x" })
     assert.is_table(res.error)
     assert.is_true(res.error.retry_safe) -- the TLS handshake failed: no request was sent
+    assert.equal("PEER_FAILED_VERIFICATION", res.error.code)
+    assert.is_false(require("glsb.errors").classify(res.error)) -- but retrying will not help
   end)
 end)

@@ -23,7 +23,9 @@ end
 
 M.ROOT = root_dir()
 
--- emulator.start(opts) -> Emulator. opts.api_keys: accepted keys (default {"e2b_test_key"}).
+-- emulator.start(opts) -> Emulator. opts.api_keys: accepted keys (default {"e2b_test_key"});
+-- opts.args: more emulator arguments (e.g. --domain). opts.tls = {cert, key, domain}: serve HTTPS for
+-- that domain; admin calls then go to https://api.<domain> through connect_to, checked with the cert.
 function M.start(opts)
   opts = opts or {}
   local keys = opts.api_keys or { "e2b_test_key" }
@@ -31,6 +33,12 @@ function M.start(opts)
   for _, k in ipairs(keys) do
     argv[#argv + 1] = "--api-key"
     argv[#argv + 1] = k
+  end
+  for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
+  if opts.tls then
+    for _, a in ipairs({ "--domain", opts.tls.domain, "--tls-cert", opts.tls.cert, "--tls-key", opts.tls.key }) do
+      argv[#argv + 1] = a
+    end
   end
   local p, err = process.spawn { argv = argv, stdin = "null", stdout = "pipe", stderr = opts.stderr or "null" }
   if not p then error("cannot start the E2B emulator: " .. tostring(err), 2) end
@@ -42,7 +50,13 @@ function M.start(opts)
     error("E2B emulator did not print 'listening <url>' (got " .. tostring(line) .. "); "
       .. "is spec/node_modules installed (cd spec && npm ci)?", 2)
   end
-  return setmetatable({ proc = p, base = base, api_key = keys[1] }, Emulator)
+  local emu = setmetatable({ proc = p, base = base, api_key = keys[1] }, Emulator)
+  if opts.tls then
+    emu.port = base:match(":(%d+)$")
+    emu.admin_base = "https://api." .. opts.tls.domain
+    emu.transport = { cainfo = opts.tls.cert, connect_to = { "::127.0.0.1:" .. emu.port } }
+  end
+  return emu
 end
 
 -- Options for glsb.create("e2b", ...) pointing at this emulator.
@@ -57,8 +71,9 @@ function Emulator:admin(method, path, body, headers)
   -- replays a request on a reused connection that dies before answering; see the e2b adapter).
   local h = { Connection = "close" }
   for k, v in pairs(headers or {}) do h[k] = v end
-  local res = http.json { method = method, url = self.base .. path, json = body, timeout = 10, connect_timeout = 5,
-    headers = h }
+  local t = self.transport or {}
+  local res = http.json { method = method, url = (self.admin_base or self.base) .. path, json = body, timeout = 10,
+    connect_timeout = 5, headers = h, cainfo = t.cainfo, connect_to = t.connect_to }
   if res.error or res.status >= 300 then
     error(string.format("emulator admin %s %s failed: %s %s", method, path,
       tostring(res.status), res.error and res.error.message or tostring(res.body)), 2)

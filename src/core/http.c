@@ -13,6 +13,7 @@
 typedef struct {
 	CURL *easy;
 	struct curl_slist *req_headers;
+	struct curl_slist *connect_to; /* CURLOPT_CONNECT_TO entries */
 	char *body;
 	size_t body_len, read_pos;
 	int idempotent, refused_resend;
@@ -52,6 +53,8 @@ static void release(request *r)
 	detach(r);
 	curl_slist_free_all(r->req_headers);
 	r->req_headers = NULL;
+	curl_slist_free_all(r->connect_to);
+	r->connect_to = NULL;
 	free(r->body);
 	r->body = NULL;
 	glsb_buf_free(&r->resp_headers);
@@ -302,6 +305,26 @@ static int l_http(lua_State *L)
 	lua_pop(L, 1);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->req_headers);
 
+	lua_getfield(L, 1, "connect_to");
+	if (!lua_isnil(L, -1)) {
+		/* "HOST:PORT:TO_HOST:TO_PORT" (empty HOST/PORT match any): reach a named host elsewhere, keeping
+		 * its name for TLS and the Host header (split-horizon deployments, tests). */
+		luaL_checktype(L, -1, LUA_TTABLE);
+		lua_Integer n = luaL_len(L, -1);
+		for (lua_Integer i = 1; i <= n; i++) {
+			lua_rawgeti(L, -1, i);
+			const char *c = lua_tostring(L, -1);
+			if (!c)
+				return luaL_argerror(L, 1, "opts.connect_to must be an array of strings");
+			struct curl_slist *next = curl_slist_append(r->connect_to, c);
+			if (!next)
+				return luaL_error(L, "out of memory");
+			r->connect_to = next;
+			lua_pop(L, 1);
+		}
+		curl_easy_setopt(e, CURLOPT_CONNECT_TO, r->connect_to);
+	}
+	lua_pop(L, 1);
 	set_timeout_ms(L, e, CURLOPT_CONNECTTIMEOUT_MS, "connect_timeout");
 	set_timeout_ms(L, e, CURLOPT_TIMEOUT_MS, "timeout");
 	lua_getfield(L, 1, "idle_timeout");
@@ -466,6 +489,12 @@ static void push_failure(lua_State *L, request *r)
 		case CURLE_GOT_NOTHING: lua_pushliteral(L, "GOT_NOTHING"); break;
 		case CURLE_PARTIAL_FILE: lua_pushliteral(L, "PARTIAL_FILE"); break;
 		case CURLE_ABORTED_BY_CALLBACK: lua_pushliteral(L, "ABORTED"); break;
+		case CURLE_PEER_FAILED_VERIFICATION: lua_pushliteral(L, "PEER_FAILED_VERIFICATION"); break;
+		case CURLE_SSL_CONNECT_ERROR: lua_pushliteral(L, "SSL_CONNECT_ERROR"); break;
+		case CURLE_SSL_CERTPROBLEM: lua_pushliteral(L, "SSL_CERTPROBLEM"); break;
+		case CURLE_SSL_CACERT_BADFILE: lua_pushliteral(L, "SSL_CACERT_BADFILE"); break;
+		case CURLE_UNSUPPORTED_PROTOCOL: lua_pushliteral(L, "UNSUPPORTED_PROTOCOL"); break;
+		case CURLE_URL_MALFORMAT: lua_pushliteral(L, "URL_MALFORMAT"); break;
 		case CURLE_SEND_FAIL_REWIND:
 			if (r->refused_resend) {
 				lua_pushliteral(L, "NOT_RESENT");

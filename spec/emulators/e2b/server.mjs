@@ -8,6 +8,8 @@
 // E2b-Sandbox-Id / E2b-Sandbox-Port headers or by a "<port>-<sandboxId>.<domain>" Host, plus the
 // /_emulator admin API.
 import http from 'node:http';
+import https from 'node:https';
+import fs from 'node:fs';
 import { Emulator } from './lib/emulator.mjs';
 import { handleControl, handleUpload } from './lib/control.mjs';
 import { handleEnvd } from './lib/envd.mjs';
@@ -30,12 +32,14 @@ function parseArgs(argv) {
     else if (a === '--api-key') o.keys.push(val());
     else if (a.startsWith('--api-key=')) o.keys.push(a.slice(10));
     else if (a === '--host') o.host = val();
+    else if (a === '--tls-cert') o.tlsCert = val();
+    else if (a === '--tls-key') o.tlsKey = val();
     else if (a === '--domain') o.domain = val();
     else if (a === '--verbose' || a === '-v') o.verbose = true;
     else if (a === '--exit-with-parent') o.exitWithParent = true;
     else if (a === '--max-sandboxes') o.maxSandboxes = Number(val());
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--exit-with-parent] [--max-sandboxes N] [--verbose]\n');
+      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--exit-with-parent] [--max-sandboxes N] [--tls-cert PEM --tls-key PEM] [--verbose]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -199,7 +203,15 @@ async function handle(req, res) {
   return handleEnvd(emu, sbx, req, res, url, ctx);
 }
 
-const server = http.createServer({ keepAliveTimeout: 65000, requestTimeout: 0 }, (req, res) => {
+// --tls-cert/--tls-key: serve HTTPS, as E2B does, so clients can be tested on real host names
+// (<port>-<id>.<domain>) with the name checked against the certificate.
+const serverOpts = { keepAliveTimeout: 65000, requestTimeout: 0 };
+if (opts.tlsCert || opts.tlsKey) {
+  if (!opts.tlsCert || !opts.tlsKey) throw new Error('--tls-cert and --tls-key go together');
+  serverOpts.cert = fs.readFileSync(opts.tlsCert);
+  serverOpts.key = fs.readFileSync(opts.tlsKey);
+}
+const server = (opts.tlsCert ? https : http).createServer(serverOpts, (req, res) => {
   handle(req, res).catch((e) => {
     log(`error handling ${req.method} ${req.url}: ${e.stack || e}`);
     if (!res.headersSent) {
@@ -245,7 +257,7 @@ server.on('error', (e) => {
 
 server.listen(opts.port, opts.host, () => {
   const { port } = server.address();
-  emu.baseUrl = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
+  emu.baseUrl = `${opts.tlsCert ? 'https' : 'http'}://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
   process.stdout.write(`listening ${emu.baseUrl}\n`);
   log(`api keys: ${opts.keys.length}, bubblewrap: ${hasBwrap()}, state dir: ${emu.stateDir}`);
 });
