@@ -122,8 +122,10 @@ static size_t header_cb(char *buf, size_t size, size_t nitems, void *ud)
 		end--;
 	size_t start = r->resp_headers.len;
 	if (glsb_buf_append(&r->resp_headers, buf, name_len) || glsb_buf_append(&r->resp_headers, "", 1) ||
-	    glsb_buf_append(&r->resp_headers, v, (size_t)(end - v)) || glsb_buf_append(&r->resp_headers, "", 1))
+	    glsb_buf_append(&r->resp_headers, v, (size_t)(end - v)) || glsb_buf_append(&r->resp_headers, "", 1)) {
+		r->own_error = "OUT_OF_MEMORY";
 		return 0;
+	}
 	for (size_t i = start; i < start + name_len; i++)
 		if (r->resp_headers.p[i] >= 'A' && r->resp_headers.p[i] <= 'Z')
 			r->resp_headers.p[i] += 'a' - 'A';
