@@ -2,8 +2,13 @@
 
 Reads /.glsb/build/build.json (written by providers/local/template.lua):
   {"files": [{"path", "data" (base64), "mode"}], "packages": [...],
-   "pip_args": [...], "run": [...], "env": {...}, "workdir": str|null}
-and produces, under /home/user:
+   "pip_args": [...], "run": [...], "env": {...}, "workdir": str|null,
+   "base": bool}
+With "base", the parent layer is bound read-only at /.glsb/base: its site/ and
+home/ are copied first (symlinks as symlinks, never followed; only regular
+files, directories and symlinks), then the child's packages, files and run
+apply on top (env and workdir arrive already merged with the parent's).
+It produces, under /home/user:
   .glsb-layer/site   packages (pip install --target), added to sys.path by the agent
   everything else    the template's home, copied into each sandbox's /home/user
 Output goes to stdout/stderr (the host keeps it as the build log). Exit 0 on success.
@@ -12,11 +17,14 @@ Output goes to stdout/stderr (the host keeps it as the build log). Exit 0 on suc
 import base64
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
 
 HOME = "/home/user"
 SITE = HOME + "/.glsb-layer/site"
+BASE = "/.glsb/base"
 
 
 def fail(msg):
@@ -24,10 +32,34 @@ def fail(msg):
     sys.exit(1)
 
 
+def copy_regular(src, dst):
+    if not stat.S_ISREG(os.lstat(src).st_mode):
+        print("base: skipped %s (not a regular file)" % src, flush=True)
+        return dst
+    return shutil.copy2(src, dst, follow_symlinks=False)
+
+
+def copy_base():
+    """The parent layer's home and site into this build's home (owned by the build user)."""
+    for src, dst in ((BASE + "/home", HOME), (BASE + "/site", SITE)):
+        if os.path.isdir(src) and not os.path.islink(src):
+            shutil.copytree(src, dst, symlinks=True, copy_function=copy_regular, dirs_exist_ok=True)
+    # the copies keep the parent's modes: let the child's steps replace what it had
+    for base, dirs, _files in os.walk(HOME):
+        for name in dirs:
+            p = os.path.join(base, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode | 0o700)
+    os.chmod(HOME, 0o755)
+    print("base: copied the parent layer", flush=True)
+
+
 def main():
     with open("/.glsb/build/build.json") as f:
         spec = json.load(f)
     os.makedirs(SITE, exist_ok=True)
+    if spec.get("base"):
+        copy_base()
 
     for entry in spec.get("files") or []:
         path = entry["path"]
@@ -37,6 +69,8 @@ def main():
         if not (real == HOME or real.startswith(HOME + "/")):
             fail("files: %s is outside /home/user (local templates keep files in the home)" % entry["path"])
         os.makedirs(os.path.dirname(real), exist_ok=True)
+        if os.path.lexists(real) and not os.path.isdir(real):
+            os.unlink(real)  # a file of the parent layer (maybe read-only, maybe a symlink)
         with open(real, "wb") as f:
             f.write(base64.b64decode(entry["data"]))
         os.chmod(real, entry.get("mode") or 0o644)
@@ -51,6 +85,8 @@ def main():
         argv = [sys.executable, "-m", "pip", "install", "--target", SITE, "--no-cache-dir",
                 "--disable-pip-version-check", "--no-input", "--no-warn-script-location",
                 "--break-system-packages", "--retries", "0", "--timeout", "15"]
+        if spec.get("base"):
+            argv.append("--upgrade")  # the child's packages replace the parent's copies
         argv += spec.get("pip_args") or []
         argv += packages
         print("pip install " + " ".join(packages), flush=True)

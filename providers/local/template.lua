@@ -8,7 +8,7 @@
 --
 -- Layout under <cache> = opts.cache_dir or $XDG_CACHE_HOME/glsb or ~/.cache/glsb:
 --   local/templates/<hash>/        one layer, never modified once renamed into place
---       meta.json                  {id, name, env, workdir, packages, built_at}
+--       meta.json                  {id, name, env, workdir, packages, built_at[, base_template]}
 --       site/                      `packages`, pip install --target (on sys.path in the kernel)
 --       home/                      `files` and what `run` left in /home/user; copied into
 --                                  each sandbox's home at start
@@ -20,11 +20,22 @@
 -- the same spec never see each other's halves: the first rename wins and the
 -- loser discards its copy. Sandboxes bind the layer read-only at /opt/glsb/template.
 --
--- Spec fields honoured: name, packages, files (paths relative to /home/user or
--- absolute below it), run, env, workdir, memory_mb, provider = {pip_find_links,
--- pip_index_url, network, build_timeout}. Refused with a TemplateBuildError:
--- base_image, base_template, apt_packages, start_cmd, ready_cmd (this
+-- Spec fields honoured: name, base_template, packages, files (paths relative
+-- to /home/user or absolute below it), run, env, workdir, memory_mb, provider =
+-- {pip_find_links, pip_index_url, network, build_timeout}. Refused with a
+-- TemplateBuildError: base_image, apt_packages, start_cmd, ready_cmd (this
 -- provider has no images or services). cpu is ignored.
+--
+-- base_template = <id or name of a local template> starts the new layer from
+-- that parent's content: Template:ensure resolves it to the parent's id before
+-- the spec is hashed, so the child's id covers the parent's content (rebuild a
+-- name with other content and its children get new ids). The build sandbox
+-- gets the parent layer read-only at /.glsb/base; build.py copies its site/
+-- and home/ (symlinks as symlinks, nothing but regular files, directories and
+-- symlinks) into the new layer's scratch before applying the child's packages,
+-- files and run. The parent's env and workdir are defaults the child
+-- overrides. The result is self-contained: it never refers to the parent.
+-- meta.json then also has base_template = the parent's id.
 --
 -- Export/import: Template:export(id, path) writes the layer as a deterministic
 -- tar.gz (glsb.core.tar_pack); Template:import(path) unpacks one
@@ -120,6 +131,25 @@ local function record_name(self, name, hash)
   if name then core.write_file_atomic(self.dirs.names .. "/" .. name, hash .. "\n") end
 end
 
+-- builder:ensure(spec): the base class's, after base_template is replaced by
+-- the id its name or id resolves to now (so the hash covers the parent's
+-- content, not a name that can be re-pointed).
+function Template:ensure(spec)
+  if type(spec) == "table" and type(spec.base_template) == "string" then
+    local ref = spec.base_template
+    local dir, err = M.resolve(ref, self.options)
+    if not dir then
+      errors.raise(errors.TemplateBuildError, Stage.TEMPLATE_BUILD,
+        "local: base_template '" .. ref .. "': " .. tostring(err))
+    end
+    local copy = {}
+    for k, v in pairs(spec) do copy[k] = v end
+    copy.base_template = dir:match("([^/]+)$")
+    spec = copy
+  end
+  return template.TemplateBuilder.ensure(self, spec)
+end
+
 function Template:_find(spec, hash)
   local dir = self.dirs.templates .. "/" .. hash
   if M.read_meta(dir) then
@@ -130,7 +160,7 @@ function Template:_find(spec, hash)
   return nil
 end
 
-local UNSUPPORTED = { "base_image", "base_template", "apt_packages", "start_cmd", "ready_cmd" }
+local UNSUPPORTED = { "base_image", "apt_packages", "start_cmd", "ready_cmd" }
 
 local function provider_opts(self, spec)
   local p = {}
@@ -139,7 +169,37 @@ local function provider_opts(self, spec)
   return p
 end
 
-local function build_input(spec, popts)
+-- The parent layer of spec (base_template is an id by now: see ensure) ->
+-- dir, meta; nil without a base_template. Raises when it is gone.
+local function parent_of(self, spec)
+  local id = spec.base_template
+  if id == nil then return nil end
+  if not (#id == 64 and id:match("^%x+$")) then fail("local: base_template must be resolved to an id: " .. id) end
+  local dir = self.dirs.templates .. "/" .. id
+  local meta = M.read_meta(dir)
+  if not meta then fail("local: base_template " .. id .. " not found in " .. self.dirs.base) end
+  return dir, meta
+end
+
+-- env, workdir and packages of the layer: the parent's, overridden or added
+-- to by the child's.
+local function merged(spec, pmeta)
+  if not pmeta then return spec.env, spec.workdir, spec.packages end
+  local env = {}
+  for k, v in pairs(type(pmeta.env) == "table" and pmeta.env or {}) do env[k] = v end
+  for k, v in pairs(spec.env or {}) do env[k] = v end
+  local pk, seen = {}, {}
+  for _, list in ipairs({ type(pmeta.packages) == "table" and pmeta.packages or {}, spec.packages or {} }) do
+    for _, p in ipairs(list) do
+      if not seen[p] then seen[p] = true pk[#pk + 1] = p end
+    end
+  end
+  table.sort(pk)
+  local workdir = spec.workdir or (type(pmeta.workdir) == "string" and pmeta.workdir or nil)
+  return next(env) and env or nil, workdir, #pk > 0 and pk or nil
+end
+
+local function build_input(spec, popts, pmeta)
   local files = {}
   for i, f in ipairs(spec.files or {}) do
     files[i] = { path = f.path, data = core.b64encode(f.data), mode = f.mode }
@@ -154,27 +214,30 @@ local function build_input(spec, popts)
     pip_args[#pip_args + 1] = "--index-url"
     pip_args[#pip_args + 1] = popts.pip_index_url
   end
+  local env, workdir = merged(spec, pmeta)
   return {
     files = files, packages = spec.packages or {}, pip_args = pip_args,
-    run = spec.run or {}, env = spec.env or {}, workdir = spec.workdir,
+    run = spec.run or {}, env = env or {}, workdir = workdir, base = pmeta ~= nil,
   }
 end
 
 -- Runs build.py in a confined sandbox whose workspace is <scratch>/ws (kept:
--- no --cleanup). Returns the build log or raises.
-local function run_build(self, scratch, spec, popts)
+-- no --cleanup), with the parent layer (if any) read-only at /.glsb/base.
+-- Returns the build log or raises.
+local function run_build(self, scratch, spec, popts, pdir, pmeta)
   local lp = require "glsb.providers.local"
   local helper, herr = lp.find_helper(popts.confine)
   if not helper then fail(herr) end
   local stage = scratch .. "/stage"
   local ok, err = run({ "mkdir", "-m", "0755", stage })
   if not ok then fail("cannot create " .. stage .. ": " .. err) end
-  local input = cjson.encode(build_input(spec, popts))
+  local input = cjson.encode(build_input(spec, popts, pmeta))
   local wok, werr = core.write_file_atomic(stage .. "/build.json", input, 420)
   if not wok then fail("cannot write the build input: " .. tostring(werr)) end
   run({ "chmod", "0755", scratch })
   local ro = { { lp.agent_dir(), lp.AGENT_DIR }, { stage, "/.glsb/build" } }
   if popts.pip_find_links then ro[#ro + 1] = { popts.pip_find_links, lp.FIND_LINKS_DIR } end
+  if pdir then ro[#ro + 1] = { pdir, "/.glsb/base" } end
   local argv = lp.confine_argv {
     helper = helper, workspace = scratch .. "/ws", cleanup = false,
     program = { popts.python or "/usr/bin/python3", "-B", lp.AGENT_DIR .. "/build.py" },
@@ -209,11 +272,12 @@ function Template:_build(spec, hash)
   end
   local popts = provider_opts(self, spec)
   local d = self.dirs
+  local pdir, pmeta = parent_of(self, spec)
   ensure_dirs(d)
   local scratch, merr = core.mkdtemp(d.tmp .. "/build-")
   if not scratch then fail("cannot create a build directory: " .. tostring(merr)) end
   local ok, res = pcall(function()
-    local log = run_build(self, scratch, spec, popts)
+    local log = run_build(self, scratch, spec, popts, pdir, pmeta)
     local layer = scratch .. "/layer"
     local home = scratch .. "/ws/home"
     assert(run({ "mkdir", "-m", "0755", layer }))
@@ -222,9 +286,10 @@ function Template:_build(spec, hash)
     core.rmtree(home .. "/.glsb-layer")
     rok, rerr = os.rename(home, layer .. "/home")
     if not rok then fail("cannot move the built home: " .. tostring(rerr)) end
+    local env, workdir, pk = merged(spec, pmeta)
     local meta = {
-      id = hash, name = spec.name, env = spec.env, workdir = spec.workdir,
-      packages = spec.packages, built_at = os.time(),
+      id = hash, name = spec.name, env = env, workdir = workdir,
+      packages = pk, built_at = os.time(), base_template = spec.base_template,
     }
     local wok, werr = core.write_file_atomic(layer .. "/meta.json", cjson.encode(meta), 420)
     if not wok then fail("cannot write meta.json: " .. tostring(werr)) end
