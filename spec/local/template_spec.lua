@@ -29,6 +29,7 @@ describe("local templates #local", function()
     root = tmp .. "/ws"
     os.execute("mkdir -m 755 " .. helper.q(wheels) .. " " .. helper.q(root))
     helper.make_wheel(wheels, "glsbtiny", "0.1", "VALUE = 42\n")
+    helper.make_wheel(wheels, "glsbextra", "0.1", "VALUE = 'extra'\n")
   end)
 
   teardown(function()
@@ -137,6 +138,96 @@ describe("local templates #local", function()
       assert.is_true(errors.is(err, errors.TemplateBuildError), tostring(err))
       assert.truthy(err.message:find("do not support", 1, true), err.message)
     end
+  end)
+
+  it("a child of base_template starts from the parent's packages, files and env, adds and overrides its own", function()
+    local parent = builder():ensure({
+      name = "fam-base", packages = { "glsbtiny" },
+      files = { { path = "base.txt", data = "from parent\n" }, { path = "shared.txt", data = "parent\n", mode = 292 } },
+      run = { "echo parent-run > parent-run.txt; ln -s /etc/hostname abs-link; ln -s base.txt rel-link" },
+      env = { FAM_A = "parent-a", FAM_B = "parent-b" }, workdir = "/home/user/pw",
+      provider = { pip_find_links = wheels },
+    })
+    local spec = {
+      name = "fam-child", base_template = "fam-base", packages = { "glsbextra" },
+      files = { { path = "child.txt", data = "from child\n" }, { path = "shared.txt", data = "child\n" } },
+      run = { "cat ../base.txt > /home/user/seen-by-run.txt" }, -- runs in the inherited workdir
+      env = { FAM_B = "child-b" }, provider = { pip_find_links = wheels },
+    }
+    local child = builder():ensure(spec)
+    assert.is_true(child.built)
+    assert.are_not.equal(parent.ref.template_id, child.ref.template_id)
+    local again = builder():ensure(spec)
+    assert.is_false(again.built)
+    assert.are.equal(child.ref.template_id, again.ref.template_id)
+    -- the parent's id instead of its name is the same spec
+    local by_id = {}
+    for k, v in pairs(spec) do by_id[k] = v end
+    by_id.base_template = parent.ref.template_id
+    local third = builder():ensure(by_id)
+    assert.is_false(third.built)
+    assert.are.equal(child.ref.template_id, third.ref.template_id)
+
+    local meta = require("cjson").decode(helper.read(child.ref.path .. "/meta.json"))
+    assert.are.equal(parent.ref.template_id, meta.base_template)
+    assert.are.same({ "glsbextra", "glsbtiny" }, meta.packages)
+    -- symlinks of the parent are copied as symlinks, not followed
+    local links = helper.sh("cd " .. helper.q(child.ref.path .. "/home/pw") -- run ran in the workdir
+      .. " && test -L abs-link && test -L rel-link && readlink abs-link rel-link")
+    assert.are.equal("/etc/hostname\nbase.txt\n", links)
+
+    local code = "import glsbtiny, glsbextra, os\n"
+      .. "print(glsbtiny.VALUE, glsbextra.VALUE, os.getcwd(), os.environ['FAM_A'], os.environ['FAM_B'])\n"
+      .. "for f in ('base.txt', 'child.txt', 'shared.txt', 'pw/parent-run.txt', 'seen-by-run.txt'):\n"
+      .. "    print(open('/home/user/' + f).read().strip())\n"
+    local want = "42 extra /home/user/pw parent-a child-b\nfrom parent\nfrom child\nchild\nparent-run\nfrom parent\n"
+    local sb = create("fam-child")
+    local r = sb:execute_code(code)
+    sb:terminate()
+    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+    assert.are.equal(want, r.stdout)
+
+    -- self-contained: the child's sandboxes do not need the parent any more
+    helper.rm_rf(parent.ref.path)
+    sb = create(child.ref.template_id)
+    r = sb:execute_code(code)
+    sb:terminate()
+    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+    assert.are.equal(want, r.stdout)
+  end)
+
+  it("a child's id follows its parent's content, not its name", function()
+    local p1 = builder():ensure({ name = "gen", files = { { path = "v.txt", data = "v1" } } })
+    local spec = { name = "gen-child", base_template = "gen", files = { { path = "c.txt", data = "c" } } }
+    local c1 = builder():ensure(spec)
+    assert.is_true(c1.built)
+    -- the same name rebuilt with other content: the child is another layer
+    local p2 = builder():ensure({ name = "gen", files = { { path = "v.txt", data = "v2" } } })
+    assert.are_not.equal(p1.ref.template_id, p2.ref.template_id)
+    local c2 = builder():ensure(spec)
+    assert.is_true(c2.built)
+    assert.are_not.equal(c1.ref.template_id, c2.ref.template_id)
+    assert.is_false(builder():ensure(spec).built)
+    local got = {}
+    for i, id in ipairs({ c1.ref.template_id, c2.ref.template_id }) do
+      local sb = create(id)
+      got[i] = sb:execute_code("print(open('v.txt').read(), open('c.txt').read())").stdout
+      sb:terminate()
+    end
+    assert.are.same({ "v1 c\n", "v2 c\n" }, got)
+  end)
+
+  it("an unknown base_template raises TemplateBuildError naming it and leaves no scratch", function()
+    for _, base in ipairs({ "no-such-parent", string.rep("cd", 32) }) do
+      local ok, err = pcall(function()
+        return builder():ensure({ name = "orphan", base_template = base, files = { { path = "x", data = "x" } } })
+      end)
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.TemplateBuildError), tostring(err))
+      assert.are.equal(glsb.Stage.TEMPLATE_BUILD, err.stage)
+      assert.truthy(err.message:find("base_template '" .. base .. "'", 1, true), err.message)
+    end
+    assert.are.same({}, helper.list_dir(cache .. "/local/tmp"))
   end)
 
   it("a sandbox from an unknown template fails with SandboxStartError(create)", function()
