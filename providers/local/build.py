@@ -17,6 +17,7 @@ Output goes to stdout/stderr (the host keeps it as the build log). Exit 0 on suc
 import base64
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -52,6 +53,31 @@ def copy_base():
                 os.chmod(p, os.stat(p).st_mode | 0o700)
     os.chmod(HOME, 0o755)
     print("base: copied the parent layer", flush=True)
+
+
+def dist_infos():
+    """{normalized project name: set of its .dist-info directory names} in SITE."""
+    out = {}
+    for name in os.listdir(SITE):
+        if name.endswith(".dist-info"):
+            project = re.sub(r"[-_.]+", "-", name[:-len(".dist-info")].rsplit("-", 1)[0]).lower()
+            out.setdefault(project, set()).add(name)
+    return out
+
+
+def drop_replaced(before):
+    """pip --target --upgrade leaves the parent's metadata of another version: drop it."""
+    for project, names in dist_infos().items():
+        old = before.get(project, set())
+        if not names - old:
+            continue  # not (re)installed in another version
+        for name in old & names:
+            path = os.path.join(SITE, name)
+            print("base: replaced %s" % name, flush=True)
+            if os.path.islink(path) or not os.path.isdir(path):
+                os.unlink(path)
+            else:
+                shutil.rmtree(path)
 
 
 def main():
@@ -90,9 +116,12 @@ def main():
         argv += spec.get("pip_args") or []
         argv += packages
         print("pip install " + " ".join(packages), flush=True)
+        before = dist_infos()
         r = subprocess.run(argv, env=env, cwd=HOME)
         if r.returncode != 0:
             fail("pip install failed with exit code %d" % r.returncode)
+        if spec.get("base"):
+            drop_replaced(before)
 
     workdir = spec.get("workdir") or HOME
     if workdir.startswith(HOME + "/"):
