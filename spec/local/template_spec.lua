@@ -217,6 +217,21 @@ describe("local templates #local", function()
     assert.are.same({ "v1 c\n", "v2 c\n" }, got)
   end)
 
+  it("a child's package version replaces the parent's, metadata included", function()
+    local wheels2 = tmp .. "/wheels2"
+    os.execute("mkdir -m 755 " .. helper.q(wheels2))
+    helper.make_wheel(wheels2, "glsbtiny", "0.2", "VALUE = 43\n")
+    builder():ensure({ name = "ver-base", packages = { "glsbtiny" }, provider = { pip_find_links = wheels } })
+    local child = builder():ensure({ name = "ver-child", base_template = "ver-base", packages = { "glsbtiny==0.2" },
+      provider = { pip_find_links = wheels2 } })
+    local sb = create(child.ref.template_id)
+    local r = sb:execute_code("import glsbtiny, importlib.metadata as m\n"
+      .. "print(glsbtiny.VALUE, m.version('glsbtiny'))")
+    sb:terminate()
+    assert.are.equal("43 0.2\n", r.stdout, tostring(r))
+    assert.are.same({ "glsbtiny", "glsbtiny-0.2.dist-info" }, helper.list_dir(child.ref.path .. "/site"))
+  end)
+
   it("an unknown base_template raises TemplateBuildError naming it and leaves no scratch", function()
     for _, base in ipairs({ "no-such-parent", string.rep("cd", 32) }) do
       local ok, err = pcall(function()
