@@ -154,30 +154,71 @@ static int run_script(lua_State *L, const char *fname, char **argv, int argc, in
 	return report(L, status);
 }
 
-/* A small line REPL: an expression prints its values, a statement just runs. */
+/* A syntax error that only says the chunk ended early ("... near <eof>"): wait for more lines. */
+static int incomplete(lua_State *L, int status)
+{
+	static const char eof[] = "<eof>";
+	size_t len;
+	const char *msg = lua_tolstring(L, -1, &len);
+	if (status == LUA_ERRSYNTAX && msg && len >= sizeof eof - 1 && !strcmp(msg + len - (sizeof eof - 1), eof)) {
+		lua_pop(L, 1);
+		return 1;
+	}
+	return 0;
+}
+
+static int read_line(const char *prompt, char *line, size_t size)
+{
+	fputs(prompt, stdout);
+	fflush(stdout);
+	if (!fgets(line, (int)size, stdin))
+		return 0;
+	line[strcspn(line, "\n")] = '\0';
+	return 1;
+}
+
+/* Loads what the user types: an expression prints its values (tried as "return <line>" first), a
+ * statement just runs, and an unfinished one ("for i = 1, 3 do") continues on the next lines. */
+static int load_input(lua_State *L, char *line, size_t size)
+{
+	const char *ret = lua_pushfstring(L, "return %s", line);
+	if (luaL_loadbuffer(L, ret, strlen(ret), "=stdin") == LUA_OK) {
+		lua_remove(L, -2);
+		return LUA_OK;
+	}
+	lua_pop(L, 2);
+	lua_pushstring(L, line);
+	for (;;) {
+		size_t len;
+		const char *chunk = lua_tolstring(L, -1, &len);
+		int status = luaL_loadbuffer(L, chunk, len, "=stdin");
+		if (!incomplete(L, status)) {
+			lua_remove(L, -2);
+			return status;
+		}
+		if (!read_line(">> ", line, size)) {
+			lua_pop(L, 1);
+			lua_pushliteral(L, "stdin: unfinished chunk at end of input");
+			return LUA_ERRSYNTAX;
+		}
+		lua_pushliteral(L, "\n");
+		lua_pushstring(L, line);
+		lua_concat(L, 3);
+	}
+}
+
+/* A small line REPL, as lua.c's. */
 static void repl(lua_State *L)
 {
 	char line[8192];
 	printf("glsb-lua %s (%s) - require \"glsb\" is loaded as 'glsb'\n", GLSB_VERSION, LUA_RELEASE);
 	dostring(L, "glsb = require 'glsb'", "=repl");
-	for (;;) {
-		fputs("> ", stdout);
-		fflush(stdout);
-		if (!fgets(line, sizeof line, stdin))
-			break;
-		line[strcspn(line, "\n")] = '\0';
+	while (read_line("> ", line, sizeof line)) {
 		if (!line[0])
 			continue;
 		lua_settop(L, 0);
-		const char *ret = lua_pushfstring(L, "return %s", line);
-		if (luaL_loadbuffer(L, ret, strlen(ret), "=stdin") != LUA_OK) {
-			lua_pop(L, 1);
-			if (luaL_loadbuffer(L, line, strlen(line), "=stdin") != LUA_OK) {
-				report(L, LUA_ERRSYNTAX);
-				continue;
-			}
-		}
-		lua_remove(L, 1);
+		if (report(L, load_input(L, line, sizeof line)) != LUA_OK)
+			continue;
 		if (report(L, docall(L, 0, LUA_MULTRET)) != LUA_OK)
 			continue;
 		int n = lua_gettop(L);
