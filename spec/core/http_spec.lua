@@ -125,6 +125,36 @@ describe("glsb.http #core #http", function()
     assert.same({ { flags = 0, data = '{"n":1}' }, { flags = 0, data = '{"n":2}' }, { flags = 2, data = "{}" } }, frames)
   end)
 
+  it("decodes an AWS event stream arriving a few bytes at a time", function()
+    local function message(headers, payload)
+      local h = ""
+      for _, kv in ipairs(headers) do h = h .. string.char(#kv[1]) .. kv[1] .. string.char(7) .. string.pack(">s2", kv[2]) end
+      local prelude = string.pack(">I4I4", 12 + #h + #payload + 4, #h)
+      local body = prelude .. string.pack(">I4", core.crc32(prelude)) .. h .. payload
+      return body .. string.pack(">I4", core.crc32(body))
+    end
+    local stream = message({ { ":message-type", "event" }, { ":event-type", "result" } }, '{"content":[]}')
+      .. message({ { ":message-type", "exception" }, { ":exception-type", "throttlingException" } }, '{"message":"slow"}')
+    local frames = {}
+    local res = http.request({ url = url("/stream-back?chunk=5"), method = "POST", body = stream,
+      framer = "eventstream", on_frame = function(f) frames[#frames + 1] = f end })
+    assert.is_nil(res.error)
+    assert.equal(2, #frames)
+    assert.equal("result", frames[1].headers[":event-type"])
+    assert.equal('{"content":[]}', frames[1].payload)
+    assert.equal("throttlingException", frames[2].headers[":exception-type"])
+    assert.equal(7, frames[2].header_types[":message-type"])
+  end)
+
+  it("a corrupted event stream is a framing error naming the checksum", function()
+    local prelude = string.pack(">I4I4", 20, 0)
+    local body = prelude .. string.pack(">I4", core.crc32(prelude)) .. "abcd"
+    local res = http.request({ url = url("/stream-back"), method = "POST", body = body .. "\0\0\0\0",
+      framer = "eventstream", on_frame = function() end })
+    assert.equal("framing", res.error.phase)
+    assert.equal("MESSAGE_CRC", res.error.code)
+  end)
+
   it("an oversized line is a framing error, not a silent truncation", function()
     local res = http.request({ url = url("/huge-line?n=5000"), framer = "lines", max_frame = 1000, on_frame = function() end })
     assert.equal("framing", res.error.phase)

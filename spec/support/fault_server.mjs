@@ -50,6 +50,19 @@ const server = http.createServer((req, res) => {
         res.writeHead(200);
         return res.end("first");
       }
+      case "/stream-back": {
+        // The request body again, a few bytes per write, so frames arrive split at odd places.
+        res.writeHead(200, { "Content-Type": q.type || "application/octet-stream" });
+        const size = Number(q.chunk || 3);
+        let pos = 0;
+        const tick = () => {
+          if (pos >= body.length) return res.end();
+          res.write(body.subarray(pos, pos + size));
+          pos += size;
+          setTimeout(tick, 1);
+        };
+        return tick();
+      }
       case "/hits":
         res.writeHead(200);
         return res.end(String(hits[q.key] || 0));

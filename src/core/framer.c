@@ -69,6 +69,7 @@ void glsb_frame_free(glsb_frame *fr)
 	free(fr->data);
 	free(fr->event);
 	free(fr->id);
+	free(fr->extra);
 	free(fr);
 }
 
@@ -149,7 +150,7 @@ static int lines_finish(glsb_framer *f, glsb_frame_queue *q)
 const struct glsb_framer_type glsb_framer_lines = {"lines", lines_feed, lines_finish};
 
 static const struct glsb_framer_type *const types[] = {
-	&glsb_framer_raw, &glsb_framer_lines, &glsb_framer_sse, &glsb_framer_connect,
+	&glsb_framer_raw, &glsb_framer_lines, &glsb_framer_sse, &glsb_framer_connect, &glsb_framer_eventstream,
 };
 
 glsb_framer *glsb_framer_new(const char *name, size_t max_frame)

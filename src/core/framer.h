@@ -7,7 +7,8 @@
 /* One decoded frame. Which fields are set depends on the framer:
  *   raw, lines : data
  *   sse        : data, event (may be NULL), id (may be NULL), number = retry ms or -1
- *   connect    : data, number = envelope flags */
+ *   connect    : data, number = envelope flags
+ *   eventstream: data = payload, extra = the validated header block (decoded by glsb_es_headers) */
 typedef struct glsb_frame {
 	struct glsb_frame *next;
 	char *data;
@@ -15,6 +16,8 @@ typedef struct glsb_frame {
 	char *event;
 	char *id;
 	long number;
+	char *extra;
+	size_t extra_len;
 } glsb_frame;
 
 typedef struct {
@@ -54,7 +57,21 @@ struct glsb_framer {
 };
 
 extern const struct glsb_framer_type glsb_framer_raw, glsb_framer_lines, glsb_framer_sse,
-	glsb_framer_connect;
+	glsb_framer_connect, glsb_framer_eventstream;
+
+/* One header of an AWS event-stream message, as glsb_es_next_header walks a validated block. */
+typedef struct {
+	const char *name;
+	size_t name_len;
+	int type;          /* 0 true, 1 false, 2 int8, 3 int16, 4 int32, 5 int64, 6 bytes, 7 string, 8 timestamp, 9 uuid */
+	long long integer; /* types 2-5 and 8 */
+	const char *bytes; /* types 6, 7, 9 */
+	size_t len;
+} glsb_es_header;
+
+/* Walks a header block: returns 1 with *h filled and *pos advanced, 0 at the end, -1 on a malformed
+ * header (the framer only queues blocks that walk cleanly). */
+int glsb_es_next_header(const char *block, size_t len, size_t *pos, glsb_es_header *h);
 
 /* NULL when the name is unknown or memory is short. */
 glsb_framer *glsb_framer_new(const char *name, size_t max_frame);

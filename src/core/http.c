@@ -393,16 +393,50 @@ static int l_status(lua_State *L)
 	return 2;
 }
 
-static void push_frame(lua_State *L, request *r, glsb_frame *fr)
+/* An event-stream header block as {name = value}: booleans, integers (int8..int64, timestamp in ms),
+ * strings (string, bytes, and the 16 raw bytes of a uuid); types[name] keeps the wire type. */
+static void push_es_headers(lua_State *L, const glsb_frame *fr)
 {
-	if (r->framer->type == &glsb_framer_raw || r->framer->type == &glsb_framer_lines) {
+	glsb_es_header h;
+	size_t pos = 0;
+	lua_newtable(L);
+	lua_newtable(L);
+	while (glsb_es_next_header(fr->extra, fr->extra_len, &pos, &h) == 1) {
+		lua_pushlstring(L, h.name, h.name_len);
+		switch (h.type) {
+		case 0:
+		case 1: lua_pushboolean(L, h.type == 0); break;
+		case 6:
+		case 7:
+		case 9: lua_pushlstring(L, h.bytes, h.len); break;
+		default: lua_pushinteger(L, (lua_Integer)h.integer); break;
+		}
+		lua_rawset(L, -4);
+		lua_pushlstring(L, h.name, h.name_len);
+		lua_pushinteger(L, h.type);
+		lua_rawset(L, -3);
+	}
+}
+
+static void push_frame(lua_State *L, const struct glsb_framer_type *type, glsb_frame *fr)
+{
+	if (type == &glsb_framer_eventstream) {
+		lua_createtable(L, 0, 3);
+		lua_pushlstring(L, fr->data, fr->data_len);
+		lua_setfield(L, -2, "payload");
+		push_es_headers(L, fr);
+		lua_setfield(L, -3, "header_types");
+		lua_setfield(L, -2, "headers");
+		return;
+	}
+	if (type == &glsb_framer_raw || type == &glsb_framer_lines) {
 		lua_pushlstring(L, fr->data, fr->data_len);
 		return;
 	}
 	lua_createtable(L, 0, 4);
 	lua_pushlstring(L, fr->data, fr->data_len);
 	lua_setfield(L, -2, "data");
-	if (r->framer->type == &glsb_framer_connect) {
+	if (type == &glsb_framer_connect) {
 		lua_pushinteger(L, fr->number);
 		lua_setfield(L, -2, "flags");
 		return;
@@ -427,7 +461,7 @@ static int l_frames(lua_State *L)
 		return 1;
 	lua_Integer i = 0;
 	for (glsb_frame *fr = r->frames.head; fr; fr = fr->next) {
-		push_frame(L, r, fr);
+		push_frame(L, r->framer->type, fr);
 		lua_rawseti(L, -2, ++i);
 	}
 	glsb_queue_clear(&r->frames);
@@ -436,6 +470,60 @@ static int l_frames(lua_State *L)
 		curl_easy_pause(r->easy, CURLPAUSE_CONT);
 	}
 	return 1;
+}
+
+/* What decode_frames holds while it works, owned by a userdata so that a Lua error (out of memory
+ * while building the result) still frees it. */
+typedef struct {
+	glsb_framer *framer;
+	glsb_frame_queue q;
+} decode_state;
+
+static int decode_state_gc(lua_State *L)
+{
+	decode_state *d = luaL_checkudata(L, 1, "glsb.DecodeState");
+	glsb_queue_clear(&d->q);
+	glsb_framer_free(d->framer);
+	d->framer = NULL;
+	return 0;
+}
+
+/* decode_frames(framer, chunks [, max_frame]) -> frames, or frames so far, nil, error code.
+ * The framers without a transfer: for bodies that arrived another way, and for tests. */
+static int l_decode_frames(lua_State *L)
+{
+	const char *name = luaL_checkstring(L, 1);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	size_t max_frame = (size_t)luaL_optinteger(L, 3, 16 << 20);
+	decode_state *d = lua_newuserdatauv(L, sizeof *d, 0);
+	memset(d, 0, sizeof *d);
+	luaL_setmetatable(L, "glsb.DecodeState");
+	if (!(d->framer = glsb_framer_new(name, max_frame)))
+		return luaL_argerror(L, 1, lua_pushfstring(L, "unknown framer '%s'", name));
+	int rc = 0;
+	lua_Integer n = luaL_len(L, 2);
+	for (lua_Integer i = 1; i <= n && rc == 0; i++) {
+		lua_rawgeti(L, 2, i);
+		size_t len;
+		const char *chunk = lua_tolstring(L, -1, &len);
+		if (!chunk)
+			return luaL_argerror(L, 2, "chunks must be strings");
+		rc = glsb_framer_feed(d->framer, chunk, len, &d->q);
+		lua_pop(L, 1);
+	}
+	if (rc == 0)
+		rc = glsb_framer_finish(d->framer, &d->q);
+	lua_createtable(L, (int)d->q.count, 0);
+	lua_Integer k = 0;
+	for (glsb_frame *fr = d->q.head; fr; fr = fr->next) {
+		push_frame(L, d->framer->type, fr);
+		lua_rawseti(L, -2, ++k);
+	}
+	if (!rc)
+		return 1;
+	lua_pushnil(L);
+	lua_pushstring(L, d->framer->error);
+	return 3;
 }
 
 static int l_done(lua_State *L)
@@ -585,4 +673,11 @@ void glsb_open_http(lua_State *L)
 	lua_pop(L, 1);
 	lua_pushcfunction(L, l_http);
 	lua_setfield(L, -2, "http");
+	lua_pushcfunction(L, l_decode_frames);
+	lua_setfield(L, -2, "decode_frames");
+	if (luaL_newmetatable(L, "glsb.DecodeState")) {
+		lua_pushcfunction(L, decode_state_gc);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_pop(L, 1);
 }

@@ -8,10 +8,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const types[] = {"raw", "lines", "sse", "connect"};
+	static const char *const types[] = {"raw", "lines", "sse", "connect", "eventstream"};
 	if (size < 2)
 		return 0;
-	const char *type = types[data[0] % 4];
+	const char *type = types[data[0] % 5];
 	size_t max_frame = (size_t)(data[1] % 64) + 1;
 	data += 2;
 	size -= 2;

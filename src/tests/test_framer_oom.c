@@ -36,6 +36,9 @@ static const struct {
 	CASE("sse", "event: e\ndata: one\ndata: two\nid: 9\n\ndata: x\n\n"),
 	CASE("connect", "\x00\x00\x00\x00\x02{}\x02\x00\x00\x00\x02{}"),
 	CASE("raw", "abcdef"),
+	/* an event-stream message with one string header ("a" = "b") and payload "hi" */
+	CASE("eventstream", "\x00\x00\x00\x18\x00\x00\x00\x06\xdc\xd1\xa6\x1f\x01\x61\x07\x00\x01\x62\x68\x69"
+			    "\x88\xe2\x1d\x9c"),
 };
 
 /* Runs one case with the Nth allocation failing; returns 1 when some allocation did fail. */

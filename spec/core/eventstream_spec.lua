@@ -1,0 +1,119 @@
+-- The AWS event stream framer against the official test vectors (the AWS SDKs' shared corpus, kept in
+-- ../shared/vectors/eventstream beside this checkout), at every split point of each message.
+local core = require "glsb.core"
+local cjson = require "cjson"
+
+local function vectors_dir()
+  local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+  local p = io.popen("cd '" .. here .. "/../../..' && pwd")
+  local top = p:read("l")
+  p:close()
+  return top .. "/shared/vectors/eventstream"
+end
+
+local DIR = vectors_dir()
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function names(kind)
+  local out = {}
+  local p = io.popen("ls " .. DIR .. "/encoded/" .. kind .. " 2>/dev/null")
+  for n in p:lines() do out[#out + 1] = n end
+  p:close()
+  return out
+end
+
+-- Every way to cut the message in two, in three for short ones, and one byte at a time.
+local function splits(data)
+  local out = { { data } }
+  for i = 0, #data do out[#out + 1] = { data:sub(1, i), data:sub(i + 1) } end
+  local bytes = {}
+  for i = 1, #data do bytes[i] = data:sub(i, i) end
+  out[#out + 1] = bytes
+  return out
+end
+
+describe("eventstream framer #core #unit", function()
+  it("has the official vectors to test against", function()
+    assert.is_truthy(read(DIR .. "/README.md"),
+      "the AWS event stream vectors are expected at " .. DIR .. " (shared/ beside the checkout)")
+    assert.equal(5, #names("positive"))
+    assert.equal(4, #names("negative"))
+  end)
+
+  for _, name in ipairs(names("positive")) do
+    it("decodes " .. name .. " identically at every split point", function()
+      local data = read(DIR .. "/encoded/positive/" .. name)
+      local want = cjson.decode(read(DIR .. "/decoded/positive/" .. name))
+      for _, chunks in ipairs(splits(data)) do
+        local frames, _, err = core.decode_frames("eventstream", chunks)
+        assert.is_nil(err)
+        assert.equal(1, #frames)
+        local fr = frames[1]
+        assert.equal(want.payload, core.b64encode(fr.payload))
+        local n = 0
+        for _, h in ipairs(want.headers) do
+          n = n + 1
+          assert.equal(h.type, fr.header_types[h.name], h.name)
+          local got = fr.headers[h.name]
+          if h.type == 6 or h.type == 7 or h.type == 9 then got = core.b64encode(got) end
+          assert.equal(h.value, got, h.name)
+        end
+        local m = 0
+        for _ in pairs(fr.headers) do m = m + 1 end
+        assert.equal(n, m)
+      end
+    end)
+  end
+
+  local expected_code = { ["Prelude checksum mismatch"] = "PRELUDE_CRC", ["Message checksum mismatch"] = "MESSAGE_CRC" }
+  for _, name in ipairs(names("negative")) do
+    it("rejects " .. name .. " at every split point", function()
+      local data = read(DIR .. "/encoded/negative/" .. name)
+      local want = expected_code[read(DIR .. "/decoded/negative/" .. name):gsub("%s+$", "")]
+      assert.is_truthy(want)
+      for _, chunks in ipairs(splits(data)) do
+        local frames, _, err = core.decode_frames("eventstream", chunks)
+        assert.equal(want, err)
+        assert.equal(0, #frames)
+      end
+    end)
+  end
+
+  it("decodes several messages in one chunk and refuses one cut short", function()
+    local a = read(DIR .. "/encoded/positive/payload_one_str_header")
+    local b = read(DIR .. "/encoded/positive/int32_header")
+    local frames, _, err = core.decode_frames("eventstream", { a .. b .. a })
+    assert.is_nil(err)
+    assert.equal(3, #frames)
+    frames, _, err = core.decode_frames("eventstream", { a .. b:sub(1, -2) })
+    assert.equal(1, #frames)
+    assert.equal("TRUNCATED_MESSAGE", err)
+  end)
+
+  it("refuses a message larger than max_frame as soon as its prelude is in", function()
+    local a = read(DIR .. "/encoded/positive/all_headers")
+    local frames, _, err = core.decode_frames("eventstream", { a:sub(1, 12) }, 100)
+    assert.equal("FRAME_TOO_LARGE", err)
+    assert.equal(0, #frames)
+  end)
+
+  it("refuses malformed headers behind valid checksums", function()
+    -- a header with an unknown value type (0x60), checksums recomputed so only the header is wrong
+    local headers = string.char(1) .. "x" .. string.char(0x60)
+    local total = 12 + #headers + 4
+    local prelude = string.pack(">I4I4", total, #headers)
+    prelude = prelude .. string.pack(">I4", core.crc32(prelude))
+    local body = prelude .. headers
+    local msg = body .. string.pack(">I4", core.crc32(body))
+    local frames, _, err = core.decode_frames("eventstream", { msg })
+    assert.equal("BAD_HEADERS", err)
+    assert.equal(0, #frames)
+  end)
+end)
