@@ -557,9 +557,13 @@ def op_read(req):
         return {"ok": False, "name": "PermissionError", "value": "outside the writable area: " + path}
     limit = int(req.get("max") or 0)
     total = 0
-    with open(real, "rb") as f:
-        if not os.path.isfile(real):
+    # O_NONBLOCK: a FIFO planted where a file was expected must not hang the agent in open();
+    # the type is checked on the open descriptor, not on the path.
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        if os.fstat(fd).st_mode & 0o170000 != 0o100000:  # S_ISREG, without importing stat
             return {"ok": False, "name": "IsADirectoryError", "value": "not a regular file: " + path}
+        os.set_blocking(fd, True)
         while True:
             piece = f.read(1024 * 1024)
             if not piece:

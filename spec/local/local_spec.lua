@@ -282,6 +282,14 @@ describe("local provider #local", function()
     assert.is_nil(sb:download_file("/proc/self/environ"))
   end)
 
+  it("a FIFO planted where a file is expected does not hang the agent", function()
+    create()
+    assert.are.equal(0, sb:execute_command("mkfifo /home/user/pipe").code)
+    assert.is_nil(sb:download_file("/home/user/pipe", { timeout = 20 }))
+    -- an agent stuck in open() would not answer this
+    assert.are.equal("still here\n", sb:execute_code("print('still here')", { timeout = 20 }).stdout)
+  end)
+
   it("fails create clearly when the helper is missing", function()
     local ok, err = pcall(glsb.create, "local", { workspace_root = root, confine = "/nonexistent/glsb-confine" })
     assert.is_false(ok)
