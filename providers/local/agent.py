@@ -533,7 +533,9 @@ def op_write(req):
     target = os.path.join(real_dir, os.path.basename(path))
     tmp = "%s.glsb-%d.tmp" % (target, os.getpid())
     data = binascii.a2b_base64(req["data"])
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, req.get("mode") or 0o644)
+    # O_NONBLOCK: a FIFO planted at the temp name fails the open (ENXIO) instead of hanging the agent
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                 req.get("mode") or 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
