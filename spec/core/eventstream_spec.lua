@@ -4,6 +4,7 @@ local core = require "glsb.core"
 local cjson = require "cjson"
 
 local function vectors_dir()
+  if os.getenv("GLSB_EVENTSTREAM_VECTORS") then return os.getenv("GLSB_EVENTSTREAM_VECTORS") end
   local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
   local p = io.popen("cd '" .. here .. "/../../..' && pwd")
   local top = p:read("l")
@@ -42,7 +43,8 @@ end
 describe("eventstream framer #core #unit", function()
   it("has the official vectors to test against", function()
     assert.is_truthy(read(DIR .. "/README.md"),
-      "the AWS event stream vectors are expected at " .. DIR .. " (shared/ beside the checkout)")
+      "the AWS event stream vectors are expected at " .. DIR
+        .. " (the project's shared/ folder beside the checkout, or set GLSB_EVENTSTREAM_VECTORS)")
     assert.equal(5, #names("positive"))
     assert.equal(4, #names("negative"))
   end)
