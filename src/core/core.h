@@ -15,4 +15,11 @@ void glsb_open_fs(lua_State *L);      /* fs.c: mkdtemp, rmtree, write_file_atomi
 
 int luaopen_glsb_core(lua_State *L);
 
+/* module.c: a userdata class: metatable `name` with `methods` (looked up by glsb_method from the
+ * class's own __index, which serves its fields first), __gc and __close both `close`. */
+void glsb_new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction index,
+		    lua_CFunction close);
+/* Pushes the method `key` of class `name` (nil when none); returns 1, for use as __index's tail. */
+int glsb_method(lua_State *L, const char *name, const char *key);
+
 #endif

@@ -85,7 +85,7 @@ void glsb_queue_clear(glsb_frame_queue *q)
 	q->count = q->bytes = 0;
 }
 
-static int fail(glsb_framer *f, const char *code)
+int glsb_framer_fail(glsb_framer *f, const char *code)
 {
 	f->error = code;
 	return -1;
@@ -94,7 +94,7 @@ static int fail(glsb_framer *f, const char *code)
 /* raw: every chunk as it arrives, nothing held back. */
 static int raw_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queue *q)
 {
-	return glsb_frame_push(q, s, n) ? 0 : fail(f, "OUT_OF_MEMORY");
+	return glsb_frame_push(q, s, n) ? 0 : glsb_framer_fail(f, "OUT_OF_MEMORY");
 }
 
 static int nothing_pending(glsb_framer *f, glsb_frame_queue *q)
@@ -111,7 +111,7 @@ static int emit_line(glsb_framer *f, const char *s, size_t n, glsb_frame_queue *
 {
 	if (n && s[n - 1] == '\r')
 		n--;
-	return glsb_frame_push(q, s, n) ? 0 : fail(f, "OUT_OF_MEMORY");
+	return glsb_frame_push(q, s, n) ? 0 : glsb_framer_fail(f, "OUT_OF_MEMORY");
 }
 
 static int lines_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queue *q)
@@ -120,12 +120,12 @@ static int lines_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queue 
 		const char *nl = memchr(s, '\n', n);
 		size_t take = nl ? (size_t)(nl - s) : n;
 		if (f->pending.len + take > f->max_frame)
-			return fail(f, "FRAME_TOO_LARGE");
+			return glsb_framer_fail(f, "FRAME_TOO_LARGE");
 		if (!nl)
-			return glsb_buf_append(&f->pending, s, take) ? fail(f, "OUT_OF_MEMORY") : 0;
+			return glsb_buf_append(&f->pending, s, take) ? glsb_framer_fail(f, "OUT_OF_MEMORY") : 0;
 		if (f->pending.len) {
 			if (glsb_buf_append(&f->pending, s, take))
-				return fail(f, "OUT_OF_MEMORY");
+				return glsb_framer_fail(f, "OUT_OF_MEMORY");
 			if (emit_line(f, f->pending.p, f->pending.len, q))
 				return -1;
 			f->pending.len = 0;

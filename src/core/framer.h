@@ -84,5 +84,7 @@ glsb_frame *glsb_frame_push(glsb_frame_queue *q, const char *data, size_t n);
 void glsb_frame_free(glsb_frame *fr);
 void glsb_queue_clear(glsb_frame_queue *q);
 char *glsb_strndup(const char *s, size_t n);
+/* Marks the framer failed with a stable code; returns -1 (what feed/finish return). */
+int glsb_framer_fail(glsb_framer *f, const char *code);
 
 #endif

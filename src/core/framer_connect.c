@@ -6,12 +6,6 @@
 
 #define PREFIX 5
 
-static int fail(glsb_framer *f, const char *code)
-{
-	f->error = code;
-	return -1;
-}
-
 static size_t envelope_len(const unsigned char *p)
 {
 	return ((size_t)p[1] << 24) | ((size_t)p[2] << 16) | ((size_t)p[3] << 8) | (size_t)p[4];
@@ -26,13 +20,13 @@ static int connect_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queu
 			if (take > n)
 				take = n;
 			if (glsb_buf_append(&f->pending, s, take))
-				return fail(f, "OUT_OF_MEMORY");
+				return glsb_framer_fail(f, "OUT_OF_MEMORY");
 			s += take;
 			n -= take;
 			if (f->pending.len < PREFIX)
 				return 0;
 			if (envelope_len((unsigned char *)f->pending.p) > f->max_frame)
-				return fail(f, "FRAME_TOO_LARGE");
+				return glsb_framer_fail(f, "FRAME_TOO_LARGE");
 		}
 		size_t want = envelope_len((unsigned char *)f->pending.p);
 		size_t have = f->pending.len - PREFIX;
@@ -40,14 +34,14 @@ static int connect_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queu
 		if (take > n)
 			take = n;
 		if (glsb_buf_append(&f->pending, s, take))
-			return fail(f, "OUT_OF_MEMORY");
+			return glsb_framer_fail(f, "OUT_OF_MEMORY");
 		s += take;
 		n -= take;
 		if (f->pending.len - PREFIX < want)
 			return 0;
 		glsb_frame *fr = glsb_frame_push(q, f->pending.p + PREFIX, want);
 		if (!fr)
-			return fail(f, "OUT_OF_MEMORY");
+			return glsb_framer_fail(f, "OUT_OF_MEMORY");
 		fr->number = (unsigned char)f->pending.p[0];
 		f->pending.len = 0;
 	}
@@ -57,7 +51,7 @@ static int connect_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queu
 static int connect_finish(glsb_framer *f, glsb_frame_queue *q)
 {
 	(void)q;
-	return f->pending.len ? fail(f, "TRUNCATED_ENVELOPE") : 0;
+	return f->pending.len ? glsb_framer_fail(f, "TRUNCATED_ENVELOPE") : 0;
 }
 
 const struct glsb_framer_type glsb_framer_connect = {"connect", connect_feed, connect_finish};

@@ -9,12 +9,6 @@
 #define PRELUDE 12
 #define MIN_MESSAGE 16
 
-static int fail(glsb_framer *f, const char *code)
-{
-	f->error = code;
-	return -1;
-}
-
 static uint32_t be32(const unsigned char *p)
 {
 	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
@@ -95,26 +89,26 @@ static int eventstream_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_
 		if (take > n)
 			take = n;
 		if (glsb_buf_append(&f->pending, s, take))
-			return fail(f, "OUT_OF_MEMORY");
+			return glsb_framer_fail(f, "OUT_OF_MEMORY");
 		s += take;
 		n -= take;
 		p = (const unsigned char *)f->pending.p;
 		if (f->pending.len == PRELUDE && want == PRELUDE) {
 			/* The prelude is checked before trusting its lengths (the order the AWS SDKs use). */
 			if (glsb_crc32(0, p, 8) != be32(p + 8))
-				return fail(f, "PRELUDE_CRC");
+				return glsb_framer_fail(f, "PRELUDE_CRC");
 			uint32_t total = be32(p), headers = be32(p + 4);
 			if (total < MIN_MESSAGE || headers > total - MIN_MESSAGE)
-				return fail(f, "BAD_LENGTH");
+				return glsb_framer_fail(f, "BAD_LENGTH");
 			if (total > f->max_frame)
-				return fail(f, "FRAME_TOO_LARGE");
+				return glsb_framer_fail(f, "FRAME_TOO_LARGE");
 			continue;
 		}
 		if (f->pending.len < PRELUDE || f->pending.len < be32(p))
 			continue;
 		size_t total = be32(p), hlen = be32(p + 4);
 		if (glsb_crc32(0, p, total - 4) != be32(p + total - 4))
-			return fail(f, "MESSAGE_CRC");
+			return glsb_framer_fail(f, "MESSAGE_CRC");
 		const char *headers = f->pending.p + PRELUDE;
 		size_t pos = 0;
 		glsb_es_header h;
@@ -122,12 +116,12 @@ static int eventstream_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_
 		while ((rc = glsb_es_next_header(headers, hlen, &pos, &h)) == 1)
 			;
 		if (rc < 0)
-			return fail(f, "BAD_HEADERS");
+			return glsb_framer_fail(f, "BAD_HEADERS");
 		glsb_frame *fr = glsb_frame_push(q, headers + hlen, total - PRELUDE - hlen - 4);
 		if (!fr)
-			return fail(f, "OUT_OF_MEMORY");
+			return glsb_framer_fail(f, "OUT_OF_MEMORY");
 		if (!(fr->extra = glsb_strndup(headers, hlen)))
-			return fail(f, "OUT_OF_MEMORY");
+			return glsb_framer_fail(f, "OUT_OF_MEMORY");
 		fr->extra_len = hlen;
 		f->pending.len = 0;
 	}
@@ -137,7 +131,7 @@ static int eventstream_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_
 static int eventstream_finish(glsb_framer *f, glsb_frame_queue *q)
 {
 	(void)q;
-	return f->pending.len ? fail(f, "TRUNCATED_MESSAGE") : 0;
+	return f->pending.len ? glsb_framer_fail(f, "TRUNCATED_MESSAGE") : 0;
 }
 
 const struct glsb_framer_type glsb_framer_eventstream = {"eventstream", eventstream_feed, eventstream_finish};

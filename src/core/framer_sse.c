@@ -4,12 +4,6 @@
 
 #include "framer.h"
 
-static int fail(glsb_framer *f, const char *code)
-{
-	f->error = code;
-	return -1;
-}
-
 static int dispatch(glsb_framer *f, glsb_frame_queue *q)
 {
 	/* The spec drops an event whose data buffer is empty, and resets the type. */
@@ -22,12 +16,12 @@ static int dispatch(glsb_framer *f, glsb_frame_queue *q)
 		n--; /* the last data line's newline is not part of the data */
 	glsb_frame *fr = glsb_frame_push(q, n ? f->sse_data.p : "", n);
 	if (!fr)
-		return fail(f, "OUT_OF_MEMORY");
+		return glsb_framer_fail(f, "OUT_OF_MEMORY");
 	if (f->sse_event.len && !(fr->event = glsb_strndup(f->sse_event.p, f->sse_event.len)))
-		return fail(f, "OUT_OF_MEMORY");
+		return glsb_framer_fail(f, "OUT_OF_MEMORY");
 	/* The last event id persists across events until a later "id" field changes it. */
 	if (f->sse_id.len && !(fr->id = glsb_strndup(f->sse_id.p, f->sse_id.len)))
-		return fail(f, "OUT_OF_MEMORY");
+		return glsb_framer_fail(f, "OUT_OF_MEMORY");
 	fr->number = f->sse_retry;
 	f->sse_data.len = 0;
 	f->sse_event.len = 0;
@@ -52,19 +46,19 @@ static int field(glsb_framer *f, const char *line, size_t n, glsb_frame_queue *q
 #define IS(lit) (name_len == sizeof(lit) - 1 && memcmp(line, lit, name_len) == 0)
 	if (IS("data")) {
 		if (f->sse_data.len + value_len + 1 > f->max_frame)
-			return fail(f, "FRAME_TOO_LARGE");
+			return glsb_framer_fail(f, "FRAME_TOO_LARGE");
 		if (glsb_buf_append(&f->sse_data, value, value_len) || glsb_buf_append(&f->sse_data, "\n", 1))
-			return fail(f, "OUT_OF_MEMORY");
+			return glsb_framer_fail(f, "OUT_OF_MEMORY");
 		f->sse_has_data = 1;
 	} else if (IS("event")) {
 		f->sse_event.len = 0;
 		if (glsb_buf_append(&f->sse_event, value, value_len))
-			return fail(f, "OUT_OF_MEMORY");
+			return glsb_framer_fail(f, "OUT_OF_MEMORY");
 	} else if (IS("id")) {
 		if (!memchr(value, '\0', value_len)) {
 			f->sse_id.len = 0;
 			if (glsb_buf_append(&f->sse_id, value, value_len))
-				return fail(f, "OUT_OF_MEMORY");
+				return glsb_framer_fail(f, "OUT_OF_MEMORY");
 		}
 	} else if (IS("retry")) {
 		long ms = 0;
@@ -85,7 +79,7 @@ static int sse_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queue *q
 		static const char bom[] = "\xEF\xBB\xBF";
 		while (n && f->pending.len < 3 && (unsigned char)s[0] == (unsigned char)bom[f->pending.len]) {
 			if (glsb_buf_append(&f->pending, s, 1))
-				return fail(f, "OUT_OF_MEMORY");
+				return glsb_framer_fail(f, "OUT_OF_MEMORY");
 			s++;
 			n--;
 		}
@@ -111,13 +105,13 @@ static int sse_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queue *q
 		while (i < n && s[i] != '\n' && s[i] != '\r')
 			i++;
 		if (f->pending.len + i > f->max_frame)
-			return fail(f, "FRAME_TOO_LARGE");
+			return glsb_framer_fail(f, "FRAME_TOO_LARGE");
 		if (i == n)
-			return glsb_buf_append(&f->pending, s, n) ? fail(f, "OUT_OF_MEMORY") : 0;
+			return glsb_buf_append(&f->pending, s, n) ? glsb_framer_fail(f, "OUT_OF_MEMORY") : 0;
 		int rc;
 		if (f->pending.len) {
 			if (glsb_buf_append(&f->pending, s, i))
-				return fail(f, "OUT_OF_MEMORY");
+				return glsb_framer_fail(f, "OUT_OF_MEMORY");
 			rc = field(f, f->pending.p, f->pending.len, q);
 			f->pending.len = 0;
 		} else {

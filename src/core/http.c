@@ -648,10 +648,7 @@ static int l_token(lua_State *L)
 		lua_pushinteger(L, (lua_Integer)r->token);
 		return 1;
 	}
-	luaL_getmetatable(L, REQUEST_MT);
-	lua_getfield(L, -1, "methods");
-	lua_getfield(L, -1, k);
-	return 1;
+	return glsb_method(L, REQUEST_MT, k);
 }
 
 void glsb_open_http(lua_State *L)
@@ -660,17 +657,7 @@ void glsb_open_http(lua_State *L)
 		{"status", l_status}, {"frames", l_frames}, {"done", l_done},
 		{"result", l_result}, {"close", l_close}, {NULL, NULL},
 	};
-	if (luaL_newmetatable(L, REQUEST_MT)) {
-		luaL_newlib(L, methods);
-		lua_setfield(L, -2, "methods");
-		lua_pushcfunction(L, l_token);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_close);
-		lua_setfield(L, -2, "__gc");
-		lua_pushcfunction(L, l_close);
-		lua_setfield(L, -2, "__close");
-	}
-	lua_pop(L, 1);
+	glsb_new_class(L, REQUEST_MT, methods, l_token, l_close);
 	lua_pushcfunction(L, l_http);
 	lua_setfield(L, -2, "http");
 	lua_pushcfunction(L, l_decode_frames);

@@ -312,10 +312,7 @@ static int l_index(lua_State *L)
 		lua_pushinteger(L, p->pid);
 		return 1;
 	}
-	luaL_getmetatable(L, PROCESS_MT);
-	lua_getfield(L, -1, "methods");
-	lua_getfield(L, -1, k);
-	return 1;
+	return glsb_method(L, PROCESS_MT, k);
 }
 
 void glsb_open_process(lua_State *L)
@@ -328,17 +325,7 @@ void glsb_open_process(lua_State *L)
 	struct sigaction sa;
 	if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
 		signal(SIGPIPE, SIG_IGN);
-	if (luaL_newmetatable(L, PROCESS_MT)) {
-		luaL_newlib(L, methods);
-		lua_setfield(L, -2, "methods");
-		lua_pushcfunction(L, l_index);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_close);
-		lua_setfield(L, -2, "__gc");
-		lua_pushcfunction(L, l_close);
-		lua_setfield(L, -2, "__close");
-	}
-	lua_pop(L, 1);
+	glsb_new_class(L, PROCESS_MT, methods, l_index, l_close);
 	lua_pushcfunction(L, l_spawn);
 	lua_setfield(L, -2, "spawn");
 }
