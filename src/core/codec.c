@@ -1,111 +1,79 @@
-/* codec.c: SHA-256 (FIPS 180-4), base64 (RFC 4648 standard and url-safe) and CRC-32 (IEEE, as zlib) for Lua. */
+/* codec.c: SHA-256 and HMAC-SHA256 (libcrypto), base64 (RFC 4648 standard and url-safe) and CRC-32 (IEEE, as zlib) for Lua. */
+#include <limits.h>
 #include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "core.h"
 #include "codec.h"
 
-/* ---- SHA-256, FIPS 180-4 section 6.2 ---- */
+/* ---- SHA-256 and HMAC-SHA256: OpenSSL's libcrypto (the TLS stack libcurl already uses) ---- */
 
-static const uint32_t K256[64] = {
-	0x428a2f98u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u, 0x3956c25bu, 0x59f111f1u, 0x923f82a4u, 0xab1c5ed5u,
-	0xd807aa98u, 0x12835b01u, 0x243185beu, 0x550c7dc3u, 0x72be5d74u, 0x80deb1feu, 0x9bdc06a7u, 0xc19bf174u,
-	0xe49b69c1u, 0xefbe4786u, 0x0fc19dc6u, 0x240ca1ccu, 0x2de92c6fu, 0x4a7484aau, 0x5cb0a9dcu, 0x76f988dau,
-	0x983e5152u, 0xa831c66du, 0xb00327c8u, 0xbf597fc7u, 0xc6e00bf3u, 0xd5a79147u, 0x06ca6351u, 0x14292967u,
-	0x27b70a85u, 0x2e1b2138u, 0x4d2c6dfcu, 0x53380d13u, 0x650a7354u, 0x766a0abbu, 0x81c2c92eu, 0x92722c85u,
-	0xa2bfe8a1u, 0xa81a664bu, 0xc24b8b70u, 0xc76c51a3u, 0xd192e819u, 0xd6990624u, 0xf40e3585u, 0x106aa070u,
-	0x19a4c116u, 0x1e376c08u, 0x2748774cu, 0x34b0bcb5u, 0x391c0cb3u, 0x4ed8aa4au, 0x5b9cca4fu, 0x682e6ff3u,
-	0x748f82eeu, 0x78a5636fu, 0x84c87814u, 0x8cc70208u, 0x90befffau, 0xa4506cebu, 0xbef9a3f7u, 0xc67178f2u,
-};
-
-#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
-
-static void sha256_block(uint32_t h[8], const unsigned char *p)
+int glsb_sha256_init(glsb_sha256_ctx *c)
 {
-	uint32_t w[64], a, b, c, d, e, f, g, k, t1, t2;
+	c->md = EVP_MD_CTX_new();
+	if (c->md && EVP_DigestInit_ex(c->md, EVP_sha256(), NULL) == 1)
+		return 0;
+	EVP_MD_CTX_free(c->md);
+	c->md = NULL;
+	return -1;
+}
+
+int glsb_sha256_update(glsb_sha256_ctx *c, const void *data, size_t n)
+{
+	return EVP_DigestUpdate(c->md, data, n) == 1 ? 0 : -1;
+}
+
+int glsb_sha256_final(glsb_sha256_ctx *c, unsigned char out[32])
+{
+	unsigned int len = 0;
+	int ok = EVP_DigestFinal_ex(c->md, out, &len) == 1 && len == 32;
+
+	EVP_MD_CTX_free(c->md);
+	c->md = NULL;
+	return ok ? 0 : -1;
+}
+
+void glsb_sha256_abort(glsb_sha256_ctx *c)
+{
+	EVP_MD_CTX_free(c->md);
+	c->md = NULL;
+}
+
+int glsb_sha256(const void *data, size_t n, unsigned char out[32])
+{
+	unsigned int len = 0;
+
+	return EVP_Digest(data, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32 ? 0 : -1;
+}
+
+int glsb_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t n, unsigned char out[32])
+{
+	unsigned int len = 0;
+
+	/* HMAC() keeps a key longer than the 64-byte block as its digest (RFC 2104 section 2). */
+	if (keylen > INT_MAX)
+		return -1;
+	return HMAC(EVP_sha256(), key, (int)keylen, msg, n, out, &len) && len == 32 ? 0 : -1;
+}
+
+/* Pushes a 32-byte digest as lowercase hex, or raw when raw is set. */
+static int push_digest(lua_State *L, const unsigned char d[32], int raw)
+{
+	char hex[64];
 	int i;
 
-	for (i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
-	for (i = 16; i < 64; i++) {
-		uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
-		uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
-		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+	if (raw) {
+		lua_pushlstring(L, (const char *)d, 32);
+		return 1;
 	}
-	a = h[0]; b = h[1]; c = h[2]; d = h[3]; e = h[4]; f = h[5]; g = h[6]; k = h[7];
-	for (i = 0; i < 64; i++) {
-		t1 = k + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
-		t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-		k = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+	for (i = 0; i < 32; i++) {
+		hex[2 * i] = "0123456789abcdef"[d[i] >> 4];
+		hex[2 * i + 1] = "0123456789abcdef"[d[i] & 15];
 	}
-	h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
-}
-
-void glsb_sha256_init(glsb_sha256_ctx *c)
-{
-	static const uint32_t h0[8] = {
-		0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
-		0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u,
-	};
-	memcpy(c->h, h0, sizeof h0);
-	c->len = 0;
-	c->fill = 0;
-}
-
-void glsb_sha256_update(glsb_sha256_ctx *c, const void *data, size_t n)
-{
-	const unsigned char *p = data;
-
-	c->len += n;
-	if (c->fill) {
-		size_t take = 64 - c->fill < n ? 64 - c->fill : n;
-		memcpy(c->buf + c->fill, p, take);
-		c->fill += take;
-		p += take;
-		n -= take;
-		if (c->fill < 64)
-			return;
-		sha256_block(c->h, c->buf);
-		c->fill = 0;
-	}
-	for (; n >= 64; p += 64, n -= 64)
-		sha256_block(c->h, p);
-	memcpy(c->buf, p, n);
-	c->fill = n;
-}
-
-void glsb_sha256_final(glsb_sha256_ctx *c, unsigned char out[32])
-{
-	uint64_t bits = c->len * 8;
-	int i;
-
-	/* Padding (5.1.1): a 1 bit, zeros up to 56 mod 64, then the length in bits, big-endian. */
-	c->buf[c->fill++] = 0x80;
-	if (c->fill > 56) {
-		memset(c->buf + c->fill, 0, 64 - c->fill);
-		sha256_block(c->h, c->buf);
-		c->fill = 0;
-	}
-	memset(c->buf + c->fill, 0, 56 - c->fill);
-	for (i = 0; i < 8; i++)
-		c->buf[56 + i] = (unsigned char)(bits >> (56 - 8 * i));
-	sha256_block(c->h, c->buf);
-	for (i = 0; i < 8; i++) {
-		out[4 * i] = (unsigned char)(c->h[i] >> 24);
-		out[4 * i + 1] = (unsigned char)(c->h[i] >> 16);
-		out[4 * i + 2] = (unsigned char)(c->h[i] >> 8);
-		out[4 * i + 3] = (unsigned char)c->h[i];
-	}
-	memset(c, 0, sizeof *c);
-}
-
-void glsb_sha256(const void *data, size_t n, unsigned char out[32])
-{
-	glsb_sha256_ctx c;
-
-	glsb_sha256_init(&c);
-	glsb_sha256_update(&c, data, n);
-	glsb_sha256_final(&c, out);
+	lua_pushlstring(L, hex, sizeof hex);
+	return 1;
 }
 
 /* core.sha256(s [, raw]) -> lowercase hex digest, or the 32 raw bytes when raw is true. */
@@ -115,20 +83,25 @@ static int l_sha256(lua_State *L)
 	const char *s = luaL_checklstring(L, 1, &n);
 	int raw = lua_toboolean(L, 2);
 	unsigned char d[32];
-	char hex[64];
-	int i;
 
-	glsb_sha256(s, n, d);
-	if (raw) {
-		lua_pushlstring(L, (const char *)d, sizeof d);
-		return 1;
-	}
-	for (i = 0; i < 32; i++) {
-		hex[2 * i] = "0123456789abcdef"[d[i] >> 4];
-		hex[2 * i + 1] = "0123456789abcdef"[d[i] & 15];
-	}
-	lua_pushlstring(L, hex, sizeof hex);
-	return 1;
+	/* libcrypto fails only when it cannot allocate: Lua's own answer to that is a memory error. */
+	if (glsb_sha256(s, n, d) != 0)
+		return luaL_error(L, "sha256: libcrypto failed (out of memory)");
+	return push_digest(L, d, raw);
+}
+
+/* core.hmac_sha256(key, msg [, raw]) -> lowercase hex HMAC-SHA256 (RFC 2104), or the 32 raw bytes. */
+static int l_hmac_sha256(lua_State *L)
+{
+	size_t klen, n;
+	const char *key = luaL_checklstring(L, 1, &klen);
+	const char *msg = luaL_checklstring(L, 2, &n);
+	int raw = lua_toboolean(L, 3);
+	unsigned char d[32];
+
+	if (glsb_hmac_sha256(key, klen, msg, n, d) != 0)
+		return luaL_error(L, "hmac_sha256: libcrypto failed (out of memory)");
+	return push_digest(L, d, raw);
 }
 
 /* ---- base64, RFC 4648 sections 4 (standard) and 5 (url and filename safe) ---- */
@@ -302,6 +275,7 @@ void glsb_open_codec(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
 		{"sha256", l_sha256},
+		{"hmac_sha256", l_hmac_sha256},
 		{"b64encode", l_b64encode},
 		{"b64decode", l_b64decode},
 		{"crc32", l_crc32},

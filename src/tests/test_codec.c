@@ -1,4 +1,4 @@
-/* test_codec.c: SHA-256 against the NIST vectors, base64 round trips and rejections, CRC-32 known values. */
+/* test_codec.c: SHA-256 against the NIST vectors, HMAC-SHA256 against RFC 4231, base64 round trips and rejections, CRC-32 known values. */
 #include <stdlib.h>
 
 #include <lua.h>
@@ -53,7 +53,7 @@ static void test_sha256_nist(void)
 	size_t i;
 
 	for (i = 0; i < sizeof NIST / sizeof NIST[0]; i++) {
-		glsb_sha256(NIST[i].msg, strlen(NIST[i].msg), d);
+		CHECK(glsb_sha256(NIST[i].msg, strlen(NIST[i].msg), d) == 0);
 		hex(d, 32, h);
 		CHECK_STR(h, NIST[i].digest);
 		/* and through Lua */
@@ -76,18 +76,18 @@ static void test_sha256_million_a(void)
 	if (!buf)
 		return;
 	memset(buf, 'a', 1000000);
-	glsb_sha256(buf, 1000000, d);
+	CHECK(glsb_sha256(buf, 1000000, d) == 0);
 	hex(d, 32, h);
 	CHECK_STR(h, want);
 	/* Streamed in uneven pieces the digest is the same. */
-	glsb_sha256_init(&c);
+	CHECK(glsb_sha256_init(&c) == 0);
 	while (off < 1000000) {
 		size_t take = step < 1000000 - off ? step : 1000000 - off;
-		glsb_sha256_update(&c, buf + off, take);
+		CHECK(glsb_sha256_update(&c, buf + off, take) == 0);
 		off += take;
 		step = step * 7 % 997 + 1;
 	}
-	glsb_sha256_final(&c, d);
+	CHECK(glsb_sha256_final(&c, d) == 0);
 	hex(d, 32, h);
 	CHECK_STR(h, want);
 	free(buf);
@@ -107,7 +107,7 @@ static void test_sha256_boundaries(void)
 		glsb_sha256_init(&c);
 		for (i = 0; i < n; i++)
 			glsb_sha256_update(&c, msg + i, 1);
-		glsb_sha256_final(&c, b);
+		CHECK(glsb_sha256_final(&c, b) == 0);
 		CHECK_MEM(a, b, 32);
 	}
 	/* Known: 55 and 56 bytes of 'a' (one and two padding blocks). */
@@ -138,6 +138,84 @@ static void test_sha256_raw(void)
 	lua_pop(L, 2);
 	/* misuse raises */
 	CHECK(luaL_dostring(L, "return core.sha256({})") != 0);
+	lua_pop(L, 1);
+	/* An abandoned incremental hash frees its context (valgrind counts it). */
+	{
+		glsb_sha256_ctx c;
+		CHECK(glsb_sha256_init(&c) == 0);
+		CHECK(glsb_sha256_update(&c, "ab", 2) == 0);
+		glsb_sha256_abort(&c);
+		CHECK(c.md == NULL);
+		glsb_sha256_abort(&c); /* twice is harmless */
+	}
+}
+
+/* RFC 4231 section 4: every HMAC-SHA-256 test case (case 5 is compared on its 128-bit truncation). */
+static void test_hmac_sha256_rfc4231(void)
+{
+	static const char msg7[] = "This is a test using a larger than block-size key and a larger than block-size data. "
+				   "The key needs to be hashed before being used by the HMAC algorithm.";
+	unsigned char k0b[20], kaa20[20], k25[25], k0c[20], kaa131[131], ddd[50], dcd[50], d[32];
+	struct {
+		const unsigned char *key;
+		size_t klen;
+		const char *msg;
+		size_t mlen;
+		const char *want;
+	} cases[7];
+	char h[65];
+	size_t i;
+
+	memset(k0b, 0x0b, sizeof k0b);
+	memset(kaa20, 0xaa, sizeof kaa20);
+	for (i = 0; i < sizeof k25; i++)
+		k25[i] = (unsigned char)(i + 1);
+	memset(k0c, 0x0c, sizeof k0c);
+	memset(kaa131, 0xaa, sizeof kaa131);
+	memset(ddd, 0xdd, sizeof ddd);
+	memset(dcd, 0xcd, sizeof dcd);
+	cases[0].key = k0b, cases[0].klen = 20, cases[0].msg = "Hi There", cases[0].mlen = 8;
+	cases[0].want = "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7";
+	cases[1].key = (const unsigned char *)"Jefe", cases[1].klen = 4;
+	cases[1].msg = "what do ya want for nothing?", cases[1].mlen = 28;
+	cases[1].want = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+	cases[2].key = kaa20, cases[2].klen = 20, cases[2].msg = (const char *)ddd, cases[2].mlen = 50;
+	cases[2].want = "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe";
+	cases[3].key = k25, cases[3].klen = 25, cases[3].msg = (const char *)dcd, cases[3].mlen = 50;
+	cases[3].want = "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b";
+	cases[4].key = k0c, cases[4].klen = 20, cases[4].msg = "Test With Truncation", cases[4].mlen = 20;
+	cases[4].want = "a3b6167473100ee06e0c796c2955552b";
+	cases[5].key = kaa131, cases[5].klen = 131;
+	cases[5].msg = "Test Using Larger Than Block-Size Key - Hash Key First", cases[5].mlen = 54;
+	cases[5].want = "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54";
+	cases[6].key = kaa131, cases[6].klen = 131, cases[6].msg = msg7, cases[6].mlen = sizeof msg7 - 1;
+	cases[6].want = "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2";
+
+	for (i = 0; i < 7; i++) {
+		size_t wlen = strlen(cases[i].want);
+		CHECK(glsb_hmac_sha256(cases[i].key, cases[i].klen, cases[i].msg, cases[i].mlen, d) == 0);
+		hex(d, 32, h);
+		CHECK(strncmp(h, cases[i].want, wlen) == 0);
+		/* and through Lua, hex and raw */
+		lua_getglobal(L, "core");
+		lua_getfield(L, -1, "hmac_sha256");
+		lua_pushlstring(L, (const char *)cases[i].key, cases[i].klen);
+		lua_pushlstring(L, cases[i].msg, cases[i].mlen);
+		CHECK(lua_pcall(L, 2, 1, 0) == 0);
+		CHECK(lua_rawlen(L, -1) == 64 && strncmp(lua_tostring(L, -1), cases[i].want, wlen) == 0);
+		lua_pop(L, 1);
+		lua_getfield(L, -1, "hmac_sha256");
+		lua_pushlstring(L, (const char *)cases[i].key, cases[i].klen);
+		lua_pushlstring(L, cases[i].msg, cases[i].mlen);
+		lua_pushboolean(L, 1);
+		CHECK(lua_pcall(L, 3, 1, 0) == 0);
+		CHECK(lua_rawlen(L, -1) == 32 && memcmp(lua_tostring(L, -1), d, 32) == 0);
+		lua_pop(L, 2);
+	}
+	/* misuse raises: a missing message, a table key */
+	CHECK(luaL_dostring(L, "return core.hmac_sha256('k')") != 0);
+	lua_pop(L, 1);
+	CHECK(luaL_dostring(L, "return core.hmac_sha256({}, 'm')") != 0);
 	lua_pop(L, 1);
 }
 
@@ -276,6 +354,7 @@ int main(void)
 	RUN(test_sha256_million_a);
 	RUN(test_sha256_boundaries);
 	RUN(test_sha256_raw);
+	RUN(test_hmac_sha256_rfc4231);
 	RUN(test_b64_rfc4648);
 	RUN(test_b64_round_trip);
 	RUN(test_b64_invalid);
