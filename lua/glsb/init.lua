@@ -29,6 +29,8 @@ function M.run(fn, ...) return loop().run(fn, ...) end
 function M.spawn(fn, ...) return loop().spawn(fn, ...) end
 function M.gather(...) return loop().gather(...) end
 function M.sleep(seconds) return loop().sleep(seconds) end
+-- glsb.now(): the loop's monotonic clock in seconds (only differences mean anything).
+function M.now() return loop().now() end
 
 -- glsb.provider(name) -> the provider module "glsb.providers.<name>".
 function M.provider(name)

@@ -1,9 +1,14 @@
--- loop.lua: coroutine tasks on one poll loop (glsb.core.poll): run, spawn, gather, sleep, cancel, waits.
+-- loop.lua: coroutine tasks on one poll loop (glsb.core.poll): run, spawn, gather, sleep, cancel, waits,
+-- task-local context, and a condition variable.
 --
 -- One thread, one loop. A task is a coroutine; every network or process wait yields to the scheduler,
 -- which sleeps in core.poll until a transfer, an fd or a timer is ready. A wait made outside any task
 -- (the main chunk, or a coroutine of the user's own) drives the loop itself until it is satisfied, so
 -- straight-line scripts work without glsb.run.
+--
+-- Time: the public API takes relative timeouts in seconds (Task:wait(timeout), sleep(seconds)); the
+-- internal waits (wait, wait_fd, Condition:wait) take absolute deadlines on M.now()'s clock, computed
+-- once at the top of an operation and passed down (lua-http's habit), nil meaning none.
 local core = require "glsb.core"
 
 local M = {}
@@ -16,6 +21,7 @@ Cancelled.__index = Cancelled
 Cancelled.__tostring = function(e) return "Cancelled: " .. e.message end
 
 local task_of = setmetatable({}, { __mode = "k" }) -- coroutine -> Task
+local root_context = {}                           -- the context of code running outside any task
 local ready = {}                                  -- FIFO of tasks to resume
 local ready_head, ready_tail = 1, 0
 local waiters = {}                                -- poll token -> waiter (a Task or an inline record)
@@ -176,6 +182,117 @@ function M.sleep(seconds)
   M.wait(nil, core.now() + math.max(0, seconds))
 end
 
+---------------------------------------------------------------------------------------------------
+-- Condition: tasks wait until another task notifies them (no polling). A condition has no memory: a
+-- notify with nobody waiting is lost, so waiters re-check their predicate in a loop:
+--
+--   while not ready() do if cond:wait(deadline) == "timeout" then ... end end
+--
+-- wait(deadline) -> "ready" | "timeout"; a cancel of the waiting task raises the Cancelled error there.
+-- notify() wakes the longest waiter and returns true, or false when nobody waits; broadcast() wakes all
+-- and returns how many. Waiting outside any task drives the loop until notified, like every wait.
+
+local Condition = {}
+Condition.__index = Condition
+M.Condition = Condition
+
+function Condition.new() return setmetatable({ waiters = {}, head = 1, tail = 0 }, Condition) end
+M.condition = Condition.new
+
+function Condition:wait(deadline)
+  local task = running_task()
+  if task and task.cancel_requested and task.shield == 0 then error(cancelled_error(task), 0) end
+  local w = { task = task }
+  self.tail = self.tail + 1
+  self.waiters[self.tail] = w
+  if deadline then w.timer = add_timer(deadline, w) end
+  if task then
+    task.waiting = w
+    coroutine.yield()
+  else
+    while not w.woken do step() end
+  end
+  -- a waiter woken by its deadline or a cancel stays queued until notify skips it; forget it now
+  if w.woken ~= "ready" then w.gone = true end
+  if w.woken == "cancel" then error(cancelled_error(task), 0) end
+  return w.woken
+end
+
+local function next_waiter(self)
+  while self.head <= self.tail do
+    local w = self.waiters[self.head]
+    self.waiters[self.head] = nil
+    self.head = self.head + 1
+    if not w.woken and not w.gone then return w end
+  end
+  self.head, self.tail = 1, 0
+  return nil
+end
+
+function Condition:notify()
+  local w = next_waiter(self)
+  if not w then return false end
+  wake(w, "ready")
+  return true
+end
+
+function Condition:broadcast()
+  local n = 0
+  while self:notify() do n = n + 1 end
+  return n
+end
+
+-- has_waiters() -> true while some task waits (for tests and diagnostics).
+function Condition:has_waiters()
+  for i = self.head, self.tail do
+    local w = self.waiters[i]
+    if not w.woken and not w.gone then return true end
+  end
+  return false
+end
+
+---------------------------------------------------------------------------------------------------
+-- Lock: one holder at a time, the others wait on a Condition in arrival order (ownership is handed to
+-- the longest waiter on release, so nobody barges ahead of a waiting task).
+--
+-- acquire(deadline) -> true, or false when the deadline passed first; a cancel raises there.
+-- release() hands the lock on (misuse: releasing a free lock raises). with(deadline, fn, ...) ->
+-- true, fn's results | false: runs fn holding the lock and releases it also when fn raises.
+
+local Lock = {}
+Lock.__index = Lock
+M.Lock = Lock
+
+function Lock.new() return setmetatable({ held = false, cond = Condition.new() }, Lock) end
+M.lock = Lock.new
+
+function Lock:acquire(deadline)
+  if not self.held then
+    self.held = true
+    return true
+  end
+  -- Only a release's notify wakes a waiter with "ready" (a wake happens once), and that release left
+  -- `held` set for it: "ready" means the lock is ours. A timeout or a cancel means it was not handed.
+  return self.cond:wait(deadline) == "ready"
+end
+
+function Lock:release()
+  if not self.held then error("glsb.loop: release of a lock that is not held", 2) end
+  -- held stays true when a waiter takes over; only with nobody waiting does the lock become free
+  if not self.cond:notify() then self.held = false end
+end
+
+function Lock:locked() return self.held end
+
+function Lock:with(deadline, fn, ...)
+  if not self:acquire(deadline) then return false end
+  local res = table.pack(pcall(fn, ...))
+  self:release()
+  if not res[1] then error(res[2], 0) end
+  return true, table.unpack(res, 2, res.n)
+end
+
+-- glsb.now(): the loop's monotonic clock, in seconds (CLOCK_MONOTONIC; only differences mean anything).
 M.now = core.now
 
 ---------------------------------------------------------------------------------------------------
@@ -188,10 +305,60 @@ local function traceback_handler(e)
   return e
 end
 
+---------------------------------------------------------------------------------------------------
+-- task-local context: a table of values per task, copied into every task it spawns (a child sees its
+-- parent's values as they were at the spawn, and what it sets is its own), as Python's contextvars
+-- do. Tracing keeps the current span here; a pool tags who holds what.
+
+local function current_context()
+  local task = running_task()
+  return task and task.context or root_context
+end
+
+-- context_get(key) -> the value the current task (or the main chunk) sees for key, or nil.
+function M.context_get(key)
+  return current_context()[key]
+end
+
+-- context_set(key, value) -> the previous value. Visible to this task and to the tasks it spawns from
+-- now on; never to its parent or to tasks already running.
+function M.context_set(key, value)
+  if key == nil then error("glsb.loop.context_set: key must not be nil", 2) end
+  local ctx = current_context()
+  local prev = ctx[key]
+  ctx[key] = value
+  return prev
+end
+
+-- with_context(values, fn, ...) -> fn's results, with the keys of `values` set for the duration of fn
+-- (restored afterwards, also when fn raises). For a value that covers one operation, such as a span.
+function M.with_context(values, fn, ...)
+  if type(values) ~= "table" then error("glsb.loop.with_context: values must be a table", 2) end
+  if type(fn) ~= "function" then error("glsb.loop.with_context: fn must be a function", 2) end
+  local ctx = current_context()
+  local keys, saved = {}, {}
+  for k, v in pairs(values) do
+    keys[#keys + 1] = k
+    saved[#keys] = ctx[k]
+    ctx[k] = v
+  end
+  local res = table.pack(pcall(fn, ...))
+  for i, k in ipairs(keys) do ctx[k] = saved[i] end
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+local function inherit_context()
+  local copy = {}
+  for k, v in pairs(current_context()) do copy[k] = v end
+  return copy
+end
+
 function M.spawn(fn, ...)
   if type(fn) ~= "function" then error("glsb.spawn: expected a function", 2) end
   task_count = task_count + 1
-  local task = setmetatable({ name = "#" .. task_count, shield = 0, joiners = {} }, Task)
+  local task = setmetatable({ name = "#" .. task_count, shield = 0, joiners = {}, context = inherit_context() },
+    Task)
   local args = table.pack(...)
   task.co = coroutine.create(function()
     local res = table.pack(xpcall(fn, traceback_handler, table.unpack(args, 1, args.n)))
@@ -229,8 +396,13 @@ function Task:cancel()
   if self.waiting and self.shield == 0 then wake(self.waiting, "cancel") end
 end
 
--- Waits for the task; returns its results or raises its error.
-function Task:wait(deadline)
+-- task:wait([timeout]) -> the task's results, or raises its error. timeout: seconds (nil or <= 0 = no
+-- limit); when it passes first, returns nil, "timeout" and the task keeps running.
+function Task:wait(timeout)
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout) then
+    error("glsb task:wait: timeout must be a number of seconds, got " .. tostring(timeout), 2)
+  end
+  local deadline = timeout and timeout > 0 and core.now() + timeout or nil
   if not self.finished then
     if running_task() == self then error("glsb: a task cannot wait for itself", 2) end
     local w = { task = running_task() }
@@ -250,7 +422,7 @@ function Task:wait(deadline)
   return table.unpack(self.results, 1, self.results.n)
 end
 
--- (ok, results-or-error) without raising; nil while running.
+-- task:result() -> true, results... | false, error (without raising); nil while it runs.
 function Task:result()
   if not self.finished then return nil end
   if self.ok then return true, table.unpack(self.results, 1, self.results.n) end
@@ -270,10 +442,11 @@ function M.run(fn, ...)
   return M.spawn(fn, ...):wait()
 end
 
-M.sync = M.run
-
--- Waits for every task; returns each one's first result in order. If any failed, raises the first
--- error (in argument order) once all have ended. Accepts tasks as arguments or one array of tasks.
+-- gather(t1, t2, ...) or gather({t1, t2, ...}) -> each task's first result, in argument order.
+-- Waits for every task, also when one fails: the others are NOT cancelled (a task may hold a sandbox
+-- that cancelling would terminate); once all have ended, the first error in argument order is raised
+-- as it is (errors.is still works on it); the other failures stay readable through task:result().
+-- When the calling task itself is cancelled while gathering, the tasks not yet ended are cancelled.
 function M.gather(...)
   local tasks = table.pack(...)
   if tasks.n == 1 and getmetatable(tasks[1]) ~= Task and type(tasks[1]) == "table" then
