@@ -42,7 +42,7 @@ local ok, err = pcall(function()
   node = assert(process.spawn { argv = { "node", emulator.ROOT .. "/bench/e2b_roundtrip.mjs", emu.base, emu.api_key },
     stdin = "pipe", stdout = "pipe", stderr = "inherit", env = nil })
   local function node_line()
-    local line = loop.sync(function() return node:read_line("stdout", loop.now() + 60) end)
+    local line = loop.run(function() return node:read_line("stdout", loop.now() + 60) end)
     if not line then error("the SDK side stopped answering") end
     return http.decode_json(line)
   end
@@ -57,7 +57,7 @@ local ok, err = pcall(function()
     return ms
   end
   local function sdk_once()
-    loop.sync(function() assert(node:write("go\n", loop.now() + 10)) end)
+    loop.run(function() assert(node:write("go\n", loop.now() + 10)) end)
     local res = node_line()
     assert(res.ok, "SDK runCode failed")
     return res.ms
@@ -100,7 +100,7 @@ local ok, err = pcall(function()
 end)
 if node then
   node:close_stdin()
-  local st = loop.sync(function() return node:wait(loop.now() + 15) end)
+  local st = loop.run(function() return node:wait(loop.now() + 15) end)
   if not st then node:kill("KILL") end
   node:close()
 end

@@ -165,7 +165,7 @@ Process.__gc = Process.close
 -- run(argv, opts) -> stdout, stderr, status | nil, message: spawn, feed opts.input, collect, wait.
 function M.run(argv, opts)
   opts = opts or {}
-  return loop.sync(function()
+  return loop.run(function()
     local p, err = M.spawn({ argv = argv, env = opts.env, cwd = opts.cwd, stdin = opts.input and "pipe" or "null" })
     if not p then return nil, err end
     local deadline = opts.timeout and core.now() + opts.timeout or nil

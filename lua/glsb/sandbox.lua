@@ -284,7 +284,7 @@ M.teardown_quietly = teardown_quietly
 -- Runs fn(self, ...) in a loop task. If the calling task is cancelled while
 -- fn runs, the sandbox is terminated (shielded) and the cancellation re-raised.
 local function guarded(self, fn, ...)
-  return loop().sync(function(...)
+  return loop().run(function(...)
     local res = table.pack(pcall(fn, self, ...))
     if res[1] then return table.unpack(res, 2, res.n) end
     local err = res[2]

@@ -329,7 +329,7 @@ function TemplateBuilder:ensure(spec)
     if is_cancellation(res) then error(res, 0) end
     error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
   end
-  return require("glsb.loop").sync(body)
+  return require("glsb.loop").run(body)
 end
 
 return M

@@ -346,7 +346,7 @@ function Template:export(id, path)
     if not ok then fail("cannot write " .. path .. ": " .. tostring(werr)) end
     return path
   end
-  return loop.sync(function()
+  return loop.run(function()
     local ok, res = pcall(body)
     if ok then return res end
     error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
@@ -414,7 +414,7 @@ function Template:import(path)
     record_name(self, meta.name, meta.id)
     return { template_id = meta.id, name = meta.name, path = final, imported = true }
   end
-  return loop.sync(function()
+  return loop.run(function()
     local ok, res = pcall(body)
     if ok then return res end
     error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)

@@ -42,7 +42,7 @@ function M.start(opts)
   end
   local p, err = process.spawn { argv = argv, stdin = "null", stdout = "pipe", stderr = opts.stderr or "null" }
   if not p then error("cannot start the E2B emulator: " .. tostring(err), 2) end
-  local line = loop.sync(function() return p:read_line("stdout", loop.now() + 20) end)
+  local line = loop.run(function() return p:read_line("stdout", loop.now() + 20) end)
   local base = line and line:match("^listening (%S+)")
   if not base then
     p:kill("KILL")
@@ -105,7 +105,7 @@ function Emulator:stop()
   if not p then return end
   self.proc = nil
   p:kill("TERM")
-  local st = loop.sync(function() return p:wait(loop.now() + 10) end)
+  local st = loop.run(function() return p:wait(loop.now() + 10) end)
   if not st then p:kill("KILL") end
   p:close()
 end
