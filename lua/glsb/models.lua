@@ -41,7 +41,7 @@ M.Stage, stage_values = value_set("Stage", {
   CREATE = "create", HEALTH_CHECK = "health_check", PACKAGE_INSTALL = "package_install",
   NOT_INITIALIZED = "not_initialized", EXECUTE = "execute", UPLOAD = "upload",
   DOWNLOAD = "download", TERMINATE = "terminate", TEMPLATE_BUILD = "template_build",
-  WORKSPACE = "workspace",
+  WORKSPACE = "workspace", CONNECT = "connect", FILES = "files",
 })
 
 -- Language of a code interpreter sandbox.
@@ -86,9 +86,15 @@ local ExecutionResult = {}
 ExecutionResult.__index = ExecutionResult
 M.ExecutionResult = ExecutionResult
 
--- ExecutionResult.new{status, code, stdout, stderr, error, duration_ms, failure}
+-- ExecutionResult.new{status, code, stdout, stderr, error, duration_ms, failure, text,
+-- stdout_truncated, stderr_truncated}
 -- status defaults from code (0 -> SUCCESS, other -> ERROR) when not given, and
 -- to UNKNOWN when nothing says what happened.
+--   text: the value of the code's last expression, as the interpreter shows it (repr in Python),
+--         or nil when the last statement is not an expression or its value is None. It is never
+--         printed to stdout too (one field, the same on every provider).
+--   stdout_truncated / stderr_truncated: true when the stream passed glsb.output.CAP (10 MiB) and
+--         was cut there; the stream then ends with a "[glsb: output truncated ...]" note.
 function ExecutionResult.new(t)
   t = t or {}
   local status = t.status
@@ -116,6 +122,9 @@ function ExecutionResult.new(t)
     error = t.error,
     duration_ms = t.duration_ms,
     failure = failure,
+    text = t.text,
+    stdout_truncated = t.stdout_truncated == true,
+    stderr_truncated = t.stderr_truncated == true,
   }, ExecutionResult)
 end
 
@@ -135,6 +144,9 @@ ExecutionResult.__tostring = function(self)
   if self.duration_ms ~= nil then parts[#parts + 1] = string.format("duration_ms=%d", math.floor(self.duration_ms)) end
   if self.stdout ~= "" then parts[#parts + 1] = string.format("stdout=%q", clip(self.stdout, 200)) end
   if self.stderr ~= "" then parts[#parts + 1] = string.format("stderr=%q", clip(self.stderr, 200)) end
+  if self.text ~= nil then parts[#parts + 1] = string.format("text=%q", clip(self.text, 200)) end
+  if self.stdout_truncated then parts[#parts + 1] = "stdout_truncated=true" end
+  if self.stderr_truncated then parts[#parts + 1] = "stderr_truncated=true" end
   if self.error ~= nil then parts[#parts + 1] = string.format("error=%q", clip(self.error, 200)) end
   if self.failure ~= nil then parts[#parts + 1] = "failure=" .. tostring(self.failure) end
   return "ExecutionResult(" .. table.concat(parts, ", ") .. ")"

@@ -185,6 +185,17 @@ function M.unregister(name)
   registered[name] = nil
 end
 
+-- registry.lazy_template(mod, modname) -> mod, whose mod.Template is require(modname).Template, loaded on
+-- first use: a provider's module stays cheap to load for users who never build templates.
+function M.lazy_template(mod, modname)
+  return setmetatable(mod, { __index = function(t, k)
+    if k ~= "Template" then return nil end
+    local T = require(modname).Template
+    rawset(t, "Template", T)
+    return T
+  end })
+end
+
 -- registry.get(name) -> provider module. An unknown name raises an error that
 -- lists the known ones; a provider that fails to load raises its own error.
 function M.get(name)

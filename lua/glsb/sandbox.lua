@@ -64,6 +64,8 @@ local constants = require "glsb.constants"
 local retry = require "glsb.retry"
 local packages = require "glsb.packages"
 local log = require "glsb.log"
+local output = require "glsb.output"
+local outcome = require "glsb.outcome"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
@@ -140,36 +142,37 @@ end
 
 local function now() return loop().now() end
 
--- result_from_failure(err) -> ExecutionResult for a failure a hook raised
--- while running code. Cancellation is never converted: it is re-raised.
-function M.result_from_failure(err)
-  if retry.is_cancellation(err) then error(err, 0) end
-  local tf = errors.transport_failure(err)
-  local exception_type = errors.is_error(err) and err.class or (tf and "TransportError") or "ProviderError"
-  local text = errors.is_error(err) and tostring(err) or errors.describe(err)
-  if tf and tf.retry_safe == true and (tf.phase == "connect" or tf.phase == "send") then
-    -- provably never written: the code did not run
-    return ExecutionResult.new { status = Status.ERROR, error = text,
-      failure = { exception_type = exception_type, retry_safe = true } }
-  end
-  if tf and (tf.timeout == true or tf.code == "OPERATION_TIMEDOUT" or tf.code == "TIMEOUT") then
-    return ExecutionResult.new { status = Status.TIMEOUT, error = text,
-      failure = { exception_type = exception_type, retry_safe = false } }
-  end
-  -- anything we cannot name: the request may have been delivered
-  return ExecutionResult.new { status = Status.UNKNOWN, error = text,
-    failure = { exception_type = exception_type, retry_safe = false } }
+-- result_from_failure(err[, ctx]) -> ExecutionResult for a failure a hook raised while running code
+-- (glsb.outcome's rules). Cancellation is never converted: it is re-raised.
+function M.result_from_failure(err, ctx)
+  return (outcome.from_failure(err, ctx))
 end
 
--- normalize_result(r) -> ExecutionResult from what a hook returned.
+-- normalize_result(r) -> ExecutionResult from what a hook returned, with the output cap applied (a
+-- backstop for a hook that returned its output whole: glsb.output.CAP per stream, note and flag).
 function M.normalize_result(r)
-  if ExecutionResult.is(r) then return r end
-  if type(r) ~= "table" then
+  local res
+  if ExecutionResult.is(r) then
+    res = r
+  elseif type(r) ~= "table" then
     return ExecutionResult.new { status = Status.UNKNOWN, error = "provider returned no result" }
+  else
+    local ok, made = pcall(ExecutionResult.new, r)
+    if not ok then
+      return ExecutionResult.new { status = Status.UNKNOWN,
+        error = "provider returned a bad result: " .. tostring(made) }
+    end
+    res = made
+    for k, v in pairs(r) do if res[k] == nil then res[k] = v end end -- provider extras (text, results, ...)
   end
-  local ok, res = pcall(ExecutionResult.new, r)
-  if ok then return res end
-  return ExecutionResult.new { status = Status.UNKNOWN, error = "provider returned a bad result: " .. tostring(res) }
+  for _, name in ipairs({ "stdout", "stderr" }) do
+    local flag = name .. "_truncated"
+    if res[flag] ~= true then
+      local text, cut = output.cap_text(res[name])
+      res[name], res[flag] = text, cut
+    end
+  end
+  return res
 end
 
 ---------------------------------------------------------------------------
