@@ -12,6 +12,9 @@
 -- - Connect streams: one request envelope (1 byte flags + 4 byte big-endian length + JSON).
 
 local http = require "glsb.http"
+local errors = require "glsb.errors"
+local models = require "glsb.models"
+local outcome = require "glsb.outcome"
 
 local M = {}
 
@@ -95,6 +98,85 @@ end
 -- api.envelope(json_text) -> one Connect envelope, flags 0.
 function M.envelope(json_text)
   return string.pack(">BI4", 0, #json_text) .. json_text
+end
+
+---------------------------------------------------------------------------
+-- One sandbox's data plane (E2B's SDK: one connection config under Commands, Filesystem and the
+-- code interpreter): where the sandbox lives and what its requests carry.
+---------------------------------------------------------------------------
+
+local Connection = {}
+Connection.__index = Connection
+
+-- api.connection{cfg, sandbox_id, envd_token?, traffic_token?, domain?, user?, envd_version?}
+function M.connection(fields) return setmetatable(fields, Connection) end
+
+-- Headers of every data-plane request. X-Access-Token goes everywhere: envd requires it except on
+-- /health and /files (where it is accepted), the interpreter wants it on /execute. POSTs are never
+-- replayed by the transport when a reused connection dies before any response byte (glsb.core http
+-- `idempotent`): it reports the failure.
+function Connection:headers(port, extra)
+  local h = {
+    ["E2b-Sandbox-Id"] = self.sandbox_id,
+    ["E2b-Sandbox-Port"] = tostring(port),
+    ["User-Agent"] = M.USER_AGENT,
+  }
+  if self.envd_token then h["X-Access-Token"] = self.envd_token end
+  if self.traffic_token then h["E2B-Traffic-Access-Token"] = self.traffic_token end
+  for k, v in pairs(extra or {}) do h[k] = v end
+  return h
+end
+
+function Connection:url(port, path)
+  return M.data_url(self.cfg, self.sandbox_id, port, path, self.domain)
+end
+
+function Connection:http(req) return M.http(self.cfg, req) end
+
+M.PROBE_TIMEOUT = 5
+
+-- conn:alive() -> true | false | nil. envd GET /health: 2xx -> true; 502 from the edge proxy ("The
+-- sandbox was not found") -> false; anything else, a transport failure too -> nil (cannot tell). The
+-- SDK's own probe after a dropped connection (protocol §2, §3).
+function Connection:alive()
+  local res = self:http {
+    method = "GET", url = self:url(M.ENVD_PORT, "/health"), headers = self:headers(M.ENVD_PORT),
+    connect_timeout = M.PROBE_TIMEOUT, timeout = M.PROBE_TIMEOUT,
+  }
+  if res.error then return nil end
+  if res.status >= 200 and res.status < 300 then return true end
+  if res.status == 502 then return false end
+  return nil
+end
+
+---------------------------------------------------------------------------
+-- Answers of the data plane
+---------------------------------------------------------------------------
+
+-- body_message(res) -> the human part of an error answer: its JSON message, else the body clipped.
+function M.body_message(res)
+  local j = res.json
+  if j == nil and type(res.body) == "string" then
+    local ok, v = pcall(http.decode_json, res.body)
+    if ok then j = v end
+  end
+  if type(j) == "table" and type(j.message) == "string" then return j.message end
+  if type(res.body) == "string" and res.body ~= "" then return (res.body:gsub("%s+", " "):sub(1, 300)) end
+  return errors.REASON[res.status] or ""
+end
+
+-- classify_status(res, what) -> ExecutionResult for a non-2xx answer to an execution. The proxy's 502
+-- means the sandbox is gone (the SDK's TimeoutError, "sandbox timeout"): TIMEOUT, marked gone (the base
+-- class then reports the sandbox as ended). Any other status is a refusal before anything ran: ERROR.
+function M.classify_status(res, what)
+  local msg = string.format("%s: HTTP %d: %s", what, res.status, M.body_message(res))
+  if res.status == 502 then
+    return models.ExecutionResult.new { status = models.ExecutionStatus.TIMEOUT,
+      error = msg .. " (the sandbox was killed or reached its end of life)",
+      failure = { exception_type = outcome.GONE, retry_safe = false } }
+  end
+  return models.ExecutionResult.new { status = models.ExecutionStatus.ERROR, error = msg,
+    failure = { exception_type = "HTTPError", retry_safe = false } }
 end
 
 -- Connect error codes that prove the server refused the call before doing anything.

@@ -214,10 +214,7 @@ function Template:_upload(tid, up)
 end
 
 function Template:_emit(entry)
-  if self.on_log then
-    local ok, err = pcall(self.on_log, entry)
-    if not ok then require("glsb.log").warn("on_log callback failed: " .. tostring(err), { provider = "e2b" }) end
-  end
+  if self.on_log then require("glsb.output").call_back(self.on_log, entry) end
 end
 
 function Template:_progress(name, status, n, final)

@@ -289,6 +289,27 @@ Pic()
       assert.matches("500", r.error)
     end)
 
+    it("a cancel that lands in an on_stdout callback is not swallowed (regression: call_back logged it)", function()
+      local s = fresh()
+      local seen, after = 0, false
+      local ok, err = pcall(glsb.run, function()
+        local t = glsb.spawn(function()
+          local r = s:execute_code("import time\nprint('a', flush=True)\ntime.sleep(0.3)\nprint('b')",
+            { on_stdout = function() seen = seen + 1 glsb.sleep(5) end })
+          after = true
+          return r
+        end)
+        glsb.sleep(0.2)
+        t:cancel()
+        return t:wait()
+      end)
+      assert.is_false(ok)
+      assert.is_true(loop.is_cancelled(err), tostring(err))
+      assert.is_false(after, "execute_code went on after the cancel")
+      assert.equal(1, seen)
+      assert.is_false(s:is_running(), "a cancelled call terminates its sandbox")
+    end)
+
     it("still streams lines from a slow stream", function()
       emu:fault { plane = "jupyter", path = "^/execute$", action = "slow_stream", frameDelayMs = 50 }
       local seen = {}
@@ -373,9 +394,9 @@ Pic()
 
     it("uploads as multipart to an envd older than 0.5.7", function()
       local http = require "glsb.http"
-      local saved, request = sb.envd_version, http.request
+      local saved, request = sb._conn.envd_version, http.request
       local ctype
-      sb.envd_version = "0.5.6"
+      sb._conn.envd_version = "0.5.6" -- the version the connection speaks to
       http.request = function(o)
         if o.method == "POST" and o.url:find("/files?", 1, true) then ctype = o.headers["Content-Type"] end
         return request(o)
@@ -383,7 +404,7 @@ Pic()
       local data = "multi\r\n--part\0"
       local ok, r = pcall(sb.execute_code, sb, "pass", { files = { glsb.SandboxFile.from_bytes(data, "m.bin") },
         upload_dir = "/home/user/old" })
-      sb.envd_version, http.request = saved, request
+      sb._conn.envd_version, http.request = saved, request
       assert.is_true(ok, tostring(r))
       assert.matches("^multipart/form%-data; boundary=", ctype)
       assert.equal(Status.SUCCESS, r.status, tostring(r))
