@@ -11,8 +11,8 @@
 --       REQUIRED: run argv exactly (no shell) inside the sandbox; return {exit_code, stdout, stderr}
 --       with exact bytes. Raise on transport failure.
 --   Sandbox:_workspace_helper() -> path of glsb-confine inside the sandbox
---       optional: the default uploads this machine's static glsb-confine once through _upload and
---       makes it executable through _exec_argv.
+--       optional: the default (glsb.confine_helper.ensure_uploaded) uploads this machine's static
+--       glsb-confine once through _upload and makes it executable through _exec_argv.
 --   Sandbox.workspace_root = "/home/user"   optional class field
 local errors = require "glsb.errors"
 local models = require "glsb.models"
@@ -25,7 +25,6 @@ local M = {}
 M.DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 M.DEFAULT_TIMEOUT = 30
 M.DEFAULT_MAX_OUTPUT = 1024 * 1024
-M.REMOTE_HELPER_PATH = "/tmp/.glsb/glsb-confine"
 -- Beyond the command's own timeout: the helper's 2 s drain of escaped descendants, plus the channel.
 local CHANNEL_GRACE = 15
 
@@ -52,56 +51,15 @@ local function hex(s)
   return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end))
 end
 
--- Path of this machine's static glsb-confine (GLSB_CONFINE, or next to the core), or nil, message.
-function M.local_helper_path()
-  local path = os.getenv("GLSB_CONFINE")
-  if path then return path end
-  local core = require "glsb.core"
-  local dir = core.module_path():match("^(.*)/[^/]*$") or "."
-  local tried = {}
-  -- next to core.so (LuaRocks), build/lib/glsb/core.so -> build/, build/glsb-lua, PREFIX/bin/glsb-lua
-  for _, cand in ipairs({ dir .. "/glsb-confine", dir .. "/../../glsb-confine",
-                          dir .. "/../lib/lua/5.4/glsb/glsb-confine" }) do
-    local f = io.open(cand, "rb")
-    if f then
-      f:close()
-      return cand
-    end
-    tried[#tried + 1] = cand
-  end
-  return nil, "glsb-confine not found on this machine (tried " .. table.concat(tried, ", ") .. "; set GLSB_CONFINE)"
-end
-
-local function local_helper_bytes()
-  local path, err = M.local_helper_path()
-  if not path then return nil, err end
-  local f, ferr = io.open(path, "rb")
-  if not f then return nil, ferr end
-  local data = f:read("a")
-  f:close()
-  return data
-end
-
--- Path of glsb-confine inside the sandbox: the provider's, or uploaded once and cached on the handle.
+-- Path of glsb-confine inside the sandbox: the provider's, or this machine's uploaded once through the
+-- provider's _upload and _exec_argv (glsb.confine_helper), cached on the handle.
 local function helper_path(sb)
   if sb._workspace_helper_path then return sb._workspace_helper_path end
   local path
   if type(sb._workspace_helper) == "function" then
     path = sb:_workspace_helper()
   else
-    local data, err = local_helper_bytes()
-    if not data then error(workspace_error(err, "helper_unavailable"), 0) end
-    if type(sb._upload) ~= "function" then
-      error(workspace_error("provider cannot upload the workspace helper (no _upload hook)", "helper_unavailable"), 0)
-    end
-    path = M.REMOTE_HELPER_PATH
-    local dir = path:match("^(.*)/[^/]*$")
-    sb:_upload({ { filename = "glsb-confine", data = data, path = path } }, { upload_dir = dir, timeout = 120 })
-    local r = sb:_exec_argv({ "/bin/chmod", "0755", path }, { timeout = 30 })
-    if r.exit_code ~= 0 then
-      error(workspace_error("could not make the uploaded helper executable: " .. tostring(r.stderr),
-        "helper_unavailable"), 0)
-    end
+    path = require("glsb.confine_helper").ensure_uploaded(sb)
   end
   sb._workspace_helper_path = path
   return path
