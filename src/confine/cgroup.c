@@ -268,12 +268,12 @@ void glsb_sb_cgroup_remove(struct glsb_sb_cgroup *cg)
 	cg->version = 0;
 }
 
-static void json_words(struct glsb_sb_buf *b, const char *list)
+static void json_words(struct glsb_ws_buf *b, const char *list)
 {
 	char word[64];
 	int first = 1;
 
-	glsb_sb_buf_printf(b, "[");
+	glsb_ws_buf_printf(b, "[");
 	for (const char *p = list; *p;) {
 		while (*p == ' ' || *p == '\n')
 			p++;
@@ -281,21 +281,21 @@ static void json_words(struct glsb_sb_buf *b, const char *list)
 		if (n == 0)
 			break;
 		glsb_sb_fmt(word, sizeof word, "%.*s", (int)n, p);
-		glsb_sb_buf_printf(b, "%s", first ? "" : ",");
-		glsb_sb_buf_json_str(b, word);
+		glsb_ws_buf_printf(b, "%s", first ? "" : ",");
+		glsb_ws_json_cstr(b, word);
 		first = 0;
 		p += n;
 	}
-	glsb_sb_buf_printf(b, "]");
+	glsb_ws_buf_printf(b, "]");
 }
 
-void glsb_sb_cgroup_describe(struct glsb_sb_buf *b)
+void glsb_sb_cgroup_describe(struct glsb_ws_buf *b)
 {
 	char base[512], p[640], ctl[512], sub[512], procs[64];
 
-	glsb_sb_buf_printf(b, "\"cgroup_v2\":");
+	glsb_ws_buf_printf(b, "\"cgroup_v2\":");
 	if (!own_dir(NULL, base, sizeof base)) {
-		glsb_sb_buf_printf(b, "false,\"cgroup_v2_reason\":\"no cgroup2 mount\"");
+		glsb_ws_buf_printf(b, "false,\"cgroup_v2_reason\":\"no cgroup2 mount\"");
 	} else {
 		glsb_sb_fmt(p, sizeof p, "%s/cgroup.controllers", base);
 		if (glsb_sb_read_file(p, ctl, sizeof ctl) < 0)
@@ -311,26 +311,26 @@ void glsb_sb_cgroup_describe(struct glsb_sb_buf *b)
 		glsb_sb_fmt(p, sizeof p, "%s/cgroup.type", base);
 		int is_root = access(p, F_OK) < 0; /* the root cgroup has no cgroup.type */
 		int free_to_enable = procs[0] == '\0' || is_root;
-		glsb_sb_buf_printf(b, "{\"cgroup\":");
-		glsb_sb_buf_json_str(b, base);
-		glsb_sb_buf_printf(b, ",\"controllers\":");
+		glsb_ws_buf_printf(b, "{\"cgroup\":");
+		glsb_ws_json_cstr(b, base);
+		glsb_ws_buf_printf(b, ",\"controllers\":");
 		json_words(b, ctl);
-		glsb_sb_buf_printf(b, ",\"enableable\":");
+		glsb_ws_buf_printf(b, ",\"enableable\":");
 		json_words(b, free_to_enable ? ctl : sub);
-		glsb_sb_buf_printf(b, ",\"memory_and_pids\":%s}",
+		glsb_ws_buf_printf(b, ",\"memory_and_pids\":%s}",
 				   glsb_sb_has_word(free_to_enable ? ctl : sub, "memory") &&
 				   glsb_sb_has_word(free_to_enable ? ctl : sub, "pids")
 				   ? "true" : "false");
 	}
-	glsb_sb_buf_printf(b, ",\"cgroup_v1\":");
+	glsb_ws_buf_printf(b, ",\"cgroup_v1\":");
 	int any = 0;
 	static const char *const v1[] = {"memory", "pids"};
 	for (int i = 0; i < 2; i++) {
 		if (!own_dir(v1[i], base, sizeof base))
 			continue;
-		glsb_sb_buf_printf(b, "%s\"%s\":", any ? "," : "{", v1[i]);
-		glsb_sb_buf_json_str(b, base);
+		glsb_ws_buf_printf(b, "%s\"%s\":", any ? "," : "{", v1[i]);
+		glsb_ws_json_cstr(b, base);
 		any = 1;
 	}
-	glsb_sb_buf_printf(b, "%s", any ? "}" : "false,\"cgroup_v1_reason\":\"no memory or pids hierarchy mounted\"");
+	glsb_ws_buf_printf(b, "%s", any ? "}" : "false,\"cgroup_v1_reason\":\"no memory or pids hierarchy mounted\"");
 }

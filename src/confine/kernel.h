@@ -60,9 +60,16 @@ struct glsb_mount_attr {
 struct glsb_open_how {
 	uint64_t flags, mode, resolve;
 };
-#ifndef RESOLVE_BENEATH
+#ifndef RESOLVE_NO_XDEV
+#define RESOLVE_NO_XDEV 0x01
+#endif
+#ifndef RESOLVE_NO_MAGICLINKS
 #define RESOLVE_NO_MAGICLINKS 0x02
+#endif
+#ifndef RESOLVE_NO_SYMLINKS
 #define RESOLVE_NO_SYMLINKS 0x04
+#endif
+#ifndef RESOLVE_BENEATH
 #define RESOLVE_BENEATH 0x08
 #endif
 

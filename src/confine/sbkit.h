@@ -1,5 +1,6 @@
-/* sbkit.h: the confinement pieces used by `sandbox` and probed by `doctor`: namespace probes,
- * Landlock, the seccomp filter and cgroup limits. Each returns a failure value; none exits. */
+/* sbkit.h: the confinement pieces used by `sandbox` (and `write`) and probed by `doctor`:
+ * namespace probes, Landlock, the seccomp filter and cgroup limits. Each returns a failure
+ * value; none exits. */
 #ifndef GLSB_SB_KIT_H
 #define GLSB_SB_KIT_H
 
@@ -8,6 +9,7 @@
 
 #include "kernel.h"
 #include "sbutil.h"
+#include "ws_json.h"
 
 /* --- namespaces (ns.c) --- */
 struct glsb_sb_ns {
@@ -26,6 +28,10 @@ int glsb_sb_probe_ns(int flag);
 		     LANDLOCK_ACCESS_FS_IOCTL_DEV)
 #define GLSB_LL_RW (~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK))
 
+/* Flags of glsb_sb_landlock_begin. */
+#define GLSB_LL_SCOPE 1      /* ABI >= 6: signals and abstract unix sockets stay in the domain */
+#define GLSB_LL_HANDLE_NET 2 /* ABI >= 4: TCP bind/connect are handled (so denied: no net rules) */
+
 /* Highest Landlock ABI the kernel offers, or 0 (errno says why). */
 int glsb_sb_landlock_abi(void);
 /* Every filesystem right the given ABI can handle. */
@@ -36,14 +42,31 @@ struct glsb_sb_landlock {
 	int abi;
 	uint64_t handled;
 };
-/* Create a ruleset handling every fs right of abi; scope abstract sockets and signals (ABI >= 6)
- * when scope is set. 0 or -1 with errno. */
-int glsb_sb_landlock_begin(struct glsb_sb_landlock *ll, int abi, int scope);
-/* Allow access (masked to what is handled) beneath path. 0 or -1 with errno. */
+/* Create a ruleset handling every fs right of abi (and what flags ask). 0 or -1 with errno. */
+int glsb_sb_landlock_begin(struct glsb_sb_landlock *ll, int abi, unsigned flags);
+/* Allow access (masked to what is handled) beneath path, or beneath the file open at fd.
+ * 0 or -1 with errno. */
 int glsb_sb_landlock_allow(struct glsb_sb_landlock *ll, const char *path, uint64_t access);
+int glsb_sb_landlock_allow_fd(struct glsb_sb_landlock *ll, int fd, uint64_t access);
 /* restrict_self (no_new_privs must be set) and close the ruleset. 0 or -1 with errno. */
 int glsb_sb_landlock_enforce(struct glsb_sb_landlock *ll);
 void glsb_sb_landlock_abort(struct glsb_sb_landlock *ll);
+
+/* The sandbox's policy, enforced on the calling process: read on /, read+exec on /usr and the
+ * real /bin, /sbin, /lib* directories, read+write on /tmp, /home/user and /files, the devices
+ * in /dev, plus extra (the --bind/--ro-bind targets); signals and abstract unix sockets scoped
+ * (ABI >= 6). no_new_privs must be set. 0, or -1 with a reason in why. */
+struct glsb_sb_ll_path {
+	const char *path;
+	uint64_t access;
+};
+int glsb_sb_landlock_sandbox(int abi, const struct glsb_sb_ll_path *extra, int nextra, char *why,
+			     size_t whylen);
+/* `write`'s policy: filesystem access denied everywhere except, beneath rootfd, what a write
+ * needs (make dirs and regular files, write, truncate, remove/rename files, read directories,
+ * refer); TCP bind/connect denied (ABI >= 4), signals and abstract unix sockets scoped (ABI >= 6).
+ * Sets no_new_privs. Requires abi >= 3. 0, or -1 with a reason in why. */
+int glsb_sb_landlock_confine_writes(int rootfd, int abi, char *why, size_t whylen);
 
 /* --- seccomp (seccomp.c) --- */
 /* Install the sandbox's denylist filter (no_new_privs must be set). 0 or -1 with errno. */
@@ -66,6 +89,6 @@ int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid);
 /* Remove the created cgroup(s); waits briefly for the kernel to release them. */
 void glsb_sb_cgroup_remove(struct glsb_sb_cgroup *cg);
 /* Append "cgroup_v2":...,"cgroup_v1":... describing this machine to a JSON object. */
-void glsb_sb_cgroup_describe(struct glsb_sb_buf *b);
+void glsb_sb_cgroup_describe(struct glsb_ws_buf *b);
 
 #endif

@@ -1,4 +1,5 @@
-/* sbutil.c: JSON text buffer and small filesystem helpers for the sandbox and doctor commands. */
+/* sbutil.c: small helpers every glsb-confine command shares: messages, whole writes, small files
+ * and knobs, directories, and the PATH lookup of a program. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,26 +11,6 @@
 
 #include "sbutil.h"
 
-void glsb_sb_buf_printf(struct glsb_sb_buf *b, const char *fmt, ...)
-{
-	size_t room = sizeof b->data - b->len;
-	va_list ap;
-
-	if (b->overflow || room <= 1) {
-		b->overflow = 1;
-		return;
-	}
-	va_start(ap, fmt);
-	int n = vsnprintf(b->data + b->len, room, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= room) {
-		b->overflow = 1;
-		b->len = sizeof b->data - 1;
-	} else {
-		b->len += (size_t)n;
-	}
-}
-
 int glsb_sb_fmt(char *dst, size_t cap, const char *fmt, ...)
 {
 	va_list ap;
@@ -37,25 +18,6 @@ int glsb_sb_fmt(char *dst, size_t cap, const char *fmt, ...)
 	int n = vsnprintf(dst, cap, fmt, ap);
 	va_end(ap);
 	return n;
-}
-
-void glsb_sb_buf_json_str(struct glsb_sb_buf *b, const char *s)
-{
-	glsb_sb_buf_printf(b, "\"");
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		switch (*p) {
-		case '"': glsb_sb_buf_printf(b, "\\\""); break;
-		case '\\': glsb_sb_buf_printf(b, "\\\\"); break;
-		case '\n': glsb_sb_buf_printf(b, "\\n"); break;
-		case '\t': glsb_sb_buf_printf(b, "\\t"); break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				glsb_sb_buf_printf(b, "\\u%04x", *p);
-			else
-				glsb_sb_buf_printf(b, "%c", *p);
-		}
-	}
-	glsb_sb_buf_printf(b, "\"");
 }
 
 int glsb_sb_write_all(int fd, const void *buf, size_t len)
@@ -222,4 +184,36 @@ int glsb_sb_has_word(const char *list, const char *word)
 			return 1;
 	}
 	return 0;
+}
+
+static int is_exec_file(int dirfd, const char *path)
+{
+	struct stat st;
+	return fstatat(dirfd, path, &st, 0) == 0 && S_ISREG(st.st_mode) &&
+	       faccessat(dirfd, path, X_OK, 0) == 0;
+}
+
+int glsb_find_program(int dirfd, const char *name, const char *path, char *out, size_t cap)
+{
+	struct stat st;
+
+	if (strchr(name, '/')) {
+		if ((size_t)snprintf(out, cap, "%s", name) >= cap) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		return fstatat(dirfd, name, &st, 0);
+	}
+	for (const char *p = path ? path : ""; path;) {
+		size_t n = strcspn(p, ":");
+		/* POSIX: an empty PATH entry is the current directory */
+		int len = n ? snprintf(out, cap, "%.*s/%s", (int)n, p, name) : snprintf(out, cap, "./%s", name);
+		if (len > 0 && (size_t)len < cap && is_exec_file(dirfd, out))
+			return 0;
+		if (!p[n])
+			break;
+		p += n + 1;
+	}
+	errno = ENOENT;
+	return -1;
 }

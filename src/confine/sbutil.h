@@ -1,25 +1,14 @@
-/* sbutil.h: small helpers shared by sandbox.c and doctor.c: a fixed-size JSON text buffer
- * (no allocation, usable between clone and exec) and file/dir helpers. */
+/* sbutil.h: small helpers every glsb-confine command shares: messages, whole writes, small
+ * files and knobs, directories, and the PATH lookup of a program. */
 #ifndef GLSB_SB_UTIL_H
 #define GLSB_SB_UTIL_H
 
 #include <stddef.h>
 #include <sys/types.h>
 
-struct glsb_sb_buf {
-	char data[8192];
-	size_t len;
-	int overflow;
-};
-
-/* Append printf-style text; on overflow the buffer keeps what fit and sets overflow. */
-void glsb_sb_buf_printf(struct glsb_sb_buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 /* snprintf that callers use where truncation is acceptable (messages, bounded paths that are
  * checked by the call that uses them). Returns what snprintf returns. */
 int glsb_sb_fmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Append s as a JSON string literal (quotes included). */
-void glsb_sb_buf_json_str(struct glsb_sb_buf *b, const char *s);
 
 /* write() all of buf, retrying on EINTR and short writes. 0 or -1. */
 int glsb_sb_write_all(int fd, const void *buf, size_t len);
@@ -35,5 +24,12 @@ int glsb_sb_mkdirs(const char *path, mode_t mode);
 int glsb_sb_remove_tree(const char *path);
 /* 1 if the whitespace/comma separated list contains word. */
 int glsb_sb_has_word(const char *list, const char *word);
+
+/* Find a program the way execvp would, but with the given PATH (the one of the environment the
+ * program will get, not ours): a name containing '/' is taken as it is (it must exist); else
+ * each entry of path (an empty entry is the current directory; relative entries are relative
+ * to dirfd) is tried for a regular file we may execute. The result goes to out, relative to
+ * dirfd when it is relative. 0, or -1 with errno (ENOENT: in no entry). */
+int glsb_find_program(int dirfd, const char *name, const char *path, char *out, size_t cap);
 
 #endif

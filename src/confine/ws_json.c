@@ -1,6 +1,9 @@
-/* ws_json.c: pure JSON encoding of the results of `write` and `run`; always
- * emits valid UTF-8 JSON whatever bytes it is given (fuzzed by fuzz_ws_json). */
+/* ws_json.c: glsb-confine's one JSON writer (reports of `sandbox` and `doctor`, results of
+ * `write` and `run`); always emits valid UTF-8 JSON whatever bytes it is given (fuzzed by
+ * fuzz_ws_json). */
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +50,29 @@ void glsb_ws_buf_put(struct glsb_ws_buf *b, const void *s, size_t n)
 void glsb_ws_buf_puts(struct glsb_ws_buf *b, const char *s)
 {
 	glsb_ws_buf_put(b, s, strlen(s));
+}
+
+void glsb_ws_buf_printf(struct glsb_ws_buf *b, const char *fmt, ...)
+{
+	char small[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(small, sizeof small, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->failed = 1;
+		return;
+	}
+	if ((size_t)n < sizeof small) {
+		glsb_ws_buf_put(b, small, (size_t)n);
+		return;
+	}
+	if (reserve(b, (size_t)n + 1))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
 }
 
 /* Length of the valid UTF-8 sequence at s[0..n) (RFC 3629: no overlongs, no
@@ -122,6 +148,13 @@ void glsb_ws_json_str(struct glsb_ws_buf *b, const void *str, size_t n)
 		}
 	}
 	glsb_ws_buf_put(b, "\"", 1);
+}
+
+void glsb_ws_json_cstr(struct glsb_ws_buf *b, const char *s)
+{
+	if (!s)
+		s = "";
+	glsb_ws_json_str(b, s, strlen(s));
 }
 
 void glsb_ws_json_b64(struct glsb_ws_buf *b, const void *str, size_t n)

@@ -1,4 +1,6 @@
-/* ws_json.h: pure JSON encoding of the results of `write` and `run` (no I/O). */
+/* ws_json.h: glsb-confine's one JSON writer: a growable buffer, strings, base64 and numbers, and
+ * the result objects of `write` and `run` (no I/O). `sandbox` and `doctor` build their reports
+ * with it too. */
 #ifndef GLSB_WS_JSON_H
 #define GLSB_WS_JSON_H
 
@@ -15,11 +17,16 @@ struct glsb_ws_buf {
 void glsb_ws_buf_free(struct glsb_ws_buf *b);
 void glsb_ws_buf_put(struct glsb_ws_buf *b, const void *s, size_t n);
 void glsb_ws_buf_puts(struct glsb_ws_buf *b, const char *s);
+/* Append printf-style text (JSON punctuation, numbers; never strings from outside: use
+ * glsb_ws_json_str for those). */
+void glsb_ws_buf_printf(struct glsb_ws_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A JSON string literal. Valid UTF-8 passes through (with JSON escapes); each
  * byte that is not part of a valid UTF-8 sequence becomes U+FFFD, so the output
  * is always valid UTF-8 JSON. Use base64 for bytes that must survive exactly. */
 void glsb_ws_json_str(struct glsb_ws_buf *b, const void *s, size_t n);
+/* The same for a NUL-terminated string (NULL is written as ""). */
+void glsb_ws_json_cstr(struct glsb_ws_buf *b, const char *s);
 /* A JSON string holding the standard base64 (RFC 4648, padded) of s[0..n). */
 void glsb_ws_json_b64(struct glsb_ws_buf *b, const void *s, size_t n);
 void glsb_ws_json_u64(struct glsb_ws_buf *b, unsigned long long v);

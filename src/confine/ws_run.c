@@ -4,6 +4,7 @@
  * and stdout/stderr captured up to a cap with observed byte counts. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include "ws_json.h"
 #include "ws_path.h"
 #include "ws_util.h"
+#include "sbutil.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -217,55 +219,28 @@ static const char *env_get(char **env, const char *key)
 	return NULL;
 }
 
-static int is_exec_file(int cwdfd, const char *path)
-{
-	struct stat st;
-	return fstatat(cwdfd, path, &st, 0) == 0 && S_ISREG(st.st_mode) && faccessat(cwdfd, path, X_OK, 0) == 0;
-}
-
 /* Find the program like execvp would, with PATH from the command's own
  * environment (or DEFAULT_PATH); relative entries are relative to the cwd.
  * Returns a malloc'd path (relative ones resolve after the child's fchdir). */
 static char *find_program(const char *name, char **env, int cwdfd)
 {
-	if (strchr(name, '/')) {
-		struct stat st;
-		if (fstatat(cwdfd, name, &st, 0) < 0) {
-			glsb_ws_fail("not_found", "program '%s' not found: %s", name, strerror(errno));
-			return NULL;
-		}
-		char *p = strdup(name);
-		if (!p)
-			glsb_ws_fail("out_of_memory", "finding '%s'", name);
-		return p;
-	}
 	const char *path = env_get(env, "PATH");
 	int from_env = path != NULL;
+	char found[PATH_MAX];
 	if (!path)
 		path = DEFAULT_PATH;
-	size_t nl = strlen(name);
-	for (const char *p = path;; p++) {
-		const char *colon = strchr(p, ':');
-		size_t dl = colon ? (size_t)(colon - p) : strlen(p);
-		char *cand = malloc(dl + nl + 3);
-		if (!cand) {
-			glsb_ws_fail("out_of_memory", "finding '%s'", name);
-			return NULL;
-		}
-		if (dl == 0) /* POSIX: an empty PATH entry is the current directory */
-			snprintf(cand, dl + nl + 3, "./%s", name);
+	if (glsb_find_program(cwdfd, name, path, found, sizeof found) < 0) {
+		if (strchr(name, '/'))
+			glsb_ws_fail("not_found", "program '%s' not found: %s", name, strerror(errno));
 		else
-			snprintf(cand, dl + nl + 3, "%.*s/%s", (int)dl, p, name);
-		if (is_exec_file(cwdfd, cand))
-			return cand;
-		free(cand);
-		if (!colon)
-			break;
-		p = colon;
+			glsb_ws_fail("not_found", "program '%s' not found in %s PATH '%s'", name,
+				     from_env ? "the given" : "the default", path);
+		return NULL;
 	}
-	glsb_ws_fail("not_found", "program '%s' not found in %s PATH '%s'", name,
-		     from_env ? "the given" : "the default", path);
-	return NULL;
+	char *p = strdup(found);
+	if (!p)
+		glsb_ws_fail("out_of_memory", "finding '%s'", name);
+	return p;
 }
 
 /* Keep the pipe ends off fds 0-2 so the child's dup2 never clobbers them. */
@@ -297,7 +272,7 @@ static int make_pipe(int p[2])
 /* Inherited descriptors must not reach the program: mark 3.. close-on-exec. */
 static void cloexec_inherited(void)
 {
-	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+	if (glsb_sys_close_range(3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
 		return;
 	long max = sysconf(_SC_OPEN_MAX);
 	if (max < 0 || max > 65536)
@@ -455,7 +430,7 @@ static int spawn(const struct run_req *rq, const char *prog, int cwdfd, struct s
 static void supervise(const struct run_req *rq, struct spawned *sp, const sigset_t *waitmask,
 		      struct glsb_ws_run_result *r)
 {
-	int pidfd = (int)syscall(SYS_pidfd_open, sp->pid, 0);
+	int pidfd = (int)glsb_sys_pidfd_open(sp->pid, 0);
 	int done = 0, status = 0;
 	double deadline = rq->timeout > 0 ? now_s() + rq->timeout : 0, drain_until = 0;
 	for (;;) {

@@ -3,21 +3,15 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "ws_util.h"
 #include "sbutil.h"
 
-/* struct open_how of linux/openat2.h, spelled out so any uapi header works. */
-struct ws_open_how {
-	uint64_t flags, mode, resolve;
-};
-
 int glsb_ws_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve)
 {
-	struct ws_open_how how = {flags, mode, resolve};
-	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+	struct glsb_open_how how = {flags, mode, resolve};
+	return (int)glsb_sys_openat2(dirfd, path, &how);
 }
 
 int glsb_ws_emit(struct glsb_ws_buf *b)

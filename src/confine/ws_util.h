@@ -4,21 +4,9 @@
 
 #include <stdint.h>
 
+#include "kernel.h"
 #include "ws_json.h"
 
-/* openat2(2) resolve flags (defined here too: older uapi headers lack some). */
-#ifndef RESOLVE_NO_XDEV
-#define RESOLVE_NO_XDEV 0x01
-#endif
-#ifndef RESOLVE_NO_MAGICLINKS
-#define RESOLVE_NO_MAGICLINKS 0x02
-#endif
-#ifndef RESOLVE_NO_SYMLINKS
-#define RESOLVE_NO_SYMLINKS 0x04
-#endif
-#ifndef RESOLVE_BENEATH
-#define RESOLVE_BENEATH 0x08
-#endif
 /* Every lookup below the workspace root uses exactly these. */
 #define GLSB_WS_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 

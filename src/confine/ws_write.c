@@ -16,10 +16,9 @@
 
 #include "confine.h"
 #include "ws_json.h"
-#include "ws_landlock.h"
 #include "ws_path.h"
 #include "ws_util.h"
-#include "sbutil.h"
+#include "sbkit.h"
 
 #ifndef O_TMPFILE
 #define O_TMPFILE (020000000 | O_DIRECTORY)
@@ -172,7 +171,7 @@ static int check_features(int rootfd, int *procfd, int *abi)
 		return glsb_ws_fail("proc_unavailable", "/proc/self/fd is not a procfs directory%s%s; refusing to write",
 				    e ? ": " : "", e ? strerror(e) : "");
 	}
-	*abi = glsb_ws_landlock_abi();
+	*abi = glsb_sb_landlock_abi();
 	if (*abi < 3) {
 		int e = errno;
 		close(*procfd);
@@ -428,7 +427,7 @@ int glsb_cmd_write(int argc, char **argv)
 	if (check_features(rootfd, &procfd, &abi))
 		goto out;
 	char why[256];
-	if (glsb_ws_landlock_confine_writes(rootfd, abi, why, sizeof why) < 0) {
+	if (glsb_sb_landlock_confine_writes(rootfd, abi, why, sizeof why) < 0) {
 		rc = glsb_ws_fail("landlock_failed", "%s; refusing an unconfined write", why);
 		goto out;
 	}

@@ -1,0 +1,131 @@
+/* sandbox.h: what the files of `glsb-confine sandbox` share: its options, the state the
+ * supervisor builds before clone (the child works on its own copy), and one function per step.
+ * sandbox.c reads as the list of steps; each concern lives in its own file:
+ *   sb_options.c  usage text and option parsing      sb_ids.c      id maps, workspace owner,
+ *   sb_mounts.c   mount plan and the private root                  becoming the sandbox user
+ *   sb_net.c      hostname and loopback               sb_rlimits.c  rlimits
+ *   cgroup.c      cgroup limits                       seccomp.c     the seccomp filter
+ *   landlock.c    Landlock                            sb_report.c   the --report-fd JSON
+ *   sb_init.c     PID 1 inside                        sb_supervisor.c  clone, wait, clean up */
+#ifndef GLSB_SANDBOX_H
+#define GLSB_SANDBOX_H
+
+#include <limits.h>
+#include <stdarg.h>
+#include <sys/types.h>
+
+#include "sbkit.h"
+
+#define SANDBOX_UID 1000
+#define SANDBOX_HOME "/home/user"
+/* Host ids of the sandbox when started by root: inside uid/gid N is host ID_BASE + N (N = 0
+ * and 1000 only), like a subordinate id range. 0x70000000 is above the ranges useradd and
+ * systemd-nspawn hand out. */
+#define DEFAULT_ID_BASE 1879048192L
+#define NEWROOT "/tmp" /* where the new root tmpfs is built, in the new mount namespace only */
+#define EXIT_SETUP 125
+#define EXIT_USAGE 2
+
+/* --- options (sb_options.c) --- */
+struct sb_bind {
+	const char *src, *dst;
+	int rw;
+};
+
+struct sb_options {
+	const char *workspace;
+	struct sb_bind binds[64];
+	int nbinds;
+	const char *env[256];
+	int nenv;
+	int network, degraded, cleanup, report_fd;
+	long memory_mb, cpu_s, nproc, file_mb, disk_mb, nofile, id_base;
+	char **argv; /* PROGRAM and its arguments */
+};
+
+/* --- the mount plan (sb_mounts.c) --- */
+/* M_COPY: a small regular file copied into the root tmpfs (cheaper than a bind mount). */
+enum sb_mkind { M_BIND_RO, M_BIND_RW, M_SYMLINK, M_DEV, M_COPY };
+#define SB_COPY_MAX (1 << 20)
+struct sb_mount {
+	enum sb_mkind kind;
+	int fd; /* source (O_PATH; O_RDONLY to copy), opened by the child in its mount ns */
+	int isdir, follow;
+	char src[512];
+	char dst[256];
+	char target[256]; /* symlink target */
+};
+
+/* What the child applied, for the report. */
+struct sb_applied {
+	int timens, cgroupns, nnp, landlock_abi, seccomp;
+	long fsize_mb;
+};
+
+struct sb {
+	struct sb_options opt;
+	/* built by the supervisor before clone */
+	struct sb_mount plan[128];
+	int nplan;
+	char ws_real[PATH_MAX];
+	int root_mode;                /* started as root: shifted id map */
+	long host_uid, host_gid;      /* what the sandbox user is on the host */
+	int clone_flags;              /* namespaces the child was created with */
+	struct glsb_sb_cgroup cgroup;
+	int have_cgroup;
+	char missing[512];            /* JSON array body of required features missing */
+	char opt_missing[512];        /* JSON array body of optional features missing */
+	/* supervisor <-> child */
+	int sup_sfd;                  /* the supervisor's signalfd, closed in the child */
+	int status_wr;                /* child -> supervisor: 'O' + applied JSON, or 'E' + error JSON */
+	int sync_rd;                  /* supervisor -> child: '1' ids mapped, '2' cgroup joined */
+};
+
+/* sb_options.c: parse argv into sb->opt. -1 to go on; else the exit status (0 after --help). */
+int glsb_sb_parse_options(struct sb *sb, int argc, char **argv);
+
+/* sb_report.c */
+void glsb_sb_add_missing(struct sb *sb, const char *name, int required);
+/* Supervisor: write {"ok":false,...} to the report fd (or the message to stderr), close it. */
+void glsb_sb_report_failure(struct sb *sb, const char *msg);
+/* Child: send the 'E' message to the supervisor and exit EXIT_SETUP. */
+__attribute__((noreturn, format(printf, 2, 3))) void glsb_sb_child_fail(struct sb *sb,
+									 const char *fmt, ...);
+/* Child: send the 'O' message (what was applied) to the supervisor. */
+void glsb_sb_report_applied(struct sb *sb, const struct sb_applied *a);
+/* Supervisor: read what the child wrote to the status pipe: 0 while more may come, 1 at EOF. */
+int glsb_sb_read_status(int fd, struct glsb_ws_buf *msg);
+/* Supervisor: turn the child's message into the report line (the child cannot know its host
+ * pid) and close the report fd. */
+void glsb_sb_forward_status(struct sb *sb, const struct glsb_ws_buf *msg, pid_t pid);
+
+/* sb_mounts.c */
+int glsb_sb_plan_mounts(struct sb *sb, char *err, size_t errcap);   /* supervisor */
+void glsb_sb_plan_close(struct sb *sb);
+void glsb_sb_open_mount_sources(struct sb *sb);                     /* child, host ids */
+void glsb_sb_build_root(struct sb *sb);                             /* child, userns root */
+
+/* sb_ids.c */
+int glsb_sb_prepare_workspace(struct sb *sb, char *err, size_t errcap); /* supervisor */
+void glsb_sb_give_stdio(struct sb *sb);                                 /* supervisor, root */
+int glsb_sb_write_id_maps(struct sb *sb, pid_t pid, char *err, size_t errcap);
+void glsb_sb_become_userns_root(struct sb *sb);                         /* child */
+void glsb_sb_drop_privileges(struct sb *sb);                            /* child */
+
+/* sb_net.c (child) */
+void glsb_sb_setup_uts_net(struct sb *sb);
+
+/* sb_rlimits.c (child): returns the RLIMIT_FSIZE in MB that was set. */
+long glsb_sb_apply_rlimits(struct sb *sb);
+
+/* sb_init.c (child): become PID 1's loop: run prog, reap, forward signals, exit with its status. */
+__attribute__((noreturn)) void glsb_sb_run_init(struct sb *sb, const char *prog, char **envp);
+
+/* sb_supervisor.c */
+pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(struct sb *),
+			  char *err, size_t errcap);
+/* Wait for the report, signals and the end of the sandbox; returns the exit status. */
+int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd);
+void glsb_sb_cleanup(struct sb *sb);
+
+#endif

@@ -1,0 +1,179 @@
+/* sb_options.c: `glsb-confine sandbox`'s usage text and option parsing. */
+#include <fcntl.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox.h"
+
+static const char usage_text[] =
+	"usage: glsb-confine sandbox [options] -- PROGRAM [ARGS...]\n"
+	"\n"
+	"Run PROGRAM (looked up in the sandbox PATH unless it contains '/') as uid 1000 \"user\" in\n"
+	"fresh user, mount, pid, net, ipc, uts, cgroup and time namespaces, on a private root:\n"
+	"read-only binds of /usr, /lib*, /bin, /sbin (symlinks kept as on the host), selected /etc\n"
+	"files (loader cache, certificates, alternatives, timezone, nsswitch, python3, ...; with\n"
+	"--network also resolv.conf), generated /etc/passwd, group, hostname, hosts; a fresh /proc;\n"
+	"/dev with null, zero, full, random, urandom (no tty; /dev/shm -> /tmp); tmpfs /tmp. The\n"
+	"root itself is read-only. Capabilities are dropped, no_new_privs set, Landlock (best ABI)\n"
+	"allows read+exec on the system, read+write on /home/user, /files, /tmp and --bind targets\n"
+	"and (ABI 6+) scopes signals and abstract unix sockets to the sandbox; a seccomp filter\n"
+	"denies mount, namespaces, ptrace, kernel modules, bpf, perf, keyrings, clock setting,\n"
+	"io_uring, TIOCSTI, ... with EPERM (clone3: ENOSYS), and kills other ABIs (x32, i386).\n"
+	"A PID 1 inside reaps orphans and forwards signals; a supervisor outside waits, forwards\n"
+	"SIGTERM/SIGINT/SIGQUIT (a second one kills), removes the cgroup (and the workspace with\n"
+	"--cleanup), and exits with PROGRAM's status (code, or 128+signal). SIGHUP to the\n"
+	"supervisor kills the sandbox at once and still cleans up. If the process that started\n"
+	"glsb-confine dies, the supervisor gets that SIGHUP (PR_SET_PDEATHSIG), so the whole\n"
+	"sandbox is killed and removed.\n"
+	"stdin, stdout and stderr are PROGRAM's; no other descriptor is passed in. Run as root,\n"
+	"pipes and sockets among them are chowned to the sandbox user so that /dev/stdout and\n"
+	"/dev/stderr can be reopened inside.\n"
+	"\n"
+	"options:\n"
+	"  --workspace DIR      host dir (required; created 0700 if missing). DIR/home is /home/user\n"
+	"                       (HOME and initial cwd), DIR/files is /files, both read-write.\n"
+	"  --ro-bind SRC DST    extra read-only bind (repeatable)\n"
+	"  --bind SRC DST       extra read-write bind (repeatable); SRC must be writable by the\n"
+	"                       sandbox user's host uid (\"host_uid\" in the report)\n"
+	"  --env K=V            PROGRAM's environment is exactly these (repeatable) plus\n"
+	"                       HOME=/home/user PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8\n"
+	"                       unless given\n"
+	"  --network            share the host network (default: own net namespace, loopback only)\n"
+	"  --memory-mb N        default 1024: cgroup memory limit and RLIMIT_DATA\n"
+	"  --cpu-seconds N      default 3600: RLIMIT_CPU, per process\n"
+	"  --max-processes N    default 256: cgroup pids limit and RLIMIT_NPROC\n"
+	"  --max-file-mb N      default 512: RLIMIT_FSIZE (capped at --disk-mb)\n"
+	"  --disk-mb N          default 1024: size of the tmpfs /tmp (/dev/shm points there), and a\n"
+	"                       cap on RLIMIT_FSIZE. It does NOT bound the total written to\n"
+	"                       /home/user and /files (host disk) nor the number of files there.\n"
+	"  --max-open-files N   default 1024: RLIMIT_NOFILE\n"
+	"  --id-base N          ids when run as root, see below (default 1879048192)\n"
+	"  --allow-degraded     start even if a required feature is missing (it is listed in\n"
+	"                       \"missing\"); user, mount and pid namespaces are always required\n"
+	"  --report-fd N        write one JSON line to fd N, then close it. Just before PROGRAM\n"
+	"                       starts: {\"ok\":true,\"pid\":HOST_PID_OF_SANDBOX_INIT,\"applied\":{\n"
+	"                       userns,mountns,pidns,netns,ipcns,utsns,cgroupns,timens: bool,\n"
+	"                       no_new_privs, seccomp: bool, landlock_abi: N, cgroup: \"v2\"|\"v1\"|\n"
+	"                       false, cgroup_dirs | cgroup_reason, rlimits, tmp_mb, network,\n"
+	"                       uid, host_uid, host_gid},\"missing\":[...],\"optional_missing\":[...]}\n"
+	"                       On failure {\"ok\":false,\"error\":MSG,\"missing\":[...]}, exit 125.\n"
+	"                       Without --report-fd, errors go to stderr.\n"
+	"  --cleanup            remove DIR (recursively, not following symlinks) at the end\n"
+	"\n"
+	"Ids: run as root, sandbox uid/gid 0 and 1000 are host ids N and N+1000 (--id-base), like\n"
+	"a subordinate id range, and DIR/home and DIR/files are chowned to N+1000. Host root never\n"
+	"owns what the sandbox writes (no setuid-root file can be planted on the host disk), the\n"
+	"sandbox has no owner rights on root's files, and RLIMIT_NPROC applies (root is exempt).\n"
+	"Files the caller puts in DIR/files are read-only inside unless chowned to N+1000.\n"
+	"Run unprivileged, uid/gid 1000 is the caller's own uid/gid (the only id it may map).\n"
+	"\n"
+	"Required: user/mount/pid/net(unless --network)/ipc/uts namespaces, Landlock, seccomp,\n"
+	"no_new_privs. Optional (listed in optional_missing): cgroup and time namespaces, cgroup\n"
+	"limits: v2 memory+pids in a leaf glsb/sb-<pid>-<time> below our cgroup when they can be\n"
+	"enabled there (else, as root, below the hierarchy's top), else v1 memory/pids hierarchies.\n"
+	"Empty leaves of supervisors that were SIGKILLed are removed by the next sandbox.\n"
+	"Exit: PROGRAM's status; 125 if the sandbox could not be set up; 2 on usage errors.\n";
+
+static int parse_long(const char *s, long min, long max, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
+{
+	struct sb_options *o = &sb->opt;
+	int i;
+
+	*o = (struct sb_options){.report_fd = -1, .memory_mb = 1024, .cpu_s = 3600, .nproc = 256,
+				 .file_mb = 512, .disk_mb = 1024, .nofile = 1024,
+				 .id_base = DEFAULT_ID_BASE};
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		int more = argc - i - 1;
+		long n;
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(usage_text, stdout);
+			return 0;
+		} else if (!strcmp(a, "--network")) {
+			o->network = 1;
+		} else if (!strcmp(a, "--allow-degraded")) {
+			o->degraded = 1;
+		} else if (!strcmp(a, "--cleanup")) {
+			o->cleanup = 1;
+		} else if (!strcmp(a, "--workspace") && more >= 1) {
+			o->workspace = argv[++i];
+		} else if ((!strcmp(a, "--ro-bind") || !strcmp(a, "--bind")) && more >= 2) {
+			const char *dst = argv[i + 2];
+			if (o->nbinds >= (int)(sizeof o->binds / sizeof o->binds[0]) ||
+			    dst[0] != '/' || !dst[1] || strstr(dst, "/..") || strlen(dst) > 200) {
+				fprintf(stderr, "glsb-confine sandbox: bad or too many binds (%s)\n", dst);
+				return EXIT_USAGE;
+			}
+			o->binds[o->nbinds++] = (struct sb_bind){argv[i + 1], dst, a[2] == 'b'};
+			i += 2;
+		} else if (!strcmp(a, "--env") && more >= 1) {
+			if (!strchr(argv[i + 1], '=') || o->nenv >= 256) {
+				fprintf(stderr, "glsb-confine sandbox: bad --env %s\n", argv[i + 1]);
+				return EXIT_USAGE;
+			}
+			o->env[o->nenv++] = argv[++i];
+		} else if (more >= 1 && a[0] == '-' && a[1] == '-') {
+			/* Bounds keep every product (MB to bytes) far from overflow. */
+			const struct {
+				const char *name;
+				long *val;
+				long min, max;
+			} nums[] = {
+				{"--memory-mb", &o->memory_mb, 1, 1L << 24},
+				{"--cpu-seconds", &o->cpu_s, 1, 1L << 30},
+				{"--max-processes", &o->nproc, 1, 1L << 22},
+				{"--max-file-mb", &o->file_mb, 1, 1L << 24},
+				{"--disk-mb", &o->disk_mb, 1, 1L << 24},
+				{"--max-open-files", &o->nofile, 16, 1L << 20},
+				{"--id-base", &o->id_base, 1, 4294967294L - SANDBOX_UID},
+				{"--report-fd", &n, 0, INT_MAX},
+			};
+			size_t k;
+			for (k = 0; k < sizeof nums / sizeof nums[0]; k++)
+				if (!strcmp(a, nums[k].name))
+					break;
+			if (k == sizeof nums / sizeof nums[0] ||
+			    parse_long(argv[i + 1], nums[k].min, nums[k].max, nums[k].val) < 0) {
+				fprintf(stderr, "glsb-confine sandbox: bad option %s %s\n", a, argv[i + 1]);
+				return EXIT_USAGE;
+			}
+			if (nums[k].val == &n) {
+				if (fcntl((int)n, F_GETFD) < 0) {
+					fprintf(stderr, "glsb-confine sandbox: --report-fd %ld is not open\n", n);
+					return EXIT_USAGE;
+				}
+				o->report_fd = (int)n;
+				fcntl(o->report_fd, F_SETFD, FD_CLOEXEC);
+			}
+			i++;
+		} else if (a[0] == '-') {
+			fprintf(stderr, "glsb-confine sandbox: unknown option %s (see --help)\n", a);
+			return EXIT_USAGE;
+		} else {
+			break;
+		}
+	}
+	if (i >= argc || !o->workspace) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	o->argv = argv + i;
+	return -1;
+}

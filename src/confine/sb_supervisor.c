@@ -1,0 +1,135 @@
+/* sb_supervisor.c: the supervisor outside the sandbox: creates the child in its namespaces
+ * (finding out which one the kernel refused), waits for its report, forwards signals, and
+ * removes what the sandbox leaves (cgroup, workspace with --cleanup) when it ends. */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox.h"
+
+pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(struct sb *),
+			  char *err, size_t errcap)
+{
+	/* The cgroup namespace comes later (child_main), once the child is in its own cgroup. */
+	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+		    (sb->opt.network ? 0 : CLONE_NEWNET);
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		sb->clone_flags = flags;
+		/* fork-like clone (no new stack): the child continues here with a copy of memory. */
+		long pid = syscall(SYS_clone, (unsigned long)flags | SIGCHLD, NULL, NULL, NULL, NULL);
+		if (pid == 0) {
+			close(pipes[0][1]);
+			close(pipes[1][0]);
+			sb->sync_rd = pipes[0][0];
+			sb->status_wr = pipes[1][1];
+			if (sb->opt.report_fd >= 0)
+				close(sb->opt.report_fd);
+			close(sb->sup_sfd);
+			child_main(sb);
+			_exit(EXIT_SETUP); /* child_main does not return */
+		}
+		if (pid > 0)
+			return (pid_t)pid;
+		int clone_errno = errno;
+		if (attempt > 0)
+			break;
+		/* Find out which namespace the kernel refused. */
+		int fatal = 0;
+		for (int i = 0; i < glsb_sb_namespace_count; i++) {
+			const struct glsb_sb_ns *ns = &glsb_sb_namespaces[i];
+			if (!(flags & ns->flag) || glsb_sb_probe_ns(ns->flag) == 0)
+				continue;
+			glsb_sb_add_missing(sb, ns->name, 1);
+			if (ns->flag == CLONE_NEWUSER || ns->flag == CLONE_NEWNS ||
+			    ns->flag == CLONE_NEWPID || !sb->opt.degraded)
+				fatal = 1;
+			flags &= ~ns->flag;
+		}
+		if (fatal || flags == sb->clone_flags) {
+			char names[256] = "";
+			for (int k = 0; k < glsb_sb_namespace_count; k++) {
+				const struct glsb_sb_ns *ns = &glsb_sb_namespaces[k];
+				size_t len = strlen(names);
+				if (sb->clone_flags & ns->flag & ~flags)
+					glsb_sb_fmt(names + len, sizeof names - len, "%s%s",
+						    len ? ", " : "", ns->name);
+			}
+			glsb_sb_fmt(err, errcap, "cannot create namespaces (%s)%s%s",
+				    strerror(clone_errno), names[0] ? ": missing " : "", names);
+			return -1;
+		}
+	}
+	glsb_sb_fmt(err, errcap, "cannot create namespaces: %s", strerror(errno));
+	return -1;
+}
+
+int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
+{
+	struct glsb_ws_buf msg = {0};
+	int terms = 0, st = 0, exit_code;
+	char err[128];
+
+	for (;;) {
+		struct pollfd p[2] = {{sb->sup_sfd, POLLIN, 0}, {status_fd, POLLIN, 0}};
+		if (poll(p, status_fd >= 0 ? 2 : 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (status_fd >= 0 && p[1].revents) {
+			if (glsb_sb_read_status(status_fd, &msg) == 0)
+				continue;
+			close(status_fd);
+			status_fd = -1;
+			glsb_sb_forward_status(sb, &msg, pid);
+		}
+		if (p[0].revents) {
+			struct signalfd_siginfo si;
+			if (read(sb->sup_sfd, &si, sizeof si) != (ssize_t)sizeof si)
+				continue;
+			if (si.ssi_signo == SIGCHLD) {
+				if (waitpid(pid, &st, WNOHANG) == pid)
+					break;
+			} else if (si.ssi_signo == SIGHUP || terms++ > 0) {
+				kill(pid, SIGKILL);
+			} else {
+				kill(pid, (int)si.ssi_signo);
+			}
+		}
+	}
+	if (status_fd >= 0) {
+		/* The child is gone: whatever it wrote is in the pipe, then EOF. */
+		while (glsb_sb_read_status(status_fd, &msg) == 0)
+			;
+		close(status_fd);
+		glsb_sb_forward_status(sb, &msg, pid);
+	}
+	exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	if (sb->opt.report_fd >= 0) {
+		/* Died before reporting (e.g. killed during set-up). */
+		glsb_sb_fmt(err, sizeof err, "sandbox set-up ended early (status %d)", exit_code);
+		glsb_sb_report_failure(sb, err);
+		exit_code = EXIT_SETUP;
+	}
+	if (msg.len > 0 && msg.p[0] == 'E')
+		exit_code = EXIT_SETUP;
+	glsb_ws_buf_free(&msg);
+	return exit_code;
+}
+
+void glsb_sb_cleanup(struct sb *sb)
+{
+	if (sb->have_cgroup)
+		glsb_sb_cgroup_remove(&sb->cgroup);
+	if (sb->opt.cleanup && sb->ws_real[0] && glsb_sb_remove_tree(sb->ws_real) < 0)
+		fprintf(stderr, "glsb-confine sandbox: cleanup of %s incomplete: %s\n", sb->ws_real,
+			strerror(errno));
+}
