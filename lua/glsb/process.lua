@@ -15,18 +15,27 @@ function M.spawn(opts)
   return setmetatable({ proc = p, pid = p.pid, buf = { stdout = "", stderr = "", fd3 = "" }, eof = {} }, Process)
 end
 
--- Reads what is available on stdout/stderr, waiting until deadline. Returns data, "" at EOF, or
--- nil, "timeout".
-function Process:read(which, deadline)
+-- Reads what is available on stdout/stderr/fd3 (at most max bytes, default 64 KiB), waiting until
+-- deadline. Returns data, "" at EOF, or nil, "timeout". The deadline is checked before every wait,
+-- never only when the pipe is empty: a child that writes without pause cannot hold a caller past it.
+function Process:read(which, deadline, max)
   which = which or "stdout"
-  if self.buf[which] ~= "" then
-    local data = self.buf[which]
+  local buffered = self.buf[which]
+  if buffered ~= "" then
+    if max and #buffered > max then
+      self.buf[which] = buffered:sub(max + 1)
+      return buffered:sub(1, max)
+    end
     self.buf[which] = ""
-    return data
+    return buffered
   end
   if self.eof[which] then return "" end
   while true do
-    local data, err = self.proc:read(which)
+    if not self.proc:fd(which) then
+      self.eof[which] = true
+      return ""
+    end
+    local data, err = self.proc:read(which, max)
     if data then
       if data == "" then self.eof[which] = true end
       return data
@@ -34,65 +43,81 @@ function Process:read(which, deadline)
       self.eof[which] = true
       return ""
     end
+    if deadline and loop.now() >= deadline then return nil, "timeout" end
     local fd = self.proc:fd(which)
     if loop.wait_fd(fd, "r", deadline) == "timeout" then return nil, "timeout" end
   end
 end
 
 -- Reads one line (without its "\n"). At EOF returns the last partial line, then nil, "eof".
+-- Pieces are kept in a table until the newline comes: a long line costs linear time.
 function Process:read_line(which, deadline)
   which = which or "stdout"
+  local buf = self.buf[which]
+  local nl = buf:find("\n", 1, true)
+  if nl then
+    self.buf[which] = buf:sub(nl + 1)
+    return buf:sub(1, nl - 1)
+  end
+  local parts = { buf }
+  self.buf[which] = ""
   while true do
-    local buf = self.buf[which]
-    local nl = buf:find("\n", 1, true)
-    if nl then
-      self.buf[which] = buf:sub(nl + 1)
-      return buf:sub(1, nl - 1)
-    end
     if self.eof[which] then
-      if buf ~= "" then
-        self.buf[which] = ""
-        return buf
-      end
+      local line = table.concat(parts)
+      if line ~= "" then return line end
       return nil, "eof"
     end
-    self.buf[which] = ""
     local data, err = self:read(which, deadline)
     if not data then
-      self.buf[which] = buf
+      self.buf[which] = table.concat(parts)
       return nil, err
     end
-    self.buf[which] = buf .. data
+    nl = data:find("\n", 1, true)
+    if nl then
+      parts[#parts + 1] = data:sub(1, nl - 1)
+      self.buf[which] = data:sub(nl + 1)
+      return table.concat(parts)
+    end
+    parts[#parts + 1] = data
   end
 end
 
--- Reads exactly n bytes from stdout (for length-prefixed protocols). nil, "eof" | "timeout" otherwise.
+-- Reads exactly n bytes (for length-prefixed protocols). nil, "eof" | "timeout" otherwise (what was
+-- read is kept for the next call).
 function Process:read_exact(n, deadline, which)
   which = which or "stdout"
-  while #self.buf[which] < n do
-    if self.eof[which] then return nil, "eof" end
-    local have = self.buf[which]
-    self.buf[which] = ""
-    local data, err = self:read(which, deadline)
-    if not data then
-      self.buf[which] = have
-      return nil, err
+  local parts, have = {}, 0
+  while have < n do
+    local data, err = self:read(which, deadline, n - have)
+    if not data or data == "" then
+      self.buf[which] = table.concat(parts)
+      return nil, data == "" and "eof" or err
     end
-    self.buf[which] = have .. data
+    parts[#parts + 1] = data
+    have = have + #data
   end
-  local buf = self.buf[which]
-  self.buf[which] = buf:sub(n + 1)
-  return buf:sub(1, n)
+  return table.concat(parts)
 end
 
--- Writes all of data to stdin. Returns true, or nil, message ("timeout", a broken pipe, ...).
+-- A pipe takes at most its capacity per write (64 KiB unless the reader enlarged it): writing the rest
+-- of a large string slice by slice copies each byte about once, where re-slicing the whole remainder
+-- after every partial write copied it once per write (quadratic: a 100 MB upload never ended).
+local WRITE_SLICE = 1024 * 1024
+
+-- Writes all of data to stdin. Returns true, or nil, "timeout" | "closed" | a message (a broken pipe).
+-- The deadline is checked between writes too: a slow reader cannot keep the writer past it.
 function Process:write(data, deadline)
+  local len = #data
   local pos = 1
-  while pos <= #data do
-    local n, err = self.proc:write(pos == 1 and data or data:sub(pos))
+  while pos <= len do
+    if not self.proc:fd("stdin") then return nil, "closed" end
+    local piece = data
+    if pos > 1 or len > WRITE_SLICE then piece = data:sub(pos, pos + WRITE_SLICE - 1) end
+    local n, err = self.proc:write(piece)
     if n then
       pos = pos + n
     elseif err == "again" then
+      if deadline and loop.now() >= deadline then return nil, "timeout" end
       if loop.wait_fd(self.proc:fd("stdin"), "w", deadline) == "timeout" then return nil, "timeout" end
     else
       return nil, err
@@ -101,7 +126,7 @@ function Process:write(data, deadline)
   return true
 end
 
-function Process:close_stdin() self.proc:close_fd("stdin") end
+function Process:close_stdin() if self.proc:fd("stdin") then self.proc:close_fd("stdin") end end
 
 -- Waits for the process to end. Returns {code = n} or {signal = n}, or nil, "timeout".
 function Process:wait(deadline)
