@@ -1,32 +1,21 @@
 """glsb local provider: the agent that runs inside each sandbox.
 
 Started by glsb-confine as the sandbox's PROGRAM (uid 1000, cwd /home/user).
-It speaks NDJSON with the host on the stdin/stdout it was started with; the
-code it runs never sees those descriptors at fds 0/1/2: at startup the agent
-moves the protocol to private close-on-exec descriptors, gives fd 0 /dev/null
-and makes fds 1 and 2 pipes it drains in threads, so `print`, `os.system` and
-child processes all stream through the same path, in order per stream.
+It speaks the protocol of PROTOCOL.md (this directory) with the host on the
+stdin/stdout it was started with: frames of one JSON header line, then, when
+the header has "n", exactly n raw bytes (uploads, downloads and output are
+never base64 or JSON). The code it runs never sees those descriptors at fds
+0/1/2: at startup the agent moves the protocol to private close-on-exec
+descriptors, gives fd 0 /dev/null and makes fds 1 and 2 pipes it drains in
+threads, so `print`, `os.system` and child processes all stream through the
+same path, in order per stream.
 
-Requests (host -> agent), one JSON object per line:
-  {"id":N,"op":"exec","code":S,"lang":"python"|"bash"|"javascript","env":{..}}
-  {"id":N,"op":"cmd","cmd":S,"env":{..},"cwd":S|null,"timeout":secs|null}
-  {"id":N,"op":"write","path":S,"data":B64,"mode":int|null}
-  {"id":N,"op":"read","path":S,"max":bytes}
-  {"id":N,"op":"argv","argv":[..],"stdin":B64|null,"timeout":secs|null}
-                                exact argv, no shell; whole output returned
-  {"id":N,"op":"ping"}
-  {"op":"interrupt","id":N}     handled at once by the reader thread
-Events (agent -> host):
-  {"ev":"ready","pid":P,"python":V,"node":bool}
-  {"ev":"out","id":N,"s":1|2,"d":B64}      complete lines (or a piece of a long one)
-  {"ev":"chunk","id":N,"d":B64}            a piece of a file being read
-  {"ev":"done","id":N,...}                 the result of request N
-
-Output of one request is capped per stream (OUTPUT_CAP bytes); what is dropped
-is counted and reported in "done" as dropped_stdout / dropped_stderr.
+Output of one request is capped per stream (OUTPUT_CAP bytes, or the request's
+"max_out"); what is dropped is counted and reported in "done" as
+dropped_stdout / dropped_stderr.
 Everything here is written for the Python the host has (3.8+), stdlib only.
 Start-up time is most of create(): the agent imports only C modules at start
-(_json, binascii, _ast, _thread, _queue, _signal; site, os and io are loaded
+(_json, _ast, _thread, _queue, _signal; site, os and io are loaded
 by the interpreter anyway) and defers subprocess, traceback, linecache and
 shutil to the first request that needs them. `json` alone (re, enum) would
 cost more than the whole sandbox set-up.
@@ -37,7 +26,6 @@ import _json
 import _queue
 import _signal
 import _thread
-import binascii
 import builtins
 import io
 import os
@@ -53,16 +41,30 @@ TEMPLATE_DIR = "/opt/glsb/template"
 # ---------------------------------------------------------------- protocol fds
 
 _proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
-_proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+_proto_out_fd = os.dup(1)
 _diag = os.fdopen(os.dup(2), "w", buffering=1)
 _send_lock = _thread.allocate_lock()
 _enc_str = _json.encode_basestring_ascii
+MAX_TEXT = 256 * 1024      # error texts in a "done" header (the host reads headers up to 1 MiB)
+PAYLOAD_PIECE = 1024 * 1024
+
+# Bulk data moves through these pipes: a 1 MiB pipe (the unprivileged maximum) takes a whole piece
+# per write instead of 64 KiB. F_SETPIPE_SZ is 1031 on Linux; failing is harmless.
+try:
+    import fcntl
+    for _fd in (_proto_in.fileno(), _proto_out_fd):
+        try:
+            fcntl.fcntl(_fd, 1031, PAYLOAD_PIECE)
+        except OSError:
+            pass
+except ImportError:
+    pass
 
 
 def encode(v):
     """JSON for the few types the events carry (ASCII output)."""
     if isinstance(v, str):
-        return _enc_str(v)
+        return _enc_str(v if len(v) <= MAX_TEXT else v[:MAX_TEXT] + "\n[glsb: text cut at %d characters]" % MAX_TEXT)
     if v is True:
         return "true"
     if v is False:
@@ -77,7 +79,7 @@ def encode(v):
         return "{" + ",".join(_enc_str(str(k)) + ":" + encode(x) for k, x in v.items()) + "}"
     if isinstance(v, (list, tuple)):
         return "[" + ",".join(encode(x) for x in v) + "]"
-    return _enc_str(str(v))
+    return encode(str(v))
 
 
 class _ScanContext:
@@ -102,14 +104,31 @@ def decode(line):
     return obj if isinstance(obj, dict) else None
 
 
-def send(obj):
-    data = (encode(obj) + "\n").encode("ascii")
+def _write_all(parts):
+    """writev until every byte is out (a signal may cut a pipe write short)."""
+    views = [memoryview(p) for p in parts if len(p)]
+    while views:
+        n = os.writev(_proto_out_fd, views)
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if n:
+            views[0] = views[0][n:]
+
+
+def send(obj, payload=None):
+    """One frame: the header (obj, with "n" = the payload's size when there is one), then the payload."""
+    if payload is not None:
+        obj["n"] = len(payload)
+    head = (encode(obj) + "\n").encode("ascii")
     with _send_lock:
-        _proto_out.write(data)
+        _write_all((head, payload) if payload else (head,))
 
 
-def b64(data):
-    return binascii.b2a_base64(data, newline=False).decode("ascii")
+def send_out(rid, stream, data):
+    head = b'{"ev":"out","id":%d,"s":%d,"n":%d}\n' % (rid, stream, len(data))
+    with _send_lock:
+        _write_all((head, data))
 
 
 class Event:
@@ -128,8 +147,8 @@ class Event:
     def clear(self):
         self._lock.acquire(False)
 
-    def wait(self, timeout):
-        if self._lock.acquire(True, max(0.0, timeout)):
+    def wait(self, timeout=None):
+        if self._lock.acquire(True, -1 if timeout is None else max(0.0, timeout)):
             self._lock.release()
             return True
         return False
@@ -149,15 +168,16 @@ os.close(_null)
 class Capture:
     """Counts and forwards one request's output; both streams share the id."""
 
-    def __init__(self, rid):
+    def __init__(self, rid, cap=OUTPUT_CAP):
         self.rid = rid
+        self.cap = cap
         self.sent = {1: 0, 2: 0}
         self.dropped = {1: 0, 2: 0}
         self.lock = _thread.allocate_lock()
 
     def emit(self, stream, data):
         with self.lock:
-            room = OUTPUT_CAP - self.sent[stream]
+            room = self.cap - self.sent[stream]
             if room <= 0:
                 self.dropped[stream] += len(data)
                 return
@@ -165,8 +185,8 @@ class Capture:
                 self.dropped[stream] += len(data) - room
                 data = data[:room]
             self.sent[stream] += len(data)
-        for i in range(0, len(data), LINE_PIECE):
-            send({"ev": "out", "id": self.rid, "s": stream, "d": b64(data[i:i + LINE_PIECE])})
+        for i in range(0, len(data), PAYLOAD_PIECE):
+            send_out(self.rid, stream, data[i:i + PAYLOAD_PIECE])
 
     def fields(self):
         return {"dropped_stdout": self.dropped[1], "dropped_stderr": self.dropped[2]}
@@ -249,7 +269,7 @@ class Output:
                 f.flush()
             except Exception:
                 pass
-        token = ("\x00glsb-sync-%s\x00" % b64(os.urandom(9))).encode("ascii")
+        token = b"\x00glsb-sync-" + os.urandom(9).hex().encode("ascii") + b"\x00"
         for stream, fd in ((1, 1), (2, 2)):
             reader = self.readers[stream]
             reader.marker_seen.clear()
@@ -405,16 +425,17 @@ def which(name):
     return None
 
 
-def run_process(argv, env, cwd, timeout, cap):
-    """Runs argv in its own session, streaming its output to cap. Returns the result."""
+def run_process(argv, env, cwd, timeout, cap, payload=None):
+    """Runs argv in its own session, streaming its output to cap (and the request's payload, if any,
+    to its stdin). Returns the result."""
     import subprocess
     full_env = dict(BASE_ENV)
     if env:
         full_env.update(env)
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=full_env, cwd=cwd or None,
-                                start_new_session=True)
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if payload is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env,
+                                cwd=cwd or None, start_new_session=True)
     except OSError as e:
         return {"ok": False, "name": type(e).__name__, "value": str(e), "traceback": "", "exit_code": 127}
     with STATE.lock:
@@ -426,6 +447,10 @@ def run_process(argv, env, cwd, timeout, cap):
         ev = Event()
         finished.append(ev)
         start_thread(pump, pipe, stream, cap, ev)
+    if payload is not None:
+        ev = Event()
+        finished.append(ev)
+        start_thread(feed, payload, proc.stdin, ev)
     timed_out = False
     try:
         proc.wait(timeout=timeout)
@@ -481,35 +506,36 @@ def pump_lines(pipe, stream, cap):
         cap.emit(stream, buf)
 
 
+def feed(payload, pipe, finished):
+    """Copies the request's payload to a child's stdin; what the child does not take is drained from
+    the protocol all the same (the next frame starts right after the payload)."""
+    fd = pipe.fileno()
+    try:
+        for piece in payload.pieces():
+            while piece is not None and len(piece):
+                try:
+                    piece = piece[os.write(fd, piece):]
+                except OSError:
+                    piece = None  # the child closed its stdin or died: drain the rest
+    finally:
+        payload.drain()
+        try:
+            pipe.close()
+        except OSError:
+            pass
+        finished.set()
+
+
 def op_argv(req):
-    """Runs an exact argv (workspace primitives): stdin given, output returned whole."""
-    import subprocess
+    """Runs an exact argv (workspace primitives), no shell: the payload is its stdin, its output streams
+    as "out" events capped at req["max_out"] per stream."""
     argv = req.get("argv")
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
         return {"ok": False, "name": "ValueError", "value": "argv must be a non-empty list of strings"}
-    stdin = binascii.a2b_base64(req["stdin"]) if req.get("stdin") else b""
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=dict(BASE_ENV), start_new_session=True)
-    except OSError as e:
-        return {"ok": False, "name": type(e).__name__, "value": str(e), "exit_code": 127}
-    with STATE.lock:
-        STATE.child = proc
-    timed_out = False
-    try:
-        out, err = proc.communicate(stdin, timeout=req.get("timeout"))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc)
-        out, err = proc.communicate()
-    with STATE.lock:
-        STATE.child = None
-        interrupted = STATE.interrupted
-    code = proc.returncode
-    if code is not None and code < 0:
-        code = 128 - code
-    return {"ok": not (timed_out or interrupted), "timeout": timed_out or interrupted, "exit_code": code,
-            "stdout": b64(out[:OUTPUT_CAP]), "stderr": b64(err[:OUTPUT_CAP])}
+    cap = req["_capture"]
+    res = run_process(argv, None, None, req.get("timeout"), cap, req.get("_payload") or Payload.EMPTY)
+    res["ok"] = not res.get("timeout") and "name" not in res
+    return res
 
 
 # ---------------------------------------------------------------- files
@@ -523,22 +549,29 @@ def inside_writable(path):
 
 
 def op_write(req):
+    """Writes the request's payload to path (atomically: a temporary file renamed into place)."""
+    payload = req.get("_payload") or Payload.EMPTY
     path = req["path"]
     if not path.startswith("/"):
         path = os.path.join("/home/user", path)
     real_dir = inside_writable(os.path.dirname(path) or "/")
     if real_dir is None:
-        return {"ok": False, "value": "outside the writable area: " + path}
+        return {"ok": False, "name": "PermissionError", "value": "outside the writable area: " + path}
     os.makedirs(real_dir, exist_ok=True)
     target = os.path.join(real_dir, os.path.basename(path))
     tmp = "%s.glsb-%d.tmp" % (target, os.getpid())
-    data = binascii.a2b_base64(req["data"])
     # O_NONBLOCK: a FIFO planted at the temp name fails the open (ENXIO) instead of hanging the agent
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                  req.get("mode") or 0o644)
+    size = 0
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        try:
+            for piece in payload.pieces():
+                size += len(piece)
+                while len(piece):
+                    piece = piece[os.write(fd, piece):]
+        finally:
+            os.close(fd)
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -546,10 +579,12 @@ def op_write(req):
         except OSError:
             pass
         raise
-    return {"ok": True, "path": target, "size": len(data)}
+    return {"ok": True, "path": target, "size": size}
 
 
 def op_read(req):
+    """Streams a regular file as "chunk" frames; the bytes go from the file to the protocol pipe in the
+    kernel (sendfile), never through Python."""
     rid = req["id"]
     path = req["path"]
     if not path.startswith("/"):
@@ -558,26 +593,109 @@ def op_read(req):
     if real is None:
         return {"ok": False, "name": "PermissionError", "value": "outside the writable area: " + path}
     limit = int(req.get("max") or 0)
-    total = 0
     # O_NONBLOCK: a FIFO planted where a file was expected must not hang the agent in open();
     # the type is checked on the open descriptor, not on the path.
     fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        if os.fstat(fd).st_mode & 0o170000 != 0o100000:  # S_ISREG, without importing stat
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o170000 != 0o100000:  # S_ISREG, without importing stat
             return {"ok": False, "name": "IsADirectoryError", "value": "not a regular file: " + path}
+        if limit and st.st_size > limit:
+            return {"ok": False, "name": "FileTooLarge", "value": "larger than %d bytes" % limit}
         os.set_blocking(fd, True)
+        size, offset, short = st.st_size, 0, False
+        while offset < size:
+            n = min(PAYLOAD_PIECE, size - offset)
+            with _send_lock:
+                _write_all((b'{"ev":"chunk","id":%d,"n":%d}\n' % (rid, n),))
+                left = n
+                while left > 0:
+                    k = 0 if short else os.sendfile(_proto_out_fd, fd, offset + n - left, left)
+                    if k == 0:
+                        # the file shrank while we read it: the frame still gets its n bytes
+                        short = True
+                        _write_all((bytes(min(left, PAYLOAD_PIECE)),))
+                        k = min(left, PAYLOAD_PIECE)
+                    left -= k
+            offset += n
+        if short or os.fstat(fd).st_size != size:
+            return {"ok": False, "name": "FileChanged", "value": "the file changed while it was read: " + path}
+    finally:
+        os.close(fd)
+    return {"ok": True, "size": size}
+
+
+# ---------------------------------------------------------------- requests
+
+
+class Input:
+    """Frames from the host on the protocol fd: a JSON header line, then header["n"] raw bytes."""
+
+    def __init__(self, f):
+        self.f = f
+        self.buf = bytearray()   # read but not consumed (deleting from the front is cheap)
+        self.scan = 0            # where to look for the next newline
+
+    def fill(self):
+        try:
+            data = self.f.read(PAYLOAD_PIECE)
+        except OSError:
+            data = b""
+        if not data:
+            return False
+        self.buf += data
+        return True
+
+    def header(self):
+        """The next header line, or None at EOF (the host closed our stdin or died)."""
         while True:
-            piece = f.read(1024 * 1024)
-            if not piece:
-                break
-            total += len(piece)
-            if limit and total > limit:
-                return {"ok": False, "name": "FileTooLarge", "value": "larger than %d bytes" % limit}
-            send({"ev": "chunk", "id": rid, "d": b64(piece)})
-    return {"ok": True, "size": total}
+            nl = self.buf.find(b"\n", self.scan)
+            if nl >= 0:
+                line = bytes(self.buf[:nl])
+                del self.buf[:nl + 1]
+                self.scan = 0
+                return line
+            self.scan = len(self.buf)
+            if not self.fill():
+                return None
 
 
-# ---------------------------------------------------------------- dispatch
+class Payload:
+    """The n raw bytes that follow a request's header, read in pieces by whoever handles the request
+    (never held whole: an upload larger than the sandbox's memory streams through). The reader thread
+    waits until the payload is consumed before it reads the next frame."""
+
+    def __init__(self, inp, n):
+        self.inp, self.left = inp, n
+        self.consumed = Event()
+        self.piece = bytearray(min(n, PAYLOAD_PIECE))
+
+    def pieces(self):
+        """Yields the payload in pieces (memoryviews valid until the next one)."""
+        inp = self.inp
+        view = memoryview(self.piece)
+        while self.left > 0:
+            if inp.buf:
+                k = min(len(inp.buf), self.left)
+                data = bytes(inp.buf[:k])
+                del inp.buf[:k]
+                self.left -= k
+                yield data
+                continue
+            k = inp.f.readinto(view[:min(self.left, len(view))])
+            if not k:
+                os._exit(0)  # the host is gone mid-frame
+            self.left -= k
+            yield view[:k]
+
+    def drain(self):
+        for _ in self.pieces():
+            pass
+        self.consumed.set()
+
+
+Payload.EMPTY = Payload(None, 0)
+
 
 def handle(req):
     op = req.get("op")
@@ -588,12 +706,13 @@ def handle(req):
         return op_write(req)
     if op == "read":
         return op_read(req)
-    if op == "argv":
-        return op_argv(req)
-    cap = Capture(rid)
+    cap = Capture(rid, req.get("max_out") or OUTPUT_CAP)
+    req["_capture"] = cap
     OUT.capture = cap
     try:
-        if op == "exec":
+        if op == "argv":
+            res = op_argv(req)
+        elif op == "exec":
             lang = req.get("lang") or "python"
             code = req.get("code", "")
             if lang == "python":
@@ -624,13 +743,10 @@ def handle(req):
 
 def reader(queue_put):
     """Reads requests; handles interrupts at once, queues the rest. EOF = host gone."""
-    buf = b""
+    inp = Input(_proto_in)
     while True:
-        try:
-            data = _proto_in.read(65536)
-        except OSError:
-            data = b""
-        if not data:
+        line = inp.header()
+        if line is None:
             # the host closed our stdin (terminate) or died: stop now if busy,
             # else after the requests already queued
             with STATE.lock:
@@ -638,19 +754,19 @@ def reader(queue_put):
                     os._exit(0)
             queue_put(None)
             return
-        buf += data
-        while True:
-            nl = buf.find(b"\n")
-            if nl < 0:
-                break
-            line, buf = buf[:nl], buf[nl + 1:]
-            req = decode(line)
-            if req is None:
-                continue
-            if req.get("op") == "interrupt":
-                interrupt(req.get("id"))
-            else:
-                queue_put(req)
+        req = decode(line)
+        if req is None:
+            continue
+        n = req.get("n")
+        if isinstance(n, int) and n > 0:
+            payload = Payload(inp, n)
+            req["_payload"] = payload
+            queue_put(req)
+            payload.consumed.wait()  # whoever handles the request reads it
+        elif req.get("op") == "interrupt":
+            interrupt(req.get("id"))
+        else:
+            queue_put(req)
 
 
 def install_template():
@@ -696,6 +812,10 @@ def main():
             res = handle(req)
         except BaseException as e:  # noqa: B902 - never die on a bad request
             res = {"ok": False, "name": type(e).__name__, "value": str(e), "traceback": ""}
+        finally:
+            payload = req.get("_payload")
+            if payload is not None:
+                payload.drain()  # whatever the handler left: the next frame starts after it
         if os.getpid() != AGENT_PID:
             # a child the cell forked (os.fork() and no exit) came back here: it is not the agent
             os._exit(0)
@@ -703,6 +823,7 @@ def main():
             STATE.current = None
         res["ev"] = "done"
         res["id"] = rid
+        res.pop("n", None)
         send(res)
 
 

@@ -23,21 +23,24 @@
 --   agent: agent.py next to this file. python: opts.python or /usr/bin/python3
 --   (the sandbox PATH has no pyenv/venv of the host).
 --
--- The agent protocol (agent.py has the details)
---   NDJSON on the PROGRAM's stdin/stdout; bytes as base64. One request at a
---   time per sandbox (a small lock; concurrent callers queue). Output streams
---   as one event per line; each stream is capped at 10 MiB per call (the
---   agent counts what it drops; the result then has stdout_truncated /
---   stderr_truncated = true and a note appended to the stream). A frame
---   longer than 16 MiB from the sandbox is a protocol error and kills it.
+-- The agent protocol (PROTOCOL.md; channel.lua is the host end)
+--   Frames of one JSON header line, then raw bytes when the header has "n",
+--   on the PROGRAM's stdin/stdout. One request at a time per sandbox (a small
+--   lock; concurrent callers queue). Output streams in "out" events; each
+--   stream is capped at 10 MiB per call (the agent counts what it drops, the
+--   host keeps no more whatever the sandbox sends; the result then has
+--   stdout_truncated / stderr_truncated = true and a note appended). A header
+--   over 1 MiB or a payload over 16 MiB is a protocol error and kills it.
 --
 -- Timeouts and failures
 --   execute_code timeout: the host asks the agent to interrupt (SIGINT to its
 --   main thread: KeyboardInterrupt; bash/node: SIGKILL to the process group)
 --   -> TIMEOUT, namespace kept. If the code does not stop within
 --   interrupt_grace (2 s) the sandbox is killed -> TIMEOUT, and every later
---   call raises SandboxNotInitializedError saying why (never hangs). The
---   sandbox dying mid-call (agent killed, OOM) -> TIMEOUT likewise.
+--   call returns ERROR saying why (never hangs). The interpreter ending
+--   during a call (os._exit, a crash, a kill) -> ERROR naming its exit code
+--   or signal; the sandbox is gone. The lease ending during a call ->
+--   TIMEOUT saying so, whichever of the two deadlines fires first.
 --   execute_command: the agent kills the command's process group at the
 --   timeout (the host waits timeout + grace as a backstop).
 --
@@ -69,6 +72,7 @@
 
 local core = require "glsb.core"
 local cjson = require "cjson.safe"
+local channel = require "glsb.providers.local.channel"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
 local errors = require "glsb.errors"
@@ -264,41 +268,39 @@ local function drain_stderr(self)
   end
 end
 
--- Reads one event. Returns the decoded table, or nil, "timeout" | "eof" | "protocol: ...".
--- self._rbuf holds what followed the last line; a line still incomplete is
--- kept as pieces (no quadratic re-concatenation of a 1 MiB download chunk).
-local function decode_line(line)
-  local ev = cjson.decode(line)
-  if type(ev) ~= "table" then return nil, "protocol: the agent sent a line that is not a JSON object" end
-  return ev
+-- Reads one event: the decoded header, with ev.data = its payload (see channel.lua). keep(ev, n) may
+-- refuse a payload (it is then read and dropped). Returns nil, "timeout" | "eof" | "protocol: ...".
+local function read_event(self, deadline, keep)
+  return self._chan:read_event(deadline, keep)
 end
 
-local function read_event(self, deadline)
-  local buf = self._rbuf
-  local nl = buf:find("\n", 1, true)
-  if nl then
-    self._rbuf = buf:sub(nl + 1)
-    return decode_line(buf:sub(1, nl - 1))
+local SIGNAL_NAMES = { [1] = "SIGHUP", [2] = "SIGINT", [3] = "SIGQUIT", [4] = "SIGILL", [6] = "SIGABRT",
+  [7] = "SIGBUS", [8] = "SIGFPE", [9] = "SIGKILL", [11] = "SIGSEGV", [13] = "SIGPIPE", [15] = "SIGTERM",
+  [24] = "SIGXCPU", [25] = "SIGXFSZ", [31] = "SIGSYS" }
+
+-- How the sandbox's program ended, from the supervisor's exit status (it exits with PROGRAM's status:
+-- the code, or 128 + the signal; 125 when the sandbox could not be set up; see glsb-confine sandbox
+-- --help). Returns {code = n} | {signal = n, name = "SIGKILL"} | {setup = true} | {supervisor_signal = n}
+-- or nil while it runs.
+local function program_end(self)
+  local st = self._proc and self._proc.proc:poll()
+  if not st then return nil end
+  if st.signal then return { supervisor_signal = st.signal } end
+  if st.code == 125 then return { setup = true } end
+  if st.code > 128 then
+    local sig = st.code - 128
+    return { signal = sig, name = SIGNAL_NAMES[sig] or ("signal " .. sig) }
   end
-  local parts, size = { buf }, #buf
-  self._rbuf = ""
-  while true do
-    drain_stderr(self)
-    local data, err = self._proc:read("stdout", deadline)
-    if not data or data == "" then
-      self._rbuf = table.concat(parts) -- keep what we have for a later call
-      return nil, data == "" and "eof" or err
-    end
-    nl = data:find("\n", 1, true)
-    if nl then
-      parts[#parts + 1] = data:sub(1, nl - 1)
-      self._rbuf = data:sub(nl + 1)
-      return decode_line(table.concat(parts))
-    end
-    parts[#parts + 1] = data
-    size = size + #data
-    if size > M.MAX_FRAME then return nil, "protocol: a frame from the agent exceeded 16 MiB" end
-  end
+  return { code = st.code }
+end
+M.program_end = program_end
+
+local function describe_end(e)
+  if not e then return "the sandbox ended unexpectedly" end
+  if e.code then return string.format("the interpreter exited with code %d", e.code) end
+  if e.signal then return "the interpreter was killed by " .. e.name end
+  if e.setup then return "the sandbox supervisor failed" end
+  return "the sandbox supervisor was killed by signal " .. tostring(e.supervisor_signal)
 end
 
 local function describe_exit(self)
@@ -352,18 +354,35 @@ end
 
 local function release(self) self._busy = false end
 
-local function send(self, req, deadline)
-  local line = cjson.encode(req)
-  if not line then error("local: cannot encode request", 0) end
-  local ok, err = self._proc:write(line .. "\n", deadline)
-  if not ok then return nil, err end
-  return true
+local function send(self, req, deadline, payload)
+  return self._chan:send(req, payload, deadline)
 end
 
--- request(self, req, opts) -> done event, or nil, reason ("timeout" | "dead: ...").
--- opts: deadline (interrupt at this time), on_event(ev) for out/chunk events,
--- grace (seconds after the interrupt before the sandbox is killed),
--- interrupt (bool: send an interrupt at the deadline; else kill at deadline+grace)
+-- The agent's stdout ended in the middle of a request: the lease's terminate (its own doing), or the
+-- program ended. Waits for the supervisor's status and says which. -> "lease" | "exited"
+local function ended(self)
+  if self._lease_expired then return "lease" end
+  self._proc:wait(loop.now() + 2)
+  local e = program_end(self)
+  local desc = describe_end(e)
+  if not e or e.setup or e.supervisor_signal then
+    local d = describe_exit(self)
+    if d ~= "" then desc = desc .. " (" .. d .. ")" end
+  end
+  self._end = e or {}
+  mark_dead(self, desc .. "; the sandbox is gone")
+  return "exited"
+end
+
+-- request(self, req, opts) -> done event, or nil, reason:
+--   "unusable" (nothing sent: the sandbox is dead or stopped), "busy" (nothing sent: the deadline
+--   passed while another call held the sandbox), "lease" (the lease ended it), "exited" (the program
+--   ended during the call: self._end says how), "killed" (by us: the timeout and the grace period
+--   passed), "broken" (a request that could not be written whole, or a protocol violation: the
+--   sandbox was killed; self._dead says which).
+-- opts: deadline (interrupt at this time), payload (bytes sent after the header), on_event(ev) for
+-- out/chunk events, keep(ev, n) (keep that payload? see channel.lua), grace (seconds after the
+-- interrupt before the sandbox is killed), interrupt (send an interrupt at the deadline, else kill).
 local function request(self, req, opts)
   if unusable(self) then return nil, "unusable" end
   self._next_id = self._next_id + 1
@@ -371,16 +390,18 @@ local function request(self, req, opts)
   if not acquire(self, opts.deadline) then return nil, "busy" end
   local ok, res, why = pcall(function()
     if unusable(self) then return nil, "unusable" end
-    local sent, err = send(self, req, opts.deadline)
+    local sent, err = send(self, req, opts.deadline, opts.payload)
     if not sent then
-      if err == "timeout" then return nil, "timeout" end
-      mark_dead(self, "the agent stopped reading requests: " .. tostring(err))
-      return nil, "dead"
+      if self._lease_expired then return nil, "lease" end
+      -- part of the frame may be out: the stream cannot be trusted any more
+      mark_dead(self, err == "timeout" and string.format("the agent did not take the %s request in time", req.op)
+        or ("the agent stopped reading requests: " .. tostring(err)))
+      return nil, "broken"
     end
     local deadline = opts.deadline
     local interrupted = false
     while true do
-      local ev, rerr = read_event(self, deadline)
+      local ev, rerr = read_event(self, deadline, opts.keep)
       if ev then
         if ev.id == req.id then
           if ev.ev == "done" then return ev end
@@ -389,24 +410,22 @@ local function request(self, req, opts)
       elseif rerr == "timeout" then
         if opts.interrupt and not interrupted then
           interrupted = true
+          -- a failed send is fine here: the stdin was closed by terminate (the lease), or the agent
+          -- is stuck, and the grace period below settles both
           send(self, { op = "interrupt", id = req.id }, loop.now() + 1)
           deadline = loop.now() + (opts.grace or self._grace)
         else
+          if self._lease_expired then return nil, "lease" end
           mark_dead(self, string.format(
             "%s did not stop within its timeout and the grace period; the sandbox was killed",
             req.op == "exec" and "the code" or req.op))
-          return nil, "dead"
+          return nil, "killed"
         end
+      elseif rerr == "eof" then
+        return nil, ended(self)
       else
-        local desc = rerr
-        if rerr == "eof" then
-          self._proc:wait(loop.now() + 1)
-          desc = "the sandbox ended unexpectedly"
-          local d = describe_exit(self)
-          if d ~= "" then desc = desc .. " (" .. d .. ")" end
-        end
-        mark_dead(self, desc)
-        return nil, "dead"
+        mark_dead(self, rerr)
+        return nil, "broken"
       end
     end
   end)
@@ -428,6 +447,7 @@ end
 local function arm_lease(self, seconds)
   cancel_lease(self)
   if not seconds then return end
+  self._lease_seconds = seconds
   local task
   task = loop.spawn(function()
     loop.sleep(seconds)
@@ -459,9 +479,22 @@ local function resolve_template(opts)
   return dir
 end
 
+-- A start that failed because memory_mb is too small for the interpreter: Python dies of SIGSEGV or
+-- SIGABRT, or raises MemoryError, when RLIMIT_DATA / the cgroup limit is below what it needs to start
+-- (about 10-20 MB, more with a template's packages). -> a message, or nil when that is not the cause.
+local function too_little_memory(self, opts)
+  if opts.memory_mb == nil then return nil end
+  local e = program_end(self)
+  local crashed = e and e.signal and (e.signal == 6 or e.signal == 7 or e.signal == 9 or e.signal == 11)
+  local memerr = e and e.code and e.code ~= 0 and self._stderr_tail:find("MemoryError", 1, true)
+  if not (crashed or memerr) then return nil end
+  return string.format("local: memory_mb = %s is too low to start the interpreter (%s while starting); "
+    .. "give the sandbox more memory (the default is 1024)", tostring(opts.memory_mb),
+    crashed and ("it was killed by " .. e.name) or "MemoryError")
+end
+
 function Sandbox:_init(opts)
   sandbox.CodeInterpreterSandbox._init(self, opts)
-  self._rbuf = ""
   self._stderr_tail = ""
   self._next_id = 0
   self._busy = false
@@ -508,6 +541,7 @@ function Sandbox:_start(opts)
   local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe", fd3 = "pipe" }
   if not p then error(start_error("local: cannot start glsb-confine: " .. tostring(serr)), 0) end
   self._proc = p
+  self._chan = channel.new(p, function() drain_stderr(self) end)
   self._guard = M.guard(p, base)
 
   local deadline = loop.now() + (opts.start_timeout or M.DEFAULT_START_TIMEOUT)
@@ -532,6 +566,8 @@ function Sandbox:_start(opts)
         .. tostring(err or ("unexpected event " .. tostring(ev and ev.ev)))
       local d = describe_exit(self)
       if d ~= "" then msg = msg .. " (" .. d .. ")" end
+      local low = too_little_memory(self, opts)
+      if low then msg = low .. " [" .. msg .. "]" end
     end
     error(start_error(msg, report, stage), 0)
   end
@@ -608,8 +644,12 @@ end
 -- Results
 ---------------------------------------------------------------------------
 
-local function collector(opts)
-  local c = { out = { {}, {} }, sizes = { 0, 0 }, partial = { "", "" } }
+-- Output of one call: kept up to cap bytes per stream (the agent caps too; this bound holds whatever
+-- the sandbox sends: a frame past the cap is dropped unread), and split into lines for the callbacks.
+
+local function collector(opts, cap)
+  cap = cap or M.OUTPUT_CAP
+  local c = { out = { {}, {} }, sizes = { 0, 0 }, dropped = { 0, 0 }, partial = { {}, {} } }
   local callbacks = { opts.on_stdout, opts.on_stderr }
   local function call(s, line)
     local ok, err = pcall(callbacks[s], line)
@@ -619,27 +659,45 @@ local function collector(opts)
     end
   end
   -- events carry complete lines in bulk (or pieces of a long line): split
-  -- them again so each callback gets one line, without its "\n"
+  -- them again so each callback gets one line, without its "\n"; the pieces
+  -- of a long line wait in a table (bounded by the cap), joined once
   local function lines(s, data)
     local pos = 1
     while true do
       local nl = data:find("\n", pos, true)
       if not nl then break end
       local line = data:sub(pos, nl - 1)
-      if pos == 1 and c.partial[s] ~= "" then
-        line = c.partial[s] .. line
-        c.partial[s] = ""
+      local partial = c.partial[s]
+      if pos == 1 and #partial > 0 then
+        partial[#partial + 1] = line
+        line = table.concat(partial)
+        c.partial[s] = {}
       end
       call(s, line)
       pos = nl + 1
     end
-    if pos <= #data then c.partial[s] = c.partial[s] .. data:sub(pos) end
+    if pos <= #data then
+      local partial = c.partial[s]
+      partial[#partial + 1] = data:sub(pos)
+    end
+  end
+  c.keep = function(ev, n)
+    if ev.ev ~= "out" then return true end
+    local s = ev.s == 2 and 2 or 1
+    if c.sizes[s] >= cap then
+      c.dropped[s] = c.dropped[s] + n
+      return false
+    end
+    return true
   end
   c.on_event = function(ev)
-    if ev.ev ~= "out" then return end
+    if ev.ev ~= "out" or not ev.data then return end
     local s = ev.s == 2 and 2 or 1
-    local data = core.b64decode(ev.d or "") or ""
-    if c.sizes[s] + #data > M.OUTPUT_CAP + 1024 then return end -- the agent caps; this is a backstop
+    local data = ev.data
+    if c.sizes[s] + #data > cap then
+      c.dropped[s] = c.dropped[s] + c.sizes[s] + #data - cap
+      data = data:sub(1, cap - c.sizes[s])
+    end
     c.sizes[s] = c.sizes[s] + #data
     local acc = c.out[s]
     acc[#acc + 1] = data
@@ -648,21 +706,24 @@ local function collector(opts)
   -- the last line of a stream may lack its newline
   c.flush = function()
     for s = 1, 2 do
-      if callbacks[s] and c.partial[s] ~= "" then
-        local line = c.partial[s]
-        c.partial[s] = ""
+      if callbacks[s] and #c.partial[s] > 0 then
+        local line = table.concat(c.partial[s])
+        c.partial[s] = {}
         call(s, line)
       end
     end
   end
-  c.texts = function(done)
+  -- -> stdout, stderr, truncated1, truncated2 (the note says how much was dropped, by the agent or here)
+  c.texts = function(done, note)
     local t = { table.concat(c.out[1]), table.concat(c.out[2]) }
     local trunc = { false, false }
     for i, key in ipairs({ "dropped_stdout", "dropped_stderr" }) do
-      local n = done and tonumber(done[key]) or 0
+      local n = math.max(done and tonumber(done[key]) or 0, c.dropped[i])
       if n > 0 then
         trunc[i] = true
-        t[i] = t[i] .. string.format("\n[glsb: output truncated at %d bytes; %d more bytes dropped]\n", M.OUTPUT_CAP, n)
+        if note ~= false then
+          t[i] = t[i] .. string.format("\n[glsb: output truncated at %d bytes; %d more bytes dropped]\n", cap, n)
+        end
       end
     end
     return t[1], t[2], trunc[1], trunc[2]
@@ -680,26 +741,44 @@ local function finish(c, done, fields)
   return r
 end
 
+-- The result of a call that got no "done" (see request for the reasons).
 local function dead_result(self, c, what, timeout, reason)
   if reason == "unusable" then
     -- provably never sent: a known outcome
     return finish(c, nil, { status = Status.ERROR, error = what .. ": " .. unusable(self),
       failure = { exception_type = "SandboxNotInitializedError", retry_safe = true } })
   end
-  local why = self._dead or "the sandbox is not running"
-  local msg
-  if self._lease_expired then
+  if reason == "busy" then
+    return finish(c, nil, { status = Status.TIMEOUT,
+      error = string.format("%s: timed out after %gs waiting for another call on this sandbox to end "
+        .. "(nothing was sent)", what, timeout or 0),
+      failure = { exception_type = "Timeout", retry_safe = true } })
+  end
+  if reason == "lease" then
     -- The call saw the agent go away while the lease's terminate is still finishing: let it finish,
     -- so that the caller finds the sandbox terminated, as the message says.
     local lease = self._lease_expired
     if lease ~= loop.current() then pcall(lease.wait, lease) end
-    msg = what .. ": the sandbox lease expired and it was terminated"
-  elseif timeout then
-    msg = string.format("%s: timed out after %gs: %s", what, timeout, why)
-  else
-    msg = what .. ": " .. why
+    return finish(c, nil, { status = Status.TIMEOUT, error = string.format(
+      "%s: the sandbox lease expired during the call (after %gs) and the sandbox was terminated",
+      what, self._lease_seconds or 0) })
   end
-  return finish(c, nil, { status = Status.TIMEOUT, error = msg })
+  if reason == "exited" then
+    -- the interpreter (the sandbox's program) ended by itself: the code ran and ended it, or crashed it
+    local e = self._end or {}
+    local r = finish(c, nil, { status = Status.ERROR, code = e.code,
+      error = string.format("%s: %s", what, self._dead or "the sandbox ended") .. " (create a new one)" })
+    r.error_name = "SandboxExited"
+    return r
+  end
+  local why = self._dead or "the sandbox is not running"
+  if reason == "killed" and timeout then
+    return finish(c, nil, { status = Status.TIMEOUT,
+      error = string.format("%s: timed out after %gs: %s", what, timeout, why) })
+  end
+  -- broken: the request may have been delivered and the outcome is unknown
+  return finish(c, nil, { status = Status.UNKNOWN, error = what .. ": " .. why,
+    failure = { exception_type = "ProtocolError", retry_safe = false } })
 end
 
 local function int(v)
@@ -713,7 +792,7 @@ function Sandbox:_run_code(code, opts)
   local deadline = opts.timeout and started + opts.timeout or nil
   local done, why = request(self, {
     op = "exec", code = code, lang = opts.language or self.language, env = opts.env,
-  }, { deadline = deadline, on_event = c.on_event, interrupt = true })
+  }, { deadline = deadline, on_event = c.on_event, keep = c.keep, interrupt = true })
   if not done then return dead_result(self, c, "execute_code", opts.timeout, why) end
   if done.timeout then
     return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
@@ -743,7 +822,7 @@ function Sandbox:_run_command(cmd, opts)
   local deadline = opts.timeout and started + opts.timeout + self._grace or nil
   local done, why = request(self, {
     op = "cmd", cmd = cmd, env = opts.env, cwd = opts.cwd, timeout = opts.timeout,
-  }, { deadline = deadline, on_event = c.on_event, interrupt = true })
+  }, { deadline = deadline, on_event = c.on_event, keep = c.keep, interrupt = true })
   if not done then return dead_result(self, c, "execute_command", opts.timeout, why) end
   if done.timeout then
     return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
@@ -760,29 +839,54 @@ function Sandbox:_run_command(cmd, opts)
   })
 end
 
+-- Why a request got no "done", for the errors of uploads, downloads and helper runs.
+local function failure_text(self, why, timeout)
+  if why == "busy" then
+    return string.format("timed out after %gs waiting for another call on this sandbox to end", timeout or 0)
+  end
+  if why == "lease" then return "the sandbox lease expired and the sandbox was terminated" end
+  return self._dead or unusable(self) or tostring(why)
+end
+
+-- Uploads: the bytes follow the request's header raw (no JSON, no base64); the agent streams them to
+-- a temporary file and renames it into place. opts.timeout bounds the whole upload (every write
+-- checks it): a request cut short leaves the stream unusable, so the sandbox is then stopped.
 function Sandbox:_upload(files, opts)
   local deadline = opts.timeout and loop.now() + opts.timeout or nil
   for _, f in ipairs(files) do
-    local done, why = request(self, { op = "write", path = f.path, data = core.b64encode(f.data) },
-      { deadline = deadline })
-    if not done then error("upload of " .. f.path .. " failed: " .. tostring(self._dead or why), 0) end
+    local done, why = request(self, { op = "write", path = f.path }, { deadline = deadline, payload = f.data })
+    if not done then error("upload of " .. f.path .. " failed: " .. failure_text(self, why, opts.timeout), 0) end
     if not done.ok then
       error("upload of " .. f.path .. " failed: " .. tostring(done.name or "") .. " " .. tostring(done.value), 0)
     end
   end
 end
 
+-- Downloads: "chunk" events with raw payloads. The cap is the agent's and the host's: the host counts
+-- what it keeps and drops every chunk past max_download_bytes unread, whatever the sandbox sends.
 function Sandbox:_download(path, opts)
   local deadline = opts.timeout and loop.now() + opts.timeout or nil
   local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
-  local parts = {}
+  local parts, size, over = {}, 0, false
   local done, why = request(self, { op = "read", path = path, max = max }, {
     deadline = deadline,
+    keep = function(ev, n)
+      if ev.ev ~= "chunk" then return false end
+      if over or size + n > max then
+        over = true
+        return false
+      end
+      size = size + n
+      return true
+    end,
     on_event = function(ev)
-      if ev.ev == "chunk" then parts[#parts + 1] = core.b64decode(ev.d or "") or "" end
+      if ev.ev == "chunk" and ev.data then parts[#parts + 1] = ev.data end
     end,
   })
-  if not done then error("download of " .. path .. " failed: " .. tostring(self._dead or why), 0) end
+  if not done then error("download of " .. path .. " failed: " .. failure_text(self, why, opts.timeout), 0) end
+  if over then
+    error(string.format("download of %s: larger than max_download_bytes = %d", path, max), 0)
+  end
   if not done.ok then
     error("download of " .. path .. ": " .. tostring(done.name or "") .. " " .. tostring(done.value), 0)
   end
@@ -805,21 +909,27 @@ function Sandbox:_workspace_helper()
   return M.HELPER_PATH
 end
 
+-- opts: stdin (bytes, sent raw after the request), timeout (the agent kills the process group then;
+-- the host waits the grace period more), max_output (bytes kept per stream; default OUTPUT_CAP: past
+-- it output is dropped and stdout_truncated / stderr_truncated set).
 function Sandbox:_exec_argv(argv, opts)
   opts = opts or {}
   local timeout = opts.timeout
   local deadline = timeout and loop.now() + timeout + self._grace or nil
-  local done, why = request(self, {
-    op = "argv", argv = argv, timeout = timeout,
-    stdin = opts.stdin and opts.stdin ~= "" and core.b64encode(opts.stdin) or nil,
-  }, { deadline = deadline, interrupt = true })
+  local cap = opts.max_output or M.OUTPUT_CAP
+  local c = collector({}, cap)
+  local done, why = request(self, { op = "argv", argv = argv, timeout = timeout, max_out = cap }, {
+    deadline = deadline, interrupt = true, payload = opts.stdin ~= "" and opts.stdin or nil,
+    keep = c.keep, on_event = c.on_event,
+  })
   if not done then
-    error("local: running " .. tostring(argv[1]) .. " failed: " .. tostring(unusable(self) or why), 0)
+    error("local: running " .. tostring(argv[1]) .. " failed: " .. failure_text(self, why, timeout), 0)
   end
   if done.name then error("local: cannot run " .. tostring(argv[1]) .. ": " .. tostring(done.value), 0) end
+  local stdout, stderr, t1, t2 = c.texts(done, false)
   return {
-    exit_code = int(done.exit_code), timed_out = done.timeout == true,
-    stdout = core.b64decode(done.stdout or "") or "", stderr = core.b64decode(done.stderr or "") or "",
+    exit_code = int(done.exit_code), timed_out = done.timeout == true, stdout = stdout, stderr = stderr,
+    stdout_truncated = t1 or nil, stderr_truncated = t2 or nil,
   }
 end
 

@@ -1,0 +1,131 @@
+-- glsb.providers.local.channel: the host end of the agent protocol (PROTOCOL.md in this directory).
+--
+-- Frames both ways are one JSON header line, then, when the header has "n", exactly n raw bytes. Bulk
+-- data (uploads, downloads, output) never goes through JSON or base64, and nothing is re-concatenated:
+-- a frame costs time linear in its size.
+--
+-- Everything read here comes from the sandbox and is hostile: a header line is at most MAX_HEADER
+-- bytes, a payload at most MAX_PAYLOAD; a payload the caller does not want is read and dropped, never
+-- kept; the deadline is checked before every read, so a sandbox that writes without pause cannot hold
+-- a caller past it. A violation is returned as "protocol: ..." and the caller kills the sandbox.
+local cjson = require "cjson.safe"
+local loop = require "glsb.loop"
+
+local M = {}
+
+M.MAX_HEADER = 1024 * 1024
+M.MAX_PAYLOAD = 16 * 1024 * 1024
+local READ_SIZE = 1024 * 1024
+
+local Channel = {}
+Channel.__index = Channel
+
+-- M.new(process, before_read) -> a channel on the process's stdin (requests) and stdout (events).
+-- before_read(), if given, runs before every read from the process (e.g. to drain its stderr).
+function M.new(p, before_read)
+  return setmetatable({ proc = p, buf = "", pos = 1, pending = nil, before_read = before_read }, Channel)
+end
+
+-- channel:send(header, payload, deadline) -> true, or nil, "timeout" | "closed" | message.
+-- header is a table (its "n" is set from payload); payload is a string or nil.
+function Channel:send(header, payload, deadline)
+  header.n = payload and #payload or nil
+  local line = cjson.encode(header)
+  if not line then return nil, "cannot encode the request" end
+  local ok, err = self.proc:write(line .. "\n", deadline)
+  if ok and payload and #payload > 0 then ok, err = self.proc:write(payload, deadline) end
+  if not ok then return nil, err end
+  return true
+end
+
+local function more(self, deadline, max)
+  if deadline and loop.now() >= deadline then return nil, "timeout" end
+  if self.before_read then self.before_read() end
+  local data, err = self.proc:read("stdout", deadline, max)
+  if not data then return nil, err end
+  if data == "" then return nil, "eof" end
+  return data
+end
+
+-- The next header line, or nil, reason. What follows it stays in self.buf.
+local function header_line(self, deadline)
+  local buf = self.buf
+  local nl = buf:find("\n", self.pos, true)
+  if nl then
+    local line = buf:sub(self.pos, nl - 1)
+    self.pos = nl + 1
+    return line
+  end
+  local rest = buf:sub(self.pos)
+  local parts, size = { rest }, #rest
+  self.buf, self.pos = "", 1
+  while true do
+    local data, err = more(self, deadline)
+    if not data then
+      self.buf = table.concat(parts) -- kept for the next call
+      return nil, err
+    end
+    nl = data:find("\n", 1, true)
+    if nl then
+      if size + nl - 1 > M.MAX_HEADER then return nil, "protocol: a header line from the agent exceeded 1 MiB" end
+      parts[#parts + 1] = data:sub(1, nl - 1)
+      self.buf, self.pos = data, nl + 1
+      return table.concat(parts)
+    end
+    parts[#parts + 1] = data
+    size = size + #data
+    if size > M.MAX_HEADER then return nil, "protocol: a header line from the agent exceeded 1 MiB" end
+  end
+end
+
+-- Reads the pending payload (self.pending: {ev, need, parts | nil when dropped}).
+local function payload(self, deadline)
+  local p = self.pending
+  while p.need > 0 do
+    local avail = #self.buf - self.pos + 1
+    local piece
+    if avail > 0 then
+      local take = math.min(avail, p.need)
+      if p.parts then piece = self.buf:sub(self.pos, self.pos + take - 1) end
+      self.pos = self.pos + take
+      p.need = p.need - take
+    else
+      local data, err = more(self, deadline, math.min(p.need, READ_SIZE))
+      if not data then return nil, err end
+      piece = p.parts and data or nil
+      p.need = p.need - #data
+    end
+    if piece then p.parts[#p.parts + 1] = piece end
+  end
+  self.pending = nil
+  if p.parts then p.ev.data = table.concat(p.parts) end
+  return p.ev
+end
+
+-- channel:read_event(deadline, keep) -> event table (ev.data = the payload when kept), or nil, reason
+-- ("timeout" | "eof" | "protocol: ..."). keep(ev) says whether to keep a payload (default: keep);
+-- a dropped payload is read and discarded (ev.dropped = its size). A timeout leaves a partly read
+-- frame in place: the next call goes on with it.
+function Channel:read_event(deadline, keep)
+  if self.pending then return payload(self, deadline) end
+  local line, err = header_line(self, deadline)
+  if not line then return nil, err end
+  if #self.buf > READ_SIZE and self.pos > #self.buf // 2 then
+    self.buf, self.pos = self.buf:sub(self.pos), 1
+  end
+  local ev = cjson.decode(line)
+  if type(ev) ~= "table" then return nil, "protocol: the agent sent a line that is not a JSON object" end
+  local n = ev.n
+  if n == nil then return ev end
+  if math.type(n) == "float" then n = math.tointeger(n) end
+  if math.type(n) ~= "integer" or n < 0 or n > M.MAX_PAYLOAD then
+    return nil, "protocol: a payload size from the agent is not an integer in [0, 16 MiB]"
+  end
+  local kept = keep == nil or keep(ev, n)
+  if not kept then ev.dropped = n end
+  self.pending = { ev = ev, need = n, parts = kept and {} or nil }
+  return payload(self, deadline)
+end
+
+M.Channel = Channel
+return M
