@@ -5,7 +5,18 @@ local M = require("support.shell").extend({})
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 M.root = here .. "/../.."
 
-function M.private_tmp() return M.mktemp_dir("local") end
+-- Private directories are removed when the spec process ends (busted closes the Lua state: this
+-- table's finalizer runs), also when the spec that made one failed before its own clean-up, or was
+-- filtered out by tags after the file made it at load time.
+local made = setmetatable({}, { __gc = function(t)
+  for _, dir in ipairs(t) do M.rm_rf(dir) end
+end })
+
+function M.private_tmp()
+  local dir = M.mktemp_dir("local")
+  made[#made + 1] = dir
+  return dir
+end
 
 function M.list_dir(dir)
   local out = {}

@@ -1,0 +1,147 @@
+-- The first hour with the local provider (issue 14): each case is a regression spec for a bug a new
+-- user hit: a quadratic upload that never ended, two default timeouts racing into UNKNOWN, an
+-- interpreter exit reported as a timeout, an unreadable start failure, leftover spec directories.
+local glsb = require "glsb"
+local core = require "glsb.core"
+local errors = require "glsb.errors"
+local loop = require "glsb.loop"
+local helper = require "local.helper"
+
+local Status = glsb.ExecutionStatus
+
+-- Runs fn() in a task; if it has not returned after `guard` seconds the task is cancelled (the call
+-- then fails at its next wait) and the spec fails. A hang guard, not a speed threshold.
+local function within(guard, what, fn)
+  return glsb.run(function()
+    local t = loop.spawn(fn)
+    local res = table.pack(pcall(t.wait, t, loop.now() + guard))
+    if res[1] and res[2] == nil and res[3] == "timeout" and not t:done() then
+      t:cancel()
+      pcall(t.wait, t, loop.now() + 10)
+      error(what .. " did not finish within the " .. guard .. " s hang guard", 0)
+    end
+    if not res[1] then error(res[2], 0) end
+    return table.unpack(res, 2, res.n)
+  end)
+end
+
+-- Host pids of the processes of a sandbox (children of its init), found through /proc.
+local function sandbox_children(sb)
+  local out = {}
+  local f = io.open("/proc/" .. sb.host_pid .. "/task/" .. sb.host_pid .. "/children")
+  if f then
+    for pid in f:read("a"):gmatch("%d+") do out[#out + 1] = pid end
+    f:close()
+  end
+  return out
+end
+
+describe("local provider, the first hour #local", function()
+  local root, sb
+
+  local function create(extra)
+    local opts = { workspace_root = root }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    sb = glsb.create("local", opts)
+    return sb
+  end
+
+  local prev_log
+  setup(function()
+    root = helper.private_tmp()
+    prev_log = glsb.log.set_handler(function() end)
+  end)
+  teardown(function()
+    glsb.log.set_handler(prev_log)
+    local left = helper.list_dir(root)
+    helper.rm_rf(root)
+    assert.are.same({}, left)
+  end)
+  after_each(function()
+    if sb then pcall(sb.terminate, sb) end
+    sb = nil
+  end)
+
+  it("uploads 100 MB through execute_code{files} (a linear upload path)", function()
+    create()
+    local data = string.rep("0123456789abcdef", 100 * 1024 * 1024 // 16)
+    local r = within(60, "a 100 MB upload", function()
+      return sb:execute_code("import hashlib\nprint(hashlib.sha256(open('/files/big.bin', 'rb').read()).hexdigest())",
+        { files = { glsb.SandboxFile.from_bytes(data, "big.bin") } })
+    end)
+    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+    assert.are.equal(core.sha256(data) .. "\n", r.stdout)
+  end)
+
+  it("an upload stops at its deadline when the agent stops reading", function()
+    create()
+    local agent = sandbox_children(sb)
+    assert.are.equal(1, #agent, "the agent's pid")
+    os.execute("kill -STOP " .. agent[1])
+    finally(function() os.execute("kill -CONT " .. agent[1] .. " 2>/dev/null") end)
+    local data = string.rep("x", 32 * 1024 * 1024)
+    local ok, err = within(30, "an upload to a stopped agent", function()
+      return pcall(sb._upload, sb, { { filename = "x", path = "/files/x", data = data } }, { timeout = 1 })
+    end)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("did not take the write request in time", 1, true), tostring(err))
+    -- part of the frame went out: the sandbox was stopped rather than left with a broken stream
+    local again = sb:execute_code("print(1)")
+    assert.are.equal(Status.ERROR, again.status)
+    assert.truthy(again.error:find("no longer usable", 1, true), again.error)
+  end)
+
+  it("a code timeout that ties with the lease gives TIMEOUT, whichever fires first", function()
+    for _, skew in ipairs({ -0.02, 0, 0.02 }) do
+      local lease = 1.5
+      create({ timeout = lease })
+      local armed = loop.now()
+      local r = within(30, "a call at the end of the lease", function()
+        return sb:execute_code("while True: pass", { timeout = lease + skew - (loop.now() - armed) })
+      end)
+      assert.are.equal(Status.TIMEOUT, r.status, "skew " .. skew .. ": " .. tostring(r))
+      assert.is_nil(r.error:find("stdin is closed", 1, true), r.error)
+      sb:terminate()
+      assert.are.same({}, helper.list_dir(root))
+    end
+  end)
+
+  it("an interpreter that exits during the call is reported as such, not as a timeout", function()
+    create()
+    local started = loop.now()
+    local r = sb:execute_code("import os\nos._exit(3)")
+    assert.is_true(loop.now() - started < 10)
+    assert.are.equal(Status.ERROR, r.status, tostring(r))
+    assert.are.equal(3, r.code)
+    assert.truthy(r.error:find("the interpreter exited with code 3; the sandbox is gone", 1, true), r.error)
+    assert.is_nil(r.error:find("timed out", 1, true), r.error)
+    local again = sb:execute_code("print(1)")
+    assert.are.equal(Status.ERROR, again.status)
+    assert.truthy(again.error:find("exited with code 3", 1, true), again.error)
+    assert.are.same({}, helper.list_dir(root)) -- the supervisor removed the workspace
+  end)
+
+  it("memory_mb too low to start the interpreter says so", function()
+    local ok, err = pcall(create, { memory_mb = 1 })
+    sb = nil
+    assert.is_false(ok)
+    assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+    assert.truthy(err.message:find("memory_mb = 1 is too low to start the interpreter", 1, true), err.message)
+    assert.are.same({}, helper.list_dir(root))
+  end)
+
+  it("private spec directories are removed even when the spec that made one does not run", function()
+    local scratch = helper.private_tmp()
+    local spec = scratch .. "/made_spec.lua"
+    helper.write(spec, "local helper = require 'local.helper'\n"
+      .. "local f = io.open(arg and os.getenv('GLSB_SPEC_NOTE'), 'w') f:write(helper.private_tmp()) f:close()\n"
+      .. "describe('filtered #filtered_out', function() it('x', function() end) end)\n")
+    local note = scratch .. "/note"
+    local out, code = helper.sh("cd " .. helper.q(helper.repo) .. " && GLSB_SPEC_NOTE=" .. helper.q(note)
+      .. " lua5.4 /usr/bin/busted --exclude-tags=filtered_out " .. helper.q(spec) .. " 2>&1")
+    assert.are.equal(0, code, out)
+    local made = helper.read(note)
+    assert.truthy(made and made:match("^/tmp/glsb%-local%-spec%."), tostring(made))
+    assert.is_false(helper.exists(made), made .. " was left behind")
+  end)
+end)
