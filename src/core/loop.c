@@ -64,6 +64,16 @@ static int l_now(lua_State *L)
 	return 1;
 }
 
+/* Wall-clock nanoseconds since the Unix epoch, as an integer (fits a 64-bit lua_Integer until 2262): what
+ * OpenTelemetry timestamps are (startTimeUnixNano). Not for measuring durations: use now(). */
+static int l_realtime_ns(lua_State *L)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	lua_pushinteger(L, (lua_Integer)ts.tv_sec * 1000000000 + (lua_Integer)ts.tv_nsec);
+	return 1;
+}
+
 static int l_watch(lua_State *L)
 {
 	int fd = (int)luaL_checkinteger(L, 1);
@@ -165,7 +175,7 @@ static int l_poll(lua_State *L)
 void glsb_open_loop(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
-		{"now", l_now}, {"poll", l_poll}, {"watch", l_watch}, {"unwatch", l_unwatch}, {NULL, NULL},
+		{"now", l_now}, {"realtime_ns", l_realtime_ns}, {"poll", l_poll}, {"watch", l_watch}, {"unwatch", l_unwatch}, {NULL, NULL},
 	};
 	luaL_setfuncs(L, fns, 0);
 }
