@@ -1,0 +1,82 @@
+-- glsb.trace.ids: W3C trace ids (16 bytes) and span ids (8 bytes) as lowercase hex, from /dev/urandom.
+--
+-- W3C Trace Context asks for ids that are random (and, for the trace id, unique across processes):
+-- math.random is shared with the user's code and reseedable (math.randomseed(42) in two processes gives
+-- two equal streams), so ids come from the kernel's generator, read a block at a time to keep one read
+-- per few hundred ids. All-zero ids are invalid (W3C), so one is drawn again.
+local M = {}
+
+local BLOCK = 4096
+
+local source          -- an open /dev/urandom, or false once it failed
+local buffer, pos = "", 1
+
+-- Fallback when /dev/urandom cannot be read (no /dev in a chroot): splitmix64 seeded from the wall
+-- clock, the pid-dependent address of a fresh table and the monotonic clock. Never math.random.
+local fallback_state
+local function fallback_bytes(n)
+  if not fallback_state then
+    local ok, core = pcall(require, "glsb.core")
+    local seed = tonumber(tostring({}):match("0x(%x+)") or "0", 16) or 0
+    if ok then seed = seed ~ core.realtime_ns() ~ math.floor(core.now() * 1e9) else seed = seed ~ os.time() end
+    fallback_state = seed
+  end
+  local out = {}
+  while #out * 8 < n do
+    fallback_state = fallback_state + 0x9E3779B97F4A7C15
+    local z = fallback_state
+    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
+    z = z ~ (z >> 31)
+    out[#out + 1] = string.pack("<i8", z)
+  end
+  return table.concat(out):sub(1, n)
+end
+
+local function refill()
+  if source == nil then
+    source = io.open("/dev/urandom", "rb") or false
+    if not source then
+      require("glsb.log").warn("trace ids: /dev/urandom cannot be read; using a clock-seeded generator")
+    end
+  end
+  local block = source and source:read(BLOCK)
+  if not block or #block < BLOCK then block = fallback_bytes(BLOCK) end
+  buffer, pos = block, 1
+end
+
+-- bytes(n) -> n random bytes (n <= BLOCK).
+function M.bytes(n)
+  if pos + n - 1 > #buffer then refill() end
+  local s = buffer:sub(pos, pos + n - 1)
+  pos = pos + n
+  return s
+end
+
+local HEX16 = string.rep("%02x", 16)
+local HEX8 = string.rep("%02x", 8)
+
+-- trace_id() -> 32 lowercase hex digits, never all zero.
+function M.trace_id()
+  while true do
+    local id = string.format(HEX16, M.bytes(16):byte(1, 16))
+    if id ~= "00000000000000000000000000000000" then return id end
+  end
+end
+
+-- span_id() -> 16 lowercase hex digits, never all zero.
+function M.span_id()
+  while true do
+    local id = string.format(HEX8, M.bytes(8):byte(1, 8))
+    if id ~= "0000000000000000" then return id end
+  end
+end
+
+-- Tests: force the fallback generator (or restore the normal source with nil).
+function M._use_fallback(on)
+  if source then source:close() end
+  source = on and false or nil
+  buffer, pos = "", 1
+end
+
+return M

@@ -1,0 +1,197 @@
+-- glsb.trace.span: the built-in tracer and its spans: the interface every tracer glsb talks to keeps
+-- (glsb.trace.set_tracer documents it), implemented the way the OpenTelemetry SDK specifies spans.
+--
+--   tracer:start_span(name, {kind = "internal"|"client", parent = span|SpanContext|nil, attributes = {}})
+--   span:set_attribute(key, value)   string, boolean, integer, float, or an array of one of those
+--   span:add_event(name, attributes)
+--   span:set_status("ok"|"error", message)
+--   span:finish()
+--   span:traceparent() -> traceparent, tracestate
+--
+-- A span the sampler drops is a NonRecordingSpan: it has ids (so propagation still names the trace,
+-- with the sampled flag off) and ignores every call. Ended spans go to the tracer's processors.
+local ids = require "glsb.trace.ids"
+local clock = require "glsb.trace.clock"
+local propagation = require "glsb.trace.propagation"
+
+local M = {}
+
+M.KIND = { internal = 1, server = 2, client = 3, producer = 4, consumer = 5 }
+M.STATUS = { unset = 0, ok = 1, error = 2 }
+
+-- Bounds from the SDK's span limits (defaults there: 128 attributes, 128 events); strings are clipped
+-- so one huge error message cannot inflate every export.
+M.MAX_ATTRIBUTES = 128
+M.MAX_EVENTS = 128
+M.MAX_STRING = 4096
+
+local function clip(v)
+  if type(v) == "string" and #v > M.MAX_STRING then return v:sub(1, M.MAX_STRING) end
+  return v
+end
+
+-- A valid attribute value as OTLP's AnyValue allows it for attributes, or nil (ignored).
+local function attribute_value(v)
+  local t = type(v)
+  if t == "string" then return clip(v) end
+  if t == "boolean" then return v end
+  if t == "number" then
+    if v ~= v then return nil end
+    return v
+  end
+  if t == "table" then
+    local kind, out = nil, {}
+    for i = 1, #v do
+      local x = v[i]
+      local k = type(x) == "number" and math.type(x) or type(x)
+      if kind == nil then kind = k elseif k ~= kind then return nil end
+      if k ~= "string" and k ~= "boolean" and k ~= "integer" and k ~= "float" then return nil end
+      out[i] = clip(x)
+    end
+    return out
+  end
+  return nil
+end
+M.attribute_value = attribute_value
+
+---------------------------------------------------------------------------------------------------
+-- NonRecordingSpan
+
+local NonRecordingSpan = {}
+NonRecordingSpan.__index = NonRecordingSpan
+M.NonRecordingSpan = NonRecordingSpan
+
+local function noop() end
+NonRecordingSpan.set_attribute = noop
+NonRecordingSpan.set_attributes = noop
+NonRecordingSpan.add_event = noop
+NonRecordingSpan.set_status = noop
+NonRecordingSpan.finish = noop
+function NonRecordingSpan:is_recording() return false end
+function NonRecordingSpan:traceparent() return propagation.format(self), self.tracestate end
+NonRecordingSpan.__tostring = function(self) return "NonRecordingSpan(" .. propagation.format(self) .. ")" end
+
+---------------------------------------------------------------------------------------------------
+-- Span
+
+local Span = {}
+Span.__index = Span
+M.Span = Span
+
+function Span:is_recording() return self.end_ns == nil end
+
+function Span:set_attribute(key, value)
+  if self.end_ns or type(key) ~= "string" or key == "" then return end
+  local v = attribute_value(value)
+  if v == nil then return end
+  local attrs = self.attributes
+  if attrs[key] == nil then
+    if #self.attribute_keys >= M.MAX_ATTRIBUTES then
+      self.dropped_attributes = self.dropped_attributes + 1
+      return
+    end
+    self.attribute_keys[#self.attribute_keys + 1] = key
+  end
+  attrs[key] = v
+end
+
+function Span:set_attributes(t)
+  if type(t) ~= "table" then return end
+  local keys = {}
+  for k in pairs(t) do if type(k) == "string" then keys[#keys + 1] = k end end
+  table.sort(keys) -- a stable order for exports and the console
+  for _, k in ipairs(keys) do self:set_attribute(k, t[k]) end
+end
+
+function Span:add_event(name, attributes)
+  if self.end_ns or type(name) ~= "string" then return end
+  if #self.events >= M.MAX_EVENTS then
+    self.dropped_events = self.dropped_events + 1
+    return
+  end
+  local ev = { name = name, time_ns = clock.now_ns(), attributes = {}, attribute_keys = {} }
+  if type(attributes) == "table" then
+    local keys = {}
+    for k in pairs(attributes) do if type(k) == "string" then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local v = attribute_value(attributes[k])
+      if v ~= nil then
+        ev.attributes[k] = v
+        ev.attribute_keys[#ev.attribute_keys + 1] = k
+      end
+    end
+  end
+  self.events[#self.events + 1] = ev
+end
+
+-- set_status(code, message): "ok" is final; "unset" is ignored; a message is kept only with "error"
+-- (the specification's rules for Span.SetStatus).
+function Span:set_status(code, message)
+  if self.end_ns or self.status_code == "ok" then return end
+  if code == "ok" then
+    self.status_code, self.status_message = "ok", nil
+  elseif code == "error" then
+    self.status_code = "error"
+    self.status_message = message ~= nil and clip(tostring(message)) or nil
+  end
+end
+
+function Span:finish(end_ns)
+  if self.end_ns then return end
+  self.end_ns = end_ns or clock.now_ns()
+  if self.end_ns < self.start_ns then self.end_ns = self.start_ns end
+  for _, p in ipairs(self.processors) do p:on_end(self) end
+end
+
+function Span:traceparent() return propagation.format(self), self.tracestate end
+
+Span.__tostring = function(self)
+  return string.format("Span(%s %s/%s)", self.name, self.trace_id, self.span_id)
+end
+
+function M.is_span(x)
+  local mt = getmetatable(x)
+  return mt == Span or mt == NonRecordingSpan
+end
+
+---------------------------------------------------------------------------------------------------
+-- Tracer
+
+local Tracer = {}
+Tracer.__index = Tracer
+M.Tracer = Tracer
+
+-- Tracer.new{sampler, processors} -> tracer
+function M.new_tracer(opts)
+  return setmetatable({ sampler = opts.sampler, processors = opts.processors or {} }, Tracer)
+end
+
+function Tracer:start_span(name, opts)
+  opts = opts or {}
+  local parent = opts.parent
+  if parent ~= nil and (type(parent) ~= "table" or type(parent.trace_id) ~= "string"
+      or type(parent.span_id) ~= "string") then
+    parent = nil -- not one of ours (or a SpanContext): start a new trace rather than fail the call
+  end
+  local trace_id = parent and parent.trace_id or ids.trace_id()
+  local tracestate = parent and parent.tracestate or nil
+  if not self.sampler:should_sample(parent, trace_id) then
+    return setmetatable({ trace_id = trace_id, span_id = ids.span_id(), sampled = false,
+      tracestate = tracestate }, NonRecordingSpan)
+  end
+  local span = setmetatable({
+    name = name, kind = opts.kind or "internal",
+    trace_id = trace_id, span_id = ids.span_id(), parent_span_id = parent and parent.span_id or nil,
+    sampled = true, tracestate = tracestate,
+    start_ns = opts.start_ns or clock.now_ns(),
+    attributes = {}, attribute_keys = {}, dropped_attributes = 0,
+    events = {}, dropped_events = 0,
+    status_code = "unset",
+    processors = self.processors,
+  }, Span)
+  if opts.attributes then span:set_attributes(opts.attributes) end
+  return span
+end
+
+return M
