@@ -1,0 +1,322 @@
+-- glsb.trace.instrument: the spans of the two choke points, loaded only once tracing is on.
+--
+--   operation(name, subject, attributes, fn, ...)  a span around one public operation (and its children:
+--       create attempts, package install, build steps), current while fn runs, ended with what fn
+--       returned or raised. subject: the sandbox or template builder (provider, ids, secrets to scrub).
+--   annotate(attributes)                           adds attributes to the current operation span
+--   http(request_fn, opts)                         a client span around one glsb.http request, with
+--       OpenTelemetry's HTTP client conventions, and traceparent/tracestate added to the request
+--   sandbox_env(env, asked)                        env plus TRACEPARENT/TRACESTATE when asked
+--
+-- What never goes into an attribute: code text, file contents, environment values, API keys, signed
+-- URLs. Attributes are built from ids, names, counts and statuses only; the one free text (an error's
+-- message) goes through glsb.trace.redact first.
+local context = require "glsb.trace.context"
+local redact = require "glsb.trace.redact"
+
+local M = {}
+
+local trace_api, state -- glsb.trace and its state, bound on activation
+
+function M.bind(api, st)
+  trace_api, state = api, st
+end
+
+-- span -> what instrumentation knows about it (provider, secrets), for spans it started: weak keys, so
+-- nothing outlives its span.
+local info = setmetatable({}, { __mode = "k" })
+
+local function current() return trace_api.current() end
+
+local function errors() return require "glsb.errors" end
+
+local function is_cancelled(err)
+  local loop = package.loaded["glsb.loop"]
+  return loop and loop.is_cancelled(err)
+end
+
+---------------------------------------------------------------------------------------------------
+-- errors and results
+
+-- record_error(span, err, secrets): status error, error.type, the stage and transience of a glsb
+-- error, and an "exception" event (OpenTelemetry's exception convention, plus glsb.error.stage).
+local function record_error(span, err, secrets)
+  local E = errors()
+  local class, stage, message
+  if E.is_error(err) then
+    class, stage, message = err.class, err.stage, tostring(err)
+    span:set_attribute("glsb.error.stage", stage)
+    span:set_attribute("glsb.error.transient", err.transient == true)
+  elseif is_cancelled(err) then
+    class, message = "Cancelled", tostring(err.message or "cancelled")
+  elseif type(err) == "table" and err.phase then
+    class, message = "TransportError", E.describe(err)
+  else
+    class = type(err) == "table" and type(err.class) == "string" and err.class or "LuaError"
+    message = type(err) == "table" and E.describe(err) or tostring(err)
+  end
+  message = redact.text(message, secrets)
+  span:set_attribute("error.type", class)
+  span:add_event("exception", { ["exception.type"] = class, ["exception.message"] = message,
+    ["glsb.error.stage"] = stage })
+  span:set_status("error", message)
+end
+M.record_error = record_error
+
+local function is_execution_result(r)
+  local models = package.loaded["glsb.models"]
+  return models and models.ExecutionResult.is(r)
+end
+
+-- What an operation's return value says, per operation (by span name).
+local RESULTS = {}
+
+local function execution(span, r)
+  if not is_execution_result(r) then return end
+  span:set_attribute("glsb.execution.status", r.status)
+  if math.type(r.code) == "integer" then span:set_attribute("glsb.execution.exit_code", r.code) end
+  if r.failure then span:set_attribute("glsb.failure.retry_safe", r.failure.retry_safe == true) end
+  if r.status ~= "success" then
+    span:set_attribute("error.type", r.failure and r.failure.exception_type or r.status)
+    -- the status only: r.error is the user's own exception text, which may quote their data
+    span:set_status("error", "execution ended with status " .. r.status)
+  end
+end
+RESULTS["glsb.sandbox.execute_code"] = execution
+RESULTS["glsb.sandbox.execute_command"] = execution
+RESULTS["glsb.sandbox.package_install"] = execution
+
+RESULTS["glsb.sandbox.download"] = function(span, data)
+  if type(data) == "string" then
+    span:set_attribute("glsb.transfer.bytes", #data)
+  else
+    span:set_attribute("error.type", "download_failed")
+    span:set_status("error", "download failed (the reason is in the glsb log)")
+  end
+end
+
+RESULTS["glsb.sandbox.set_timeout"] = function(span, ok)
+  if ok == false then
+    span:set_attribute("error.type", "set_timeout_failed")
+    span:set_status("error", "set_timeout failed (the reason is in the glsb log)")
+  end
+end
+
+RESULTS["glsb.template.ensure"] = function(span, res)
+  if type(res) ~= "table" then return end
+  span:set_attribute("glsb.template.built", res.built == true)
+  if type(res.hash) == "string" then span:set_attribute("glsb.template.hash", res.hash) end
+  local ref = res.ref
+  if type(ref) == "table" and type(ref.template_id) == "string" then
+    span:set_attribute("glsb.template.id", ref.template_id)
+  end
+end
+
+RESULTS["glsb.workspace.write"] = function(span, res)
+  if type(res) == "table" and math.type(res.bytes) == "integer" then
+    span:set_attribute("glsb.transfer.bytes", res.bytes)
+  end
+end
+
+RESULTS["glsb.workspace.run"] = function(span, res)
+  if type(res) ~= "table" then return end
+  if math.type(res.exit_code) == "integer" then span:set_attribute("glsb.execution.exit_code", res.exit_code) end
+  span:set_attribute("glsb.workspace.timed_out", res.timed_out == true)
+  if res.timed_out then
+    span:set_attribute("error.type", "timeout")
+    span:set_status("error", "workspace command timed out")
+  end
+end
+
+---------------------------------------------------------------------------------------------------
+-- operations
+
+local function subject_attributes(subject, attrs)
+  if type(subject) ~= "table" then return attrs end
+  attrs = attrs or {}
+  if type(subject.provider) == "string" then attrs["glsb.provider"] = subject.provider end
+  if type(subject.sandbox_id) == "string" then attrs["glsb.sandbox.id"] = subject.sandbox_id end
+  if type(subject.language) == "string" then attrs["glsb.language"] = subject.language end
+  local opts = type(subject.options) == "table" and subject.options or nil
+  local template = opts and opts.template
+  if type(template) == "table" then template = template.template_id or template.name end
+  if type(template) == "string" then attrs["glsb.template"] = template end
+  return attrs
+end
+
+-- The provider and secrets of the nearest enclosing operation (children inherit their parent's).
+local function inherited(parent, subject)
+  local pi = parent and info[parent]
+  local provider = type(subject) == "table" and type(subject.provider) == "string" and subject.provider
+    or (pi and pi.provider)
+  local secrets = type(subject) == "table" and type(subject.options) == "table" and redact.secrets(subject.options)
+    or (pi and pi.secrets) or {}
+  return { provider = provider, secrets = secrets }
+end
+
+local function finish(span, subject, name, ok, res)
+  local sid = type(subject) == "table" and subject.sandbox_id
+  if type(sid) == "string" then span:set_attribute("glsb.sandbox.id", sid) end
+  if ok then
+    local interpret = RESULTS[name]
+    if interpret then pcall(interpret, span, res[2]) end
+  else
+    record_error(span, res[2], info[span] and info[span].secrets)
+  end
+  span:finish()
+end
+
+-- operation(name, subject, attributes, fn, ...) -> fn's results (or its error, re-raised).
+function M.operation(name, subject, attributes, fn, ...)
+  local tracer = state.tracer
+  if not tracer then return fn(...) end
+  local parent = current()
+  local ok_start, span = pcall(tracer.start_span, tracer, name,
+    { kind = "internal", parent = parent, attributes = subject_attributes(subject, attributes) })
+  if not ok_start or type(span) ~= "table" and type(span) ~= "userdata" then
+    return fn(...) -- a broken tracer must not break the call
+  end
+  info[span] = inherited(parent, subject)
+  local res = table.pack(pcall(context.with, span, fn, ...))
+  pcall(finish, span, subject, name, res[1], res)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+-- annotate(attributes): onto the current span, if it is one of ours (started by an operation).
+function M.annotate(attributes)
+  local span = context.current()
+  if span == nil or info[span] == nil then return end
+  for k, v in pairs(attributes) do pcall(span.set_attribute, span, k, v) end
+end
+
+---------------------------------------------------------------------------------------------------
+-- HTTP client spans
+
+local KNOWN_METHODS = { GET = true, HEAD = true, POST = true, PUT = true, DELETE = true, CONNECT = true,
+  OPTIONS = true, TRACE = true, PATCH = true }
+
+local DEFAULT_PORT = { http = 80, https = 443 }
+
+-- scheme, host, port of an absolute URL (IPv6 literals in brackets keep no brackets, as in the
+-- server.address examples of the conventions).
+local function server_of(url)
+  local scheme, authority = url:match("^(%a[%w+.-]*)://([^/?#]*)")
+  if not scheme then return nil end
+  authority = authority:gsub("^.*@", "")
+  local host, port = authority:match("^%[([^%]]+)%]:?(%d*)$")
+  if not host then host, port = authority:match("^([^:]*):?(%d*)$") end
+  scheme = scheme:lower()
+  return scheme, host, tonumber(port) or DEFAULT_PORT[scheme]
+end
+
+local function propagation_allowed(provider)
+  local p = state.settings and state.settings.propagate
+  if p == false then return false end
+  if type(p) == "table" and provider and p[provider] == false then return false end
+  return true
+end
+
+local function with_trace_headers(opts, tp, ts)
+  local copy = {}
+  for k, v in pairs(opts) do copy[k] = v end
+  local h = {}
+  local array = false
+  for k, v in pairs(opts.headers or {}) do
+    if type(k) == "number" then array = true end
+    h[k] = v
+  end
+  if array then
+    -- "Name: value" strings: drop any traceparent/tracestate the caller set, then add ours
+    local list = {}
+    for _, line in ipairs(h) do
+      local name = tostring(line):match("^([^:]*)")
+      local low = name and name:lower()
+      if low ~= "traceparent" and low ~= "tracestate" then list[#list + 1] = line end
+    end
+    list[#list + 1] = "traceparent: " .. tp
+    if ts then list[#list + 1] = "tracestate: " .. ts end
+    h = list
+  else
+    for k in pairs(opts.headers or {}) do
+      local low = type(k) == "string" and k:lower()
+      if low == "traceparent" or low == "tracestate" then h[k] = nil end
+    end
+    h.traceparent = tp
+    h.tracestate = ts
+  end
+  copy.headers = h
+  return copy
+end
+
+local function finish_http(span, res, secrets)
+  local r = res[2]
+  if not res[1] then
+    record_error(span, r, secrets)
+  elseif type(r) == "table" then
+    if r.error then
+      local f = r.error
+      span:set_attribute("error.type", tostring(f.code or "transport"))
+      span:set_attribute("glsb.failure.phase", tostring(f.phase))
+      span:set_attribute("glsb.failure.retry_safe", f.retry_safe == true)
+      span:set_status("error", redact.text(tostring(f.message or f.code or "transport failure"), secrets))
+    end
+    if math.type(r.status) == "integer" and r.status > 0 then
+      span:set_attribute("http.response.status_code", r.status)
+      if r.status >= 400 and not r.error then
+        span:set_attribute("error.type", tostring(r.status))
+        span:set_status("error") -- the conventions: a client span with a 4xx/5xx is an error, no message
+      end
+    end
+    if r.aborted then span:set_attribute("glsb.http.aborted", true) end
+  end
+  span:finish()
+end
+
+-- http(request_fn, opts) -> request_fn's result, made under a client span.
+function M.http(request_fn, opts)
+  local tracer = state.tracer
+  if not tracer or type(opts.url) ~= "string" then return request_fn(opts) end
+  local parent = current()
+  local method = tostring(opts.method or "GET"):upper()
+  local scheme, host, port = server_of(opts.url)
+  local attrs = {
+    ["http.request.method"] = KNOWN_METHODS[method] and method or "_OTHER",
+    ["http.request.method_original"] = not KNOWN_METHODS[method] and method or nil,
+    ["server.address"] = host, ["server.port"] = port, ["url.full"] = redact.url(opts.url),
+    ["url.scheme"] = scheme,
+  }
+  local ok_start, span = pcall(tracer.start_span, tracer, KNOWN_METHODS[method] and method or "HTTP",
+    { kind = "client", parent = parent, attributes = attrs })
+  if not ok_start or (type(span) ~= "table" and type(span) ~= "userdata") then return request_fn(opts) end
+  local pi = parent and info[parent]
+  if type(span.traceparent) == "function" and propagation_allowed(pi and pi.provider) then
+    local ok, tp, ts = pcall(span.traceparent, span)
+    if ok and type(tp) == "string" then opts = with_trace_headers(opts, tp, ts) end
+  end
+  local res = table.pack(pcall(request_fn, opts))
+  pcall(finish_http, span, res, pi and pi.secrets)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+---------------------------------------------------------------------------------------------------
+-- the sandbox's environment
+
+-- sandbox_env(env, asked) -> env, or a copy with TRACEPARENT (and TRACESTATE) of the current span when
+-- asked (the call's trace_into_sandbox) or configured (configure{trace_into_sandbox = true}).
+function M.sandbox_env(env, asked)
+  if asked == nil then asked = state.settings and state.settings.trace_into_sandbox end
+  if not asked then return env end
+  local span = context.current()
+  if span == nil or type(span.traceparent) ~= "function" then return env end
+  local ok, tp, ts = pcall(span.traceparent, span)
+  if not ok or type(tp) ~= "string" then return env end
+  local copy = {}
+  for k, v in pairs(env or {}) do copy[k] = v end
+  copy.TRACEPARENT = tp
+  copy.TRACESTATE = ts
+  return copy
+end
+
+return M

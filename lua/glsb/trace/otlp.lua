@@ -1,0 +1,125 @@
+-- glsb.trace.otlp: the OTLP/HTTP span exporter (JSON encoding) on the glsb loop.
+--
+-- Facts relied on (OTLP specification, "OTLP/HTTP"): POST the ExportTraceServiceRequest to the traces
+-- URL with Content-Type application/json; 200 means accepted, possibly with
+-- partialSuccess{rejectedSpans, errorMessage} (logged, never retried); only 429, 502, 503 and 504 (and
+-- a failed connection) are retryable, with exponential backoff, honouring Retry-After (seconds or an
+-- HTTP-date); any other status is final. The whole export, retries included, stays within the batch
+-- processor's export deadline.
+local http = require "glsb.http"
+local loop = require "glsb.loop"
+local clock = require "glsb.trace.clock"
+local otlp_json = require "glsb.trace.otlp_json"
+local ids = require "glsb.trace.ids"
+
+local M = {}
+
+local RETRYABLE = { [429] = true, [502] = true, [503] = true, [504] = true }
+
+-- Backoff between attempts of one export: the JS SDK's shape (1 s, x1.5, at most 5 s, +/-20 % jitter,
+-- 5 attempts), every wait cut to what is left of the deadline.
+M.DEFAULT_RETRY = { attempts = 5, base_delay = 1, factor = 1.5, max_delay = 5, jitter = 0.2 }
+
+local MONTHS = { Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10,
+  Nov = 11, Dec = 12 }
+
+-- Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's days_from_civil).
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = (y >= 0 and y or y - 399) // 400
+  local yoe = y - era * 400
+  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
+  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+  return era * 146097 + doe - 719468
+end
+
+-- retry_after(value) -> seconds to wait (>= 0) or nil. RFC 9110: delay-seconds or an IMF-fixdate.
+function M.retry_after(value)
+  if type(value) ~= "string" then return nil end
+  local secs = value:match("^%s*(%d+)%s*$")
+  if secs then return tonumber(secs) end
+  local d, mon, y, hh, mm, ss = value:match("^%s*%a+,%s*(%d+)%s+(%a+)%s+(%d+)%s+(%d+):(%d+):(%d+)%s+GMT%s*$")
+  if not d or not MONTHS[mon] then return nil end
+  local at = days_from_civil(tonumber(y), MONTHS[mon], tonumber(d)) * 86400 + tonumber(hh) * 3600
+    + tonumber(mm) * 60 + tonumber(ss)
+  local now = clock.now_ns() // 1000000000
+  return math.max(0, at - now)
+end
+
+-- A fraction in [0, 1) for the jitter, from the id source: math.random belongs to the user's script
+-- (a seeded sequence it relies on must not shift because a span was exported).
+function M.random() return string.unpack("<I2", ids.bytes(2)) / 65536 end
+
+local Exporter = {}
+Exporter.__index = Exporter
+
+-- new{url, headers, timeout, resource, scope, retry, warn} -> exporter
+function M.new(opts)
+  local retry = {}
+  for k, v in pairs(M.DEFAULT_RETRY) do retry[k] = v end
+  for k, v in pairs(opts.retry or {}) do retry[k] = v end
+  local headers = { ["Content-Type"] = "application/json" }
+  for k, v in pairs(opts.headers or {}) do headers[k] = v end
+  return setmetatable({ url = opts.url, headers = headers, timeout = opts.timeout or 10,
+    resource = opts.resource, scope = opts.scope, retry = retry, warn = opts.warn,
+    random = opts.random or M.random, stats = { requests = 0, retries = 0 } }, Exporter)
+end
+
+-- The clock glsb waits on (monotonic seconds).
+local function now() return loop.now() end
+
+-- One POST. -> "ok" | "retry" | "fail", reason, retry_after
+function Exporter:_post(body, deadline)
+  local budget = math.min(self.timeout, deadline - now())
+  if budget <= 0 then return "fail", "export deadline passed" end
+  self.stats.requests = self.stats.requests + 1
+  local res = http.request { method = "POST", url = self.url, headers = self.headers, body = body,
+    timeout = budget, connect_timeout = math.min(budget, 5), trace = false }
+  if res.error then
+    return "retry", (res.error.code or "transport") .. ": " .. tostring(res.error.message)
+  end
+  local status = res.status
+  if status >= 200 and status < 300 then
+    local doc = res.body and res.body ~= "" and http.decode_json(res.body)
+    local ps = type(doc) == "table" and doc.partialSuccess
+    if type(ps) == "table" and (tonumber(ps.rejectedSpans) or 0) > 0 then
+      return "ok", string.format("collector rejected %s span(s): %s", tostring(ps.rejectedSpans),
+        tostring(ps.errorMessage or ""))
+    end
+    return "ok"
+  end
+  local reason = "HTTP " .. status
+  if RETRYABLE[status] then
+    return "retry", reason, M.retry_after(res.headers and res.headers["retry-after"])
+  end
+  return "fail", reason
+end
+
+-- export(spans, deadline[, attempts]) -> true, note | false, reason. deadline: absolute loop.now()
+-- seconds; attempts overrides the retry policy's count (the batch processor's single attempt while the
+-- collector keeps failing, and at shutdown).
+function Exporter:export(spans, deadline, attempts)
+  local body = otlp_json.encode(spans, self.resource, self.scope)
+  local r = self.retry
+  attempts = attempts or r.attempts
+  local attempt = 1
+  while true do
+    local verdict, reason, retry_after = self:_post(body, deadline)
+    if verdict == "ok" then return true, reason end
+    if verdict == "fail" or attempt >= attempts then return false, reason end
+    local delay = math.min(r.base_delay * r.factor ^ (attempt - 1), r.max_delay)
+    delay = delay * (1 + r.jitter * (2 * self.random() - 1))
+    if retry_after then delay = retry_after end
+    if now() + delay >= deadline then
+      return false, reason .. (retry_after and string.format(" (Retry-After %ds is past the export deadline)",
+        retry_after) or "")
+    end
+    self.stats.retries = self.stats.retries + 1
+    loop.sleep(delay)
+    attempt = attempt + 1
+  end
+end
+
+function Exporter:describe() return self.url end
+
+return M
