@@ -2,6 +2,7 @@
 -- (skipped package installs, failed set_timeout, teardown after cancel).
 -- Default: one line on io.stderr for warnings and errors; glsb.log.set_handler
 -- replaces it (e.g. to feed a structured logger, or to silence it).
+-- GLSB_LOG_FORMAT=json makes that line a JSON object (see json_line below).
 
 local M = {}
 
@@ -20,14 +21,83 @@ local function stderr_handler(level, message, fields)
     #extra > 0 and (" (" .. table.concat(extra, " ") .. ")") or "", "\n")
 end
 
-local handler = stderr_handler
+---------------------------------------------------------------------------
+-- JSON lines (GLSB_LOG_FORMAT=json)
+---------------------------------------------------------------------------
+
+-- Keys of the line itself; a field of the same name is written as "field.<name>".
+local RESERVED = { time = true, level = true, message = true, error_code = true, error_class = true,
+  trace_id = true, span_id = true }
+
+local function iso_time()
+  local core = package.loaded["glsb.core"]
+  local ns = core and core.realtime_ns and core.realtime_ns() or os.time() * 1000000000
+  return os.date("!%Y-%m-%dT%H:%M:%S", ns // 1000000000) .. string.format(".%03dZ", ns % 1000000000 // 1000000)
+end
+
+-- The active span's ids, when tracing is on (never loads the tracing modules itself).
+local function trace_ids()
+  local trace = package.loaded["glsb.trace"]
+  if type(trace) ~= "table" or not trace.enabled() then return nil end
+  local span = trace.current()
+  if type(span) ~= "table" then return nil end
+  if type(span.trace_id) == "string" and type(span.span_id) == "string" then return span.trace_id, span.span_id end
+  if type(span.traceparent) == "function" then
+    local ok, tp = pcall(span.traceparent, span)
+    if ok and type(tp) == "string" then return tp:match("^%x%x%-(%x+)%-(%x+)%-") end
+  end
+  return nil
+end
+
+local function field_value(v)
+  local t = type(v)
+  if t == "string" or t == "boolean" then return v end
+  if t == "number" then return v == v and v or tostring(v) end
+  return tostring(v)
+end
+
+-- json_line(level, message, fields) -> one JSON object (no newline): time (UTC, ms), level, message,
+-- error_code (the glsb.Stage of fields.stage / fields.error_code / fields.error), error_class,
+-- trace_id and span_id of the active span, then the fields.
+function M.json_line(level, message, fields)
+  local cjson = require "cjson.safe"
+  local doc = { time = iso_time(), level = level, message = tostring(message) }
+  fields = type(fields) == "table" and fields or {}
+  local err = fields.error
+  local is_glsb_error = type(err) == "table" and type(rawget(err, "stage")) == "string"
+    and type(rawget(err, "class")) == "string"
+  doc.error_code = fields.error_code or fields.stage or (is_glsb_error and err.stage) or nil
+  if is_glsb_error then doc.error_class = err.class end
+  doc.trace_id, doc.span_id = trace_ids()
+  for k, v in pairs(fields) do
+    k = tostring(k)
+    if k ~= "stage" and k ~= "error_code" then
+      doc[RESERVED[k] and ("field." .. k) or k] = field_value(v)
+    end
+  end
+  return (cjson.encode(doc))
+end
+
+local function json_handler(level, message, fields)
+  if LEVELS[level] < LEVELS.warn then return end
+  io.stderr:write(M.json_line(level, message, fields), "\n")
+end
+M.json_handler = json_handler
+
+local function default_handler()
+  local format = os.getenv("GLSB_LOG_FORMAT")
+  if format and format:lower() == "json" then return json_handler end
+  return stderr_handler
+end
+
+local handler = default_handler()
 
 -- log.set_handler(fn(level, message, fields)) -> previous handler. nil restores
--- the default stderr handler.
+-- the default stderr handler (JSON lines under GLSB_LOG_FORMAT=json).
 function M.set_handler(fn)
   if fn ~= nil and type(fn) ~= "function" then error("log.set_handler: function or nil expected", 2) end
   local prev = handler
-  handler = fn or stderr_handler
+  handler = fn or default_handler()
   return prev
 end
 
