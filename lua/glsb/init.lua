@@ -21,6 +21,9 @@ M.Language = models.Language
 M.errors = errors
 M.constants = constants
 M.log = log
+-- Tracing: off until configured (glsb.trace.configure or the OTEL_* environment); loading it loads
+-- nothing else (the exporter comes with the first configuration).
+M.trace = require "glsb.trace"
 
 -- Concurrency (glsb.loop): loaded on first use, so that requiring glsb does
 -- not load the C core until something actually waits.
