@@ -5,6 +5,7 @@
 -- error objects with a stage. Cancelling the calling task aborts the transfer and re-raises.
 local core = require "glsb.core"
 local loop = require "glsb.loop"
+local trace_seam = require "glsb.trace.seam"
 
 local M = {}
 
@@ -27,8 +28,8 @@ end
 --   on_headers(status, headers) called once the response head arrives (return false to abort),
 --   on_frame(frame) called for each frame in order (return false to abort).
 -- result: { status, headers, body (buffered), error (nil on success), aborted }
-function M.request(opts)
-  if type(opts) ~= "table" then error("glsb.http.request: opts must be a table", 2) end
+-- opts.trace = false: no client span for this request (the span exporter's own requests).
+local function request(opts)
   local copy = {}
   for k, v in pairs(opts) do copy[k] = v end
   copy.headers = header_list(opts.headers)
@@ -68,6 +69,13 @@ function M.request(opts)
     return { status = status, headers = headers, aborted = true }
   end
   return req:result()
+end
+
+function M.request(opts)
+  if type(opts) ~= "table" then error("glsb.http.request: opts must be a table", 2) end
+  -- tracing's choke point: a client span per request when tracing is on (one field read when off)
+  if trace_seam.on and opts.trace ~= false then return trace_seam.http(request, opts) end
+  return request(opts)
 end
 
 local cjson = require "cjson.safe"
