@@ -1,0 +1,202 @@
+# The OpenSandbox emulator's stand-in for a Jupyter kernel: one persistent Python process per code
+# context, so names defined by one run are there for the next. Requests arrive on stdin as JSON lines
+# {"code": str}; messages leave on fd 3 as JSON lines, shaped after Jupyter's IOPub messages that execd
+# forwards:
+#   {"type": "stream", "name": "stdout"|"stderr", "text": str}     (what fd 1 / fd 2 received)
+#   {"type": "result", "count": n, "data": {"text/plain": repr, "text/html": ..., ...}}
+#   {"type": "error", "ename": str, "evalue": str, "traceback": [str, ...]}
+#   {"type": "done", "count": n}                                   (the kernel went idle)
+# fd 1 and fd 2 are pipes read by threads here, so output of child processes is captured like print()'s.
+# SIGINT interrupts the running cell (KeyboardInterrupt), like a Jupyter interrupt.
+import ast
+import base64
+import codecs
+import json
+import os
+import sys
+import threading
+import traceback
+
+_requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
+_devnull = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_devnull, 0)
+os.close(_devnull)
+_out = os.fdopen(3, "w", encoding="utf-8", buffering=1)
+os.set_inheritable(3, False)
+_out_lock = threading.Lock()
+_MARK = b"\x00\x1bglsb-cell-end\x1b\x00"
+
+
+def _send(msg):
+    with _out_lock:
+        _out.write(json.dumps(msg) + "\n")
+        _out.flush()
+
+
+class _Pipe:
+    # fd `fd` becomes the write end of a pipe; a thread forwards what arrives as stream messages and
+    # notices the end-of-cell mark written after the cell.
+    def __init__(self, fd, name):
+        r, w = os.pipe()
+        os.dup2(w, fd)
+        os.close(w)
+        os.set_inheritable(r, False)
+        self.fd, self.name, self.r = fd, name, r
+        self.marked = threading.Event()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        dec = codecs.getincrementaldecoder("utf-8")("replace")
+        held = b""
+        while True:
+            chunk = os.read(self.r, 65536)
+            if not chunk:
+                return
+            data = held + chunk
+            held = b""
+            while True:
+                i = data.find(_MARK)
+                if i < 0:
+                    break
+                self._emit(dec.decode(data[:i]) + dec.decode(b"", True))
+                data = data[i + len(_MARK):]
+                self.marked.set()
+            # keep back a tail that could be the start of a mark split across reads
+            for k in range(min(len(_MARK) - 1, len(data)), 0, -1):
+                if _MARK.startswith(data[-k:]):
+                    held = data[-k:]
+                    data = data[:-k]
+                    break
+            self._emit(dec.decode(data))
+
+    def _emit(self, text):
+        if text:
+            _send({"type": "stream", "name": self.name, "text": text})
+
+    def sync(self):
+        self.marked.clear()
+        os.write(self.fd, _MARK)
+        self.marked.wait(5)
+
+
+_pipes = [_Pipe(1, "stdout"), _Pipe(2, "stderr")]
+sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+sys.stdin = open(os.devnull, "r", encoding="utf-8")
+
+_MIME = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"), ("_repr_svg_", "image/svg+xml"),
+         ("_repr_png_", "image/png"), ("_repr_jpeg_", "image/jpeg"), ("_repr_latex_", "text/latex"),
+         ("_repr_json_", "application/json"), ("_repr_javascript_", "application/javascript"))
+
+
+def _bundle(obj):
+    data = {"text/plain": repr(obj)}
+    for method, mime in _MIME:
+        fn = getattr(obj, method, None)
+        if not callable(fn):
+            continue
+        try:
+            value = fn()
+        except Exception:
+            continue
+        if value is None:
+            continue
+        if isinstance(value, tuple):
+            value = value[0]
+        if isinstance(value, bytes):
+            value = base64.b64encode(value).decode("ascii")
+        data[mime] = value
+    return data
+
+
+_count = 0
+
+
+def display(*objs, **_kw):
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    for obj in objs:
+        _send({"type": "result", "count": 0, "data": _bundle(obj)})
+
+
+class StdinNotImplementedError(RuntimeError):
+    pass
+
+
+def _no_stdin(prompt=""):
+    raise StdinNotImplementedError("raw_input was called, but this frontend does not support input requests.")
+
+
+_ns = {"__name__": "__main__", "__builtins__": __builtins__, "display": display, "input": _no_stdin}
+_HERE = sys._getframe().f_code.co_filename
+_RED, _GREEN, _CYAN, _RESET = "\x1b[0;31m", "\x1b[0;32m", "\x1b[0;36m", "\x1b[0m"
+
+
+def _traceback(exc):
+    # IPython's shape (ANSI colours included): the kernel's own frames left out.
+    name = type(exc).__name__
+    lines = [_RED + "-" * 75 + _RESET,
+             _RED + name + _RESET + " " * max(1, 42 - len(name)) + "Traceback (most recent call last)"]
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == _HERE:
+            continue
+        where = frame.filename
+        if where.startswith("<cell-"):
+            where = "Cell " + _GREEN + "In[%s], line %d" % (where[6:-1], frame.lineno) + _RESET
+        else:
+            where = "File " + _GREEN + "%s:%d" % (where, frame.lineno) + _RESET
+        if frame.name != "<module>":
+            where += ", in " + _CYAN + frame.name + _RESET
+        lines.append(where + "\n" + _GREEN + "----> %d " % frame.lineno + _RESET + (frame.line or ""))
+    lines.append(_RED + name + _RESET + ": " + str(exc))
+    return lines
+
+
+def _run(code):
+    global _count
+    _count += 1
+    fname = "<cell-%d>" % _count
+    import linecache
+    linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
+    try:
+        tree = ast.parse(code, fname, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, fname, "exec"), _ns)
+        if last is not None:
+            value = eval(compile(last, fname, "eval"), _ns)
+            if value is not None:
+                _ns["_"] = value
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                _send({"type": "result", "count": _count, "data": _bundle(value)})
+    except BaseException as exc:  # a cell may raise anything, SystemExit and KeyboardInterrupt too
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        _send({"type": "error", "ename": type(exc).__name__, "evalue": str(exc), "traceback": _traceback(exc)})
+
+
+def main():
+    while True:
+        try:
+            line = _requests.readline()
+            if not line:
+                return
+            request = json.loads(line)
+            _run(request.get("code", ""))
+        except KeyboardInterrupt:
+            pass  # an interrupt that arrived between cells
+        except ValueError:
+            continue
+        try:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            for pipe in _pipes:
+                pipe.sync()
+        except KeyboardInterrupt:
+            pass
+        _send({"type": "done", "count": _count})
+
+
+main()

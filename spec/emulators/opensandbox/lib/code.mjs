@@ -1,0 +1,241 @@
+// execd code interpreting (controller/codeinterpreting.go, runtime/jupyter.go; shared/protocols/
+// opensandbox.md §2.4): POST /code/context, GET /code/contexts[?language=], GET/DELETE
+// /code/contexts/{id}, DELETE /code/contexts?language=, POST /code (stream), DELETE /code?id=.
+//
+// Python only: one persistent python3 process per context (driver.py) stands in for a Jupyter
+// kernel, so state survives between runs. The stream is what execd makes of the kernel's messages:
+// init(context id), stdout/stderr chunks as the kernel sent them (newlines kept), execution_count +
+// result for a trailing expression (MIME "text/plain" renamed "text"), status "error" + error for an
+// exception, then execution_complete (sent after an error too). A busy context is refused with 500.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { readBody, sendGoJson, send } from './util.mjs';
+import { spawnIn, signalTree, resolvePath, baseEnv, WORKDIR } from './runtime.mjs';
+import { EventStream } from './stream.mjs';
+import { commandId, expandPath } from './commands.mjs';
+
+const DRIVER = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'driver.py');
+const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+const LANGUAGES = new Set(['python']);
+
+class Context {
+  constructor(sbx, language, cwd) {
+    this.sbx = sbx;
+    this.id = commandId();
+    this.language = language;
+    this.cwd = cwd;
+    this.child = null;
+    this.current = null;   // the run in progress: {onMessage, onDeath}
+    this.closed = false;
+  }
+
+  info() {
+    return { id: this.id, language: this.language, cwd: this.cwd, pid: this.child ? this.child.pid : null, busy: !!this.current };
+  }
+
+  ensure() {
+    if (this.child && this.child.exitCode === null && this.child.signalCode === null) return;
+    const driver = fs.readFileSync(DRIVER, 'utf8');
+    const child = spawnIn(this.sbx.root, [PYTHON, '-u', '-c', driver], {
+      env: baseEnv({ ...this.sbx.env, PYTHONUNBUFFERED: '1' }), cwd: this.cwd,
+      stdio: ['pipe', 'ignore', 'ignore', 'pipe'],
+    });
+    this.child = child;
+    let buf = '';
+    child.stdio[3].on('data', (d) => {
+      buf += d.toString('utf8');
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        let msg;
+        try { msg = JSON.parse(line); } catch { continue; }
+        if (this.current && this.child === child) this.current.onMessage(msg);
+      }
+    });
+    child.stdin.on('error', () => {});
+    child.on('exit', () => {
+      if (this.child !== child) return;
+      this.child = null;
+      if (this.current) this.current.onDeath();
+    });
+  }
+
+  interrupt() {
+    if (this.child && this.current) signalTree(this.child, 'SIGINT');
+  }
+
+  close() {
+    this.closed = true;
+    if (this.child) {
+      signalTree(this.child, 'SIGCONT');
+      signalTree(this.child, 'SIGKILL');
+    }
+    this.child = null;
+    if (this.current) this.current.onDeath();
+  }
+
+  // Runs one cell, forwarding events to `stream`; resolves when the kernel is idle again.
+  run(code, stream) {
+    this.ensure();
+    const started = Date.now();
+    return new Promise((resolve) => {
+      let errored = false;
+      const finish = () => {
+        this.current = null;
+        resolve(errored);
+      };
+      this.current = {
+        onMessage: (msg) => {
+          if (msg.type === 'stream') {
+            stream.event({ type: msg.name === 'stderr' ? 'stderr' : 'stdout', text: msg.text });
+          } else if (msg.type === 'result') {
+            if (msg.count > 0) stream.event({ type: 'execution_count', execution_count: msg.count });
+            const results = {};
+            for (const [k, v] of Object.entries(msg.data || {})) results[k === 'text/plain' ? 'text' : k] = v;
+            stream.event({ type: 'result', results });
+          } else if (msg.type === 'error') {
+            errored = true;
+            stream.event({ type: 'status', text: 'error' });
+            stream.event({ type: 'error', error: { ename: msg.ename, evalue: msg.evalue, traceback: msg.traceback } });
+          } else if (msg.type === 'done') {
+            // Idle: execd sends execution_complete (also after an error; execution_time in ms, omitted when 0).
+            const ms = Date.now() - started;
+            stream.event(ms > 0 ? { type: 'execution_complete', execution_time: ms } : { type: 'execution_complete' });
+            finish();
+          }
+        },
+        onDeath: () => {
+          errored = true;
+          stream.event({ type: 'error', error: { ename: 'DeadKernelError', evalue: 'Kernel died', traceback: [] } });
+          finish();
+        },
+      };
+      this.child.stdin.write(JSON.stringify({ code }) + '\n');
+    });
+  }
+}
+
+function runtimeError(res, message) {
+  sendGoJson(res, 500, { code: 'RUNTIME_ERROR', message });
+}
+
+function requireInterpreter(sbx, res) {
+  if (sbx.interpreter) return true;
+  // execd without a Jupyter server (any image but opensandbox/code-interpreter).
+  runtimeError(res, 'error creating code context. language runtime server not configured, please check your image runtime');
+  return false;
+}
+
+function newContext(sbx, language, cwdRaw) {
+  let cwd = WORKDIR;
+  if (cwdRaw) {
+    const rp = resolvePath(sbx.root, expandPath(cwdRaw, baseEnv(sbx.env)));
+    if (rp.writable) fs.mkdirSync(rp.host, { recursive: true });
+    cwd = rp.path;
+  }
+  const c = new Context(sbx, language, cwd);
+  sbx.contexts.set(c.id, c);
+  c.ensure();
+  return c;
+}
+
+function defaultContext(sbx, language) {
+  let c = sbx.defaultContexts.get(language);
+  if (!c || c.closed) {
+    c = newContext(sbx, language, '');
+    sbx.defaultContexts.set(language, c);
+  }
+  return c;
+}
+
+async function createContext(sbx, req, res) {
+  let body;
+  try { body = JSON.parse((await readBody(req)).toString('utf8') || '{}'); } catch (e) {
+    return sendGoJson(res, 400, { code: 'INVALID_REQUEST_BODY', message: `error parsing request, MAYBE invalid body format. ${e.message}` });
+  }
+  if (!requireInterpreter(sbx, res)) return;
+  const language = String(body.language || '');
+  if (!LANGUAGES.has(language)) return runtimeError(res, 'error creating code context. no kernel specs found');
+  const c = newContext(sbx, language, body.cwd);
+  const out = { id: c.id, language };
+  if (body.cwd) out.cwd = body.cwd;
+  return sendGoJson(res, 200, out);
+}
+
+async function runCode(emu, sbx, req, res, ctx, runCommandFn) {
+  const buf = await readBody(req);
+  let body;
+  try { body = JSON.parse(buf.toString('utf8')); } catch (e) {
+    return sendGoJson(res, 400, { code: 'INVALID_REQUEST_BODY', message: `error parsing request, MAYBE invalid body format. ${e.message}` });
+  }
+  if (!body || typeof body.code !== 'string' || body.code === '') {
+    return sendGoJson(res, 400, { code: 'INVALID_REQUEST_BODY', message: "invalid request, validation error Key: 'RunCodeRequest.Code' Error:Field validation for 'Code' failed on the 'required' tag" });
+  }
+  const c0 = body.context || {};
+  let context;
+  if (c0.id) {
+    context = sbx.contexts.get(c0.id);
+    if (!context || context.closed) return runtimeError(res, 'error running codes context not found');
+  } else if (!c0.language) {
+    // Without a language the code runs as a shell command (a foreground /command).
+    return runCommandFn(JSON.stringify({ command: body.code }));
+  } else {
+    if (!requireInterpreter(sbx, res)) return;
+    if (!LANGUAGES.has(c0.language)) return runtimeError(res, 'error running codes no kernel specs found');
+    context = defaultContext(sbx, c0.language);
+  }
+  if (context.current) return runtimeError(res, 'error running codes session is busy');
+  const stream = new EventStream(res, ctx);
+  stream.event({ type: 'init', text: context.id });
+  // The request's context ends when the client goes away: the kernel is interrupted.
+  const onClose = () => { if (!res.writableEnded) context.interrupt(); };
+  res.on('close', onClose);
+  await context.run(body.code, stream);
+  res.off('close', onClose);
+  // /code returns as soon as the completion is flushed (no grace period).
+  await stream.end(0);
+}
+
+export async function handleCode(emu, sbx, req, res, url, ctx, runCommandFn) {
+  const p = url.pathname;
+  const m = req.method;
+  const q = url.searchParams;
+  let g;
+  if (p === '/code/context' && m === 'POST') return createContext(sbx, req, res);
+  if (p === '/code' && m === 'POST') return runCode(emu, sbx, req, res, ctx, runCommandFn);
+  if (p === '/code/contexts' && m === 'GET') {
+    const lang = q.get('language') || '';
+    if (lang === 'command' || lang === 'background-command' || lang === 'sql') {
+      return runtimeError(res, `unsupported language context operation: ${lang}`);
+    }
+    const list = [...sbx.contexts.values()].filter((c) => !c.closed && (!lang || c.language === lang))
+      .map((c) => ({ id: c.id, language: c.language }));
+    return sendGoJson(res, 200, list);
+  }
+  if (p === '/code/contexts' && m === 'DELETE') {
+    const lang = q.get('language') || '';
+    if (!lang) return sendGoJson(res, 400, { code: 'MISSING_QUERY', message: "missing query parameter 'language'" });
+    for (const c of [...sbx.contexts.values()]) {
+      if (c.language !== lang) continue;
+      c.close();
+      sbx.contexts.delete(c.id);
+      if (sbx.defaultContexts.get(lang) === c) sbx.defaultContexts.delete(lang);
+    }
+    return send(res, 200);
+  }
+  if ((g = p.match(/^\/code\/contexts\/([^/]+)$/))) {
+    const id = decodeURIComponent(g[1]);
+    const c = sbx.contexts.get(id);
+    if (!c || c.closed) return sendGoJson(res, 404, { code: 'CONTEXT_NOT_FOUND', message: `context ${id} not found` });
+    if (m === 'GET') return sendGoJson(res, 200, { id: c.id, language: c.language });
+    if (m === 'DELETE') {
+      c.close();
+      sbx.contexts.delete(id);
+      if (sbx.defaultContexts.get(c.language) === c) sbx.defaultContexts.delete(c.language);
+      return send(res, 200);
+    }
+  }
+  return null;
+}
