@@ -15,11 +15,8 @@
 --   fd3 option) is read into sb.confinement.
 --
 -- Finding things
---   helper: opts.confine, else $GLSB_CONFINE, else next to the core:
---   <dir of core.module_path()>/glsb-confine (installed next to core.so),
---   <dir>/../../glsb-confine (build/lib/glsb/core.so -> build/glsb-confine),
---   <dir>/glsb-confine (core linked into build/glsb-lua),
---   <dir>/../lib/lua/5.4/glsb/glsb-confine (installed PREFIX/bin/glsb-lua).
+--   helper: glsb.confine_helper.find(opts.confine) (opts.confine, else
+--   $GLSB_CONFINE, else next to the core, else the checkout's build/).
 --   agent: agent.py next to this file. python: opts.python or /usr/bin/python3
 --   (the sandbox PATH has no pyenv/venv of the host).
 --
@@ -79,13 +76,16 @@ local errors = require "glsb.errors"
 local models = require "glsb.models"
 local sandbox = require "glsb.sandbox"
 local packages = require "glsb.packages"
+local output = require "glsb.output"
+local confine_helper = require "glsb.confine_helper"
+local registry = require "glsb.registry"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
 
 local M = { name = "local" }
 
-M.OUTPUT_CAP = 10 * 1024 * 1024
+M.OUTPUT_CAP = output.CAP
 M.MAX_FRAME = 16 * 1024 * 1024
 M.DEFAULT_START_TIMEOUT = 10
 M.DEFAULT_INTERRUPT_GRACE = 2
@@ -113,47 +113,9 @@ local THIS_DIR = (function()
   return "."
 end)()
 
--- M.find_helper([explicit]) -> absolute path, or nil, message listing what was tried.
--- The search result is remembered: core.module_path() fails once core.so has
--- been replaced on disk (a rebuild while we run: /proc/self/maps then says
--- "(deleted)"), so the first answer is the one to keep.
-local found_helper
-
-function M.find_helper(explicit)
-  local tried = {}
-  local function try(p)
-    if not p or p == "" then return nil end
-    tried[#tried + 1] = p
-    if exists(p) then return core.realpath and core.realpath(p) or p end
-  end
-  if explicit then
-    local found = try(explicit)
-    if found then return found end
-    return nil, "glsb-confine not found at opts.confine = " .. tostring(explicit)
-  end
-  local found = try(os.getenv("GLSB_CONFINE"))
-  if found then return found end
-  if found_helper then return found_helper end
-  local dirs = {}
-  local mp = core.module_path()
-  if mp then dirs[#dirs + 1] = dirname(mp) end
-  local so = package.searchpath("glsb.core", package.cpath)
-  if so then dirs[#dirs + 1] = dirname(so) end
-  for _, dir in ipairs(dirs) do
-    -- next to core.so (installed), build/lib/glsb/core.so -> build/, PREFIX/bin/glsb-lua -> PREFIX/lib/...
-    found = try(dir .. "/glsb-confine") or try(dir .. "/../../glsb-confine")
-      or try(dir .. "/../lib/lua/5.4/glsb/glsb-confine")
-    if found then break end
-  end
-  -- a source checkout: providers/local/../../build/glsb-confine
-  found = found or try(THIS_DIR .. "/../../build/glsb-confine")
-  if found then
-    found_helper = found
-    return found
-  end
-  return nil, "glsb-confine not found (tried: " .. table.concat(tried, ", ")
-    .. "); build it with `make build/glsb-confine` or set GLSB_CONFINE"
-end
+-- M.find_helper([explicit]) -> absolute path, or nil, message listing what was tried
+-- (glsb.confine_helper: opts.confine, $GLSB_CONFINE, next to the core, the source checkout's build/).
+M.find_helper = confine_helper.find
 
 function M.agent_dir()
   local dir = core.realpath and core.realpath(THIS_DIR) or THIS_DIR
@@ -340,20 +302,6 @@ local function unusable(self)
   return nil
 end
 
--- One request at a time: a lock the waiting tasks poll (requests are short
--- compared with the 5 ms step, and this keeps glsb.loop untouched).
-local function acquire(self, deadline)
-  while self._busy do
-    if deadline and loop.now() >= deadline then return false end
-    loop.sleep(0.005)
-    if self._dead then return true end
-  end
-  self._busy = true
-  return true
-end
-
-local function release(self) self._busy = false end
-
 local function send(self, req, deadline, payload)
   return self._chan:send(req, payload, deadline)
 end
@@ -387,7 +335,9 @@ local function request(self, req, opts)
   if unusable(self) then return nil, "unusable" end
   self._next_id = self._next_id + 1
   req.id = self._next_id
-  if not acquire(self, opts.deadline) then return nil, "busy" end
+  -- one request at a time: the others wait their turn (FIFO); whoever gets the lock after the
+  -- sandbox died finds it unusable below
+  if not self._lock:acquire(opts.deadline) then return nil, "busy" end
   local ok, res, why = pcall(function()
     if unusable(self) then return nil, "unusable" end
     local sent, err = send(self, req, opts.deadline, opts.payload)
@@ -429,7 +379,7 @@ local function request(self, req, opts)
       end
     end
   end)
-  release(self)
+  self._lock:release()
   if not ok then error(res, 0) end
   return res, why
 end
@@ -497,7 +447,7 @@ function Sandbox:_init(opts)
   sandbox.CodeInterpreterSandbox._init(self, opts)
   self._stderr_tail = ""
   self._next_id = 0
-  self._busy = false
+  self._lock = loop.lock()
   self._grace = opts.interrupt_grace or M.DEFAULT_INTERRUPT_GRACE
 end
 
@@ -644,48 +594,19 @@ end
 -- Results
 ---------------------------------------------------------------------------
 
--- Output of one call: kept up to cap bytes per stream (the agent caps too; this bound holds whatever
--- the sandbox sends: a frame past the cap is dropped unread), and split into lines for the callbacks.
+-- Output of one call (glsb.output: per-line callbacks, the cap, the note). Frames of a stream already
+-- at the cap are dropped unread (keep), so what the host holds stays bounded whatever the sandbox sends.
+local STREAMS = { "stdout", "stderr" }
 
-local function collector(opts, cap)
-  cap = cap or M.OUTPUT_CAP
-  local c = { out = { {}, {} }, sizes = { 0, 0 }, dropped = { 0, 0 }, partial = { {}, {} } }
-  local callbacks = { opts.on_stdout, opts.on_stderr }
-  local function call(s, line)
-    local ok, err = pcall(callbacks[s], line)
-    if not ok then
-      if loop.is_cancelled(err) then error(err, 0) end
-      require("glsb.log").warn("local: output callback failed: " .. tostring(err))
-    end
-  end
-  -- events carry complete lines in bulk (or pieces of a long line): split
-  -- them again so each callback gets one line, without its "\n"; the pieces
-  -- of a long line wait in a table (bounded by the cap), joined once
-  local function lines(s, data)
-    local pos = 1
-    while true do
-      local nl = data:find("\n", pos, true)
-      if not nl then break end
-      local line = data:sub(pos, nl - 1)
-      local partial = c.partial[s]
-      if pos == 1 and #partial > 0 then
-        partial[#partial + 1] = line
-        line = table.concat(partial)
-        c.partial[s] = {}
-      end
-      call(s, line)
-      pos = nl + 1
-    end
-    if pos <= #data then
-      local partial = c.partial[s]
-      partial[#partial + 1] = data:sub(pos)
-    end
-  end
+local function collector(opts)
+  local out = output.capture(opts)
+  local sizes = { 0, 0 }
+  local c = {}
   c.keep = function(ev, n)
     if ev.ev ~= "out" then return true end
     local s = ev.s == 2 and 2 or 1
-    if c.sizes[s] >= cap then
-      c.dropped[s] = c.dropped[s] + n
+    if sizes[s] >= out.cap then
+      out:dropped(STREAMS[s], n)
       return false
     end
     return true
@@ -693,52 +614,44 @@ local function collector(opts, cap)
   c.on_event = function(ev)
     if ev.ev ~= "out" or not ev.data then return end
     local s = ev.s == 2 and 2 or 1
-    local data = ev.data
-    if c.sizes[s] + #data > cap then
-      c.dropped[s] = c.dropped[s] + c.sizes[s] + #data - cap
-      data = data:sub(1, cap - c.sizes[s])
-    end
-    c.sizes[s] = c.sizes[s] + #data
-    local acc = c.out[s]
-    acc[#acc + 1] = data
-    if callbacks[s] then lines(s, data) end
+    sizes[s] = sizes[s] + #ev.data
+    out:push(STREAMS[s], ev.data)
   end
-  -- the last line of a stream may lack its newline
-  c.flush = function()
-    for s = 1, 2 do
-      if callbacks[s] and #c.partial[s] > 0 then
-        local line = table.concat(c.partial[s])
-        c.partial[s] = {}
-        call(s, line)
-      end
+  -- -> the result's fields, with the agent's own drops noted
+  c.finish = function(done, fields)
+    if done then
+      out:dropped("stdout", tonumber(done.dropped_stdout))
+      out:dropped("stderr", tonumber(done.dropped_stderr))
     end
-  end
-  -- -> stdout, stderr, truncated1, truncated2 (the note says how much was dropped, by the agent or here)
-  c.texts = function(done, note)
-    local t = { table.concat(c.out[1]), table.concat(c.out[2]) }
-    local trunc = { false, false }
-    for i, key in ipairs({ "dropped_stdout", "dropped_stderr" }) do
-      local n = math.max(done and tonumber(done[key]) or 0, c.dropped[i])
-      if n > 0 then
-        trunc[i] = true
-        if note ~= false then
-          t[i] = t[i] .. string.format("\n[glsb: output truncated at %d bytes; %d more bytes dropped]\n", cap, n)
-        end
-      end
-    end
-    return t[1], t[2], trunc[1], trunc[2]
+    return out:finish(fields)
   end
   return c
 end
 
+-- Whole output of a helper run, kept up to cap bytes per stream (no callbacks, no note).
+local function accumulator(cap)
+  local a = { parts = { {}, {} }, sizes = { 0, 0 }, truncated = { false, false } }
+  a.keep = function(ev, n)
+    if ev.ev ~= "out" then return true end
+    local s = ev.s == 2 and 2 or 1
+    if a.sizes[s] + n > cap then
+      a.truncated[s] = true
+      return false
+    end
+    a.sizes[s] = a.sizes[s] + n
+    return true
+  end
+  a.on_event = function(ev)
+    if ev.ev == "out" and ev.data then
+      local parts = a.parts[ev.s == 2 and 2 or 1]
+      parts[#parts + 1] = ev.data
+    end
+  end
+  return a
+end
+
 local function finish(c, done, fields)
-  c.flush()
-  local stdout, stderr, t1, t2 = c.texts(done)
-  fields.stdout, fields.stderr = stdout, stderr
-  local r = models.ExecutionResult.new(fields)
-  if t1 then r.stdout_truncated = true end
-  if t2 then r.stderr_truncated = true end
-  return r
+  return models.ExecutionResult.new(c.finish(done, fields))
 end
 
 -- The result of a call that got no "done" (see request for the reasons).
@@ -917,18 +830,20 @@ function Sandbox:_exec_argv(argv, opts)
   local timeout = opts.timeout
   local deadline = timeout and loop.now() + timeout + self._grace or nil
   local cap = opts.max_output or M.OUTPUT_CAP
-  local c = collector({}, cap)
+  local a = accumulator(cap)
   local done, why = request(self, { op = "argv", argv = argv, timeout = timeout, max_out = cap }, {
     deadline = deadline, interrupt = true, payload = opts.stdin ~= "" and opts.stdin or nil,
-    keep = c.keep, on_event = c.on_event,
+    keep = a.keep, on_event = a.on_event,
   })
   if not done then
     error("local: running " .. tostring(argv[1]) .. " failed: " .. failure_text(self, why, timeout), 0)
   end
   if done.name then error("local: cannot run " .. tostring(argv[1]) .. ": " .. tostring(done.value), 0) end
-  local stdout, stderr, t1, t2 = c.texts(done, false)
+  local t1 = a.truncated[1] or (tonumber(done.dropped_stdout) or 0) > 0
+  local t2 = a.truncated[2] or (tonumber(done.dropped_stderr) or 0) > 0
   return {
-    exit_code = int(done.exit_code), timed_out = done.timeout == true, stdout = stdout, stderr = stderr,
+    exit_code = int(done.exit_code), timed_out = done.timeout == true,
+    stdout = table.concat(a.parts[1]), stderr = table.concat(a.parts[2]),
     stdout_truncated = t1 or nil, stderr_truncated = t2 or nil,
   }
 end
@@ -964,13 +879,4 @@ end
 -- Templates
 ---------------------------------------------------------------------------
 
-setmetatable(M, { __index = function(t, k)
-  if k == "Template" then
-    local tmpl = require "glsb.providers.local.template"
-    rawset(t, "Template", tmpl.Template)
-    return tmpl.Template
-  end
-  return nil
-end })
-
-return M
+return registry.lazy_template(M, "glsb.providers.local.template")

@@ -14,10 +14,10 @@ local Status = glsb.ExecutionStatus
 local function within(guard, what, fn)
   return glsb.run(function()
     local t = loop.spawn(fn)
-    local res = table.pack(pcall(t.wait, t, loop.now() + guard))
+    local res = table.pack(pcall(t.wait, t, guard))
     if res[1] and res[2] == nil and res[3] == "timeout" and not t:done() then
       t:cancel()
-      pcall(t.wait, t, loop.now() + 10)
+      pcall(t.wait, t, 10)
       error(what .. " did not finish within the " .. guard .. " s hang guard", 0)
     end
     if not res[1] then error(res[2], 0) end
