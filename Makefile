@@ -3,7 +3,7 @@
 #   make demo       install deps, build, run examples/quickstart.lua
 #   make test       install deps, build, run every spec (C tests, busted, conformance)
 #   make check-c    C tests under ASan+UBSan, then valgrind (zero leaks), then fuzzers
-#   make lint       luacheck + cppcheck
+#   make lint       luacheck + cppcheck + check-layers (no include or symbol cycle in src/core)
 #   make install PREFIX=/usr/local
 
 PREFIX      ?= /usr/local
@@ -41,7 +41,7 @@ CTEST_BIN := $(CTEST_SRC:src/tests/%.c=$(BUILD)/tests/%)
 
 BUSTED := $(LUA) /usr/bin/busted
 
-.PHONY: install-rock all deps demo test test-c test-lua test-conformance check-c lint install uninstall clean rock-test bench
+.PHONY: install-rock all deps demo test test-c test-lua test-conformance check-c check-layers lint install uninstall clean rock-test bench
 
 all: $(BUILD)/glsb-lua $(BUILD)/lib/glsb/core.so $(BUILD)/glsb-confine
 
@@ -104,7 +104,11 @@ test-lua: all
 check-c: deps
 	@scripts/check-c
 
-lint: deps
+# src/core's parts form layers: no include or symbol cycle between files (scripts/check-layers).
+check-layers: $(CORE_OBJ)
+	@scripts/check-layers $(OBJ)/core
+
+lint: deps check-layers
 	luacheck lua providers spec examples bench
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D__linux__ -Isrc/core src

@@ -35,7 +35,12 @@ local function request(opts)
   copy.headers = header_list(opts.headers)
   copy.on_frame, copy.on_headers = nil, nil
   local on_frame, on_headers = opts.on_frame, opts.on_headers
-  local req <close> = core.http(copy)
+  local req <close>, setup_err, setup_code = core.http(copy)
+  if not req then
+    -- libcurl could not even start the transfer: nothing was sent.
+    return { status = 0, headers = {},
+      error = { phase = "connect", code = setup_code, message = setup_err, retry_safe = true } }
+  end
   local saw_head = false
   local ok, err = pcall(function()
     while true do

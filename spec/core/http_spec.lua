@@ -300,6 +300,20 @@ describe("glsb.http over HTTP/2 #core #http", function()
     assert.equal(1, n)
   end)
 
+  it("an HTTP/2 stream reset by the server is HTTP2_STREAM, after the request went out, and transient", function()
+    local res = http.request({ url = tls.url .. "/reset", cainfo = dir .. "/cert.pem" })
+    assert.is_table(res.error)
+    assert.equal("HTTP2_STREAM", res.error.code) -- libcurl's own name, not CURLE_92
+    assert.equal("curl", core.codes.HTTP2_STREAM)
+    assert.equal("receive", res.error.phase)
+    assert.is_false(res.error.retry_safe)
+    assert.is_true(require("glsb.errors").classify(res.error))
+    -- and the connection still serves the next request
+    local ok = http.json({ url = tls.url .. "/after", cainfo = dir .. "/cert.pem" })
+    assert.is_nil(ok.error)
+    assert.equal("/after", ok.json.path)
+  end)
+
   it("refuses a certificate it cannot verify", function()
     local res = http.request({ url = tls.url .. "/x" })
     assert.is_table(res.error)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codes.h"
 #include "core.h"
 
 #define BOX_MT "glsb.TarBox"
@@ -162,8 +163,9 @@ static int pack_fail(lua_State *L, struct tarbox *b)
 {
 	lua_pushnil(L);
 	lua_pushfstring(L, "tar_pack: %s", archive_error_string(b->a) ? archive_error_string(b->a) : "libarchive failed");
+	lua_pushstring(L, glsb_code_name(GLSB_TAR_WRITE_FAILED));
 	box_release(b);
-	return 2;
+	return 3;
 }
 
 /*
@@ -315,13 +317,14 @@ static lua_Integer opt_limit(lua_State *L, const char *k, lua_Integer def)
 	return v;
 }
 
-/* Pushes nil and the message already on top of the stack, after freeing the archive. */
-static int unpack_fail(lua_State *L, struct tarbox *b)
+/* Pushes nil, the message already on top of the stack and code, after freeing the archive. */
+static int unpack_fail(lua_State *L, struct tarbox *b, enum glsb_code code)
 {
 	box_release(b);
 	lua_pushnil(L);
 	lua_insert(L, -2);
-	return 2;
+	lua_pushstring(L, glsb_code_name(code));
+	return 3;
 }
 
 /*
@@ -413,8 +416,9 @@ static const char *link_escapes(lua_State *L, struct tarbox *b, const char *name
 	return NULL;
 }
 
-/* Reads the data of the current entry into a new string on the stack; *total counts all bytes. */
-static int read_data(lua_State *L, struct tarbox *b, struct archive_entry *e, lua_Integer *total,
+/* Reads the data of the current entry into a new string on the stack; *total counts all bytes.
+ * Returns 0, or the failure's code with the message on the stack. */
+static enum glsb_code read_data(lua_State *L, struct tarbox *b, struct archive_entry *e, lua_Integer *total,
 		     lua_Integer max, const char *name)
 {
 	luaL_Buffer buf;
@@ -422,7 +426,7 @@ static int read_data(lua_State *L, struct tarbox *b, struct archive_entry *e, lu
 
 	if (size < 0 || size > max - *total) {
 		lua_pushfstring(L, "tar_unpack: entry '%s': more than max_bytes (%I) bytes in the archive", name, max);
-		return -1;
+		return GLSB_TAR_TOO_LARGE;
 	}
 	luaL_buffinit(L, &buf);
 	for (;;) {
@@ -432,22 +436,22 @@ static int read_data(lua_State *L, struct tarbox *b, struct archive_entry *e, lu
 			break;
 		if (r < 0) {
 			lua_pushfstring(L, "tar_unpack: entry '%s': %s", name, archive_error_string(b->a));
-			return -1;
+			return GLSB_TAR_CORRUPT;
 		}
 		if (r > max - *total) {
 			lua_pushfstring(L, "tar_unpack: entry '%s': more than max_bytes (%I) bytes in the archive", name, max);
-			return -1;
+			return GLSB_TAR_TOO_LARGE;
 		}
 		*total += r;
 		luaL_addsize(&buf, (size_t)r);
 	}
 	luaL_pushresult(&buf);
-	return 0;
+	return GLSB_NO_CODE;
 }
 
 /*
  * core.tar_unpack(data [, {max_bytes, max_entries}]) -> array of entries
- * {name, type, mode, data | target}, or nil, message naming the entry and the reason.
+ * {name, type, mode, data | target}, or nil, message naming the entry and the reason, code.
  * Input is a tar, gzipped or not. Refused: absolute names, ".." components, empty names,
  * symlinks with an absolute target or one that resolves outside the archive root, hardlinks
  * to anything but an earlier non-directory entry, devices, fifos and sockets, a name used
@@ -475,7 +479,7 @@ static int unpack_impl(lua_State *L)
 	archive_read_support_format_tar(b->a);
 	if (archive_read_open_memory(b->a, data, len) != ARCHIVE_OK) {
 		lua_pushfstring(L, "tar_unpack: not a tar or tar.gz archive: %s", archive_error_string(b->a));
-		return unpack_fail(L, b);
+		return unpack_fail(L, b, GLSB_TAR_CORRUPT);
 	}
 	for (;;) {
 		struct archive_entry *e;
@@ -490,18 +494,18 @@ static int unpack_impl(lua_State *L)
 			break;
 		if (r < ARCHIVE_WARN) {
 			lua_pushfstring(L, "tar_unpack: after %I entries: %s", count, archive_error_string(b->a));
-			return unpack_fail(L, b);
+			return unpack_fail(L, b, GLSB_TAR_CORRUPT);
 		}
 		if (++count > max_entries) {
 			lua_pushfstring(L, "tar_unpack: more than max_entries (%I) entries", max_entries);
-			return unpack_fail(L, b);
+			return unpack_fail(L, b, GLSB_TAR_TOO_LARGE);
 		}
 		raw = archive_entry_pathname_utf8(e);
 		if (!raw)
 			raw = archive_entry_pathname(e);
 		if (!raw) {
 			lua_pushfstring(L, "tar_unpack: entry %I: name cannot be read", count);
-			return unpack_fail(L, b);
+			return unpack_fail(L, b, GLSB_TAR_UNSAFE_ENTRY);
 		}
 		rlen = strlen(raw);
 		name = scratch(L, b, 0, rlen + 1);
@@ -511,7 +515,7 @@ static int unpack_impl(lua_State *L)
 			why = normalize(raw, rlen, name, &nlen);
 		if (why) {
 			lua_pushfstring(L, "tar_unpack: entry '%s': %s", raw, why);
-			return unpack_fail(L, b);
+			return unpack_fail(L, b, GLSB_TAR_UNSAFE_ENTRY);
 		}
 
 		if (archive_entry_hardlink(e)) {
@@ -542,7 +546,7 @@ static int unpack_impl(lua_State *L)
 			}
 			if (why) {
 				lua_pushfstring(L, "tar_unpack: entry '%s': %s ('%s')", raw, why, hl);
-				return unpack_fail(L, b);
+				return unpack_fail(L, b, GLSB_TAR_UNSAFE_ENTRY);
 			}
 			type = T_HARDLINK;
 			target = canon;
@@ -571,7 +575,7 @@ static int unpack_impl(lua_State *L)
 			}
 			if (why) {
 				lua_pushfstring(L, "tar_unpack: entry '%s': %s", raw, why);
-				return unpack_fail(L, b);
+				return unpack_fail(L, b, GLSB_TAR_UNSAFE_ENTRY);
 			}
 			if (nlen == 0)
 				continue; /* "./": the root itself */
@@ -583,7 +587,7 @@ static int unpack_impl(lua_State *L)
 		lua_pop(L, 1);
 		if (prev && (strcmp(prev, "symlink") == 0 || points_to)) {
 			lua_pushfstring(L, "tar_unpack: entry '%s': name used twice, once by a symlink", raw);
-			return unpack_fail(L, b);
+			return unpack_fail(L, b, GLSB_TAR_UNSAFE_ENTRY);
 		}
 
 		lua_createtable(L, 0, 4);
@@ -598,8 +602,9 @@ static int unpack_impl(lua_State *L)
 			lua_setfield(L, -2, "target");
 		}
 		if (type == T_FILE) {
-			if (read_data(L, b, e, &total, max_bytes, name) != 0)
-				return unpack_fail(L, b);
+			enum glsb_code code = read_data(L, b, e, &total, max_bytes, name);
+			if (code)
+				return unpack_fail(L, b, code);
 			lua_setfield(L, -2, "data");
 		}
 		if (points_to) {
@@ -626,7 +631,7 @@ static int unpack_impl(lua_State *L)
 		if (why) {
 			lua_pushfstring(L, "tar_unpack: entry '%s': symlink to '%s': %s",
 					lua_tostring(L, -2), lua_tostring(L, -1), why);
-			return unpack_fail(L, b);
+			return unpack_fail(L, b, GLSB_TAR_UNSAFE_ENTRY);
 		}
 		lua_pop(L, 3);
 	}

@@ -5,8 +5,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "core.h"
 #include "codec.h"
+#include "codes.h"
+#include "core.h"
 
 /* ---- SHA-256 and HMAC-SHA256: OpenSSL's libcrypto (the TLS stack libcurl already uses) ---- */
 
@@ -120,8 +121,7 @@ static int l_b64encode(lua_State *L)
 	luaL_Buffer b;
 	char *out;
 
-	if (n > (((size_t)-1) / 4 - 1) * 3)
-		return luaL_error(L, "b64encode: input too large");
+	luaL_argcheck(L, n <= (((size_t)-1) / 4 - 1) * 3, 1, "input too large");
 	out = luaL_buffinitsize(L, &b, (n + 2) / 3 * 4);
 	for (i = 0; i + 3 <= n; i += 3) {
 		uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
@@ -160,8 +160,17 @@ static int b64_value(const char *abc, unsigned char ch)
 	return p ? (int)(p - abc) : -1;
 }
 
+/* nil, message, BAD_BASE64 */
+static int bad_base64(lua_State *L, const char *why)
+{
+	lua_pushnil(L);
+	lua_pushfstring(L, "b64decode: %s", why);
+	lua_pushstring(L, glsb_code_name(GLSB_BAD_BASE64));
+	return 3;
+}
+
 /*
- * core.b64decode(s [, "std"|"url"]) -> bytes, or nil for bad input. Padding may be
+ * core.b64decode(s [, "std"|"url"]) -> bytes, or nil, message, BAD_BASE64 for bad input. Padding may be
  * missing, but padding that is present must complete the last quantum; any character
  * outside the alphabet (whitespace included) is bad input.
  */
@@ -178,16 +187,16 @@ static int l_b64decode(lua_State *L)
 	while (pad < n && s[n - 1 - pad] == '=')
 		pad++;
 	n -= pad;
-	if (pad > 2 || n % 4 == 1 || (pad && (n + pad) % 4 != 0)) {
-		lua_pushnil(L);
-		return 1;
-	}
+	if (pad > 2 || n % 4 == 1 || (pad && (n + pad) % 4 != 0))
+		return bad_base64(L, "the length or padding ends no quantum");
 	out = luaL_buffinitsize(L, &b, n / 4 * 3 + 2);
 	for (i = 0; i < n; i++) {
 		int v = b64_value(abc, s[i]);
 		if (v < 0) {
 			lua_pushnil(L);
-			return 1;
+			lua_pushfstring(L, "b64decode: byte %d at offset %d is not in the alphabet", (int)s[i], (int)i);
+			lua_pushstring(L, glsb_code_name(GLSB_BAD_BASE64));
+			return 3;
 		}
 		acc = (acc << 6) | (uint32_t)v;
 		bits += 6;

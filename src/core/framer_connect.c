@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "framer.h"
+#include "frame.h"
 
 #define PREFIX 5
 
@@ -20,13 +20,13 @@ static int connect_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queu
 			if (take > n)
 				take = n;
 			if (glsb_buf_append(&f->pending, s, take))
-				return glsb_framer_fail(f, "OUT_OF_MEMORY");
+				return glsb_framer_fail(f, GLSB_OUT_OF_MEMORY);
 			s += take;
 			n -= take;
 			if (f->pending.len < PREFIX)
 				return 0;
 			if (envelope_len((unsigned char *)f->pending.p) > f->max_frame)
-				return glsb_framer_fail(f, "FRAME_TOO_LARGE");
+				return glsb_framer_fail(f, GLSB_FRAME_TOO_LARGE);
 		}
 		size_t want = envelope_len((unsigned char *)f->pending.p);
 		size_t have = f->pending.len - PREFIX;
@@ -34,14 +34,14 @@ static int connect_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queu
 		if (take > n)
 			take = n;
 		if (glsb_buf_append(&f->pending, s, take))
-			return glsb_framer_fail(f, "OUT_OF_MEMORY");
+			return glsb_framer_fail(f, GLSB_OUT_OF_MEMORY);
 		s += take;
 		n -= take;
 		if (f->pending.len - PREFIX < want)
 			return 0;
 		glsb_frame *fr = glsb_frame_push(q, f->pending.p + PREFIX, want);
 		if (!fr)
-			return glsb_framer_fail(f, "OUT_OF_MEMORY");
+			return glsb_framer_fail(f, GLSB_OUT_OF_MEMORY);
 		fr->number = (unsigned char)f->pending.p[0];
 		f->pending.len = 0;
 	}
@@ -51,7 +51,19 @@ static int connect_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queu
 static int connect_finish(glsb_framer *f, glsb_frame_queue *q)
 {
 	(void)q;
-	return f->pending.len ? glsb_framer_fail(f, "TRUNCATED_ENVELOPE") : 0;
+	return f->pending.len ? glsb_framer_fail(f, GLSB_TRUNCATED_ENVELOPE) : 0;
 }
 
-const struct glsb_framer_type glsb_framer_connect = {"connect", connect_feed, connect_finish};
+/* {data =, flags = the envelope's flag byte (0x02: end of stream)} */
+static void connect_push(lua_State *L, const glsb_frame *fr)
+{
+	lua_createtable(L, 0, 2);
+	lua_pushlstring(L, fr->data, fr->data_len);
+	lua_setfield(L, -2, "data");
+	lua_pushinteger(L, fr->number);
+	lua_setfield(L, -2, "flags");
+}
+
+const struct glsb_framer_type glsb_framer_connect = {
+	"connect", sizeof(glsb_framer), connect_feed, connect_finish, connect_push, NULL,
+};

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "codec.h"
-#include "framer.h"
+#include "framer_eventstream.h"
 
 /* total_length (4) + headers_length (4) + prelude_crc (4); the message ends with message_crc (4). */
 #define PRELUDE 12
@@ -89,26 +89,26 @@ static int eventstream_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_
 		if (take > n)
 			take = n;
 		if (glsb_buf_append(&f->pending, s, take))
-			return glsb_framer_fail(f, "OUT_OF_MEMORY");
+			return glsb_framer_fail(f, GLSB_OUT_OF_MEMORY);
 		s += take;
 		n -= take;
 		p = (const unsigned char *)f->pending.p;
 		if (f->pending.len == PRELUDE && want == PRELUDE) {
 			/* The prelude is checked before trusting its lengths (the order the AWS SDKs use). */
 			if (glsb_crc32(0, p, 8) != be32(p + 8))
-				return glsb_framer_fail(f, "PRELUDE_CRC");
+				return glsb_framer_fail(f, GLSB_PRELUDE_CRC);
 			uint32_t total = be32(p), headers = be32(p + 4);
 			if (total < MIN_MESSAGE || headers > total - MIN_MESSAGE)
-				return glsb_framer_fail(f, "BAD_LENGTH");
+				return glsb_framer_fail(f, GLSB_BAD_LENGTH);
 			if (total > f->max_frame)
-				return glsb_framer_fail(f, "FRAME_TOO_LARGE");
+				return glsb_framer_fail(f, GLSB_FRAME_TOO_LARGE);
 			continue;
 		}
 		if (f->pending.len < PRELUDE || f->pending.len < be32(p))
 			continue;
 		size_t total = be32(p), hlen = be32(p + 4);
 		if (glsb_crc32(0, p, total - 4) != be32(p + total - 4))
-			return glsb_framer_fail(f, "MESSAGE_CRC");
+			return glsb_framer_fail(f, GLSB_MESSAGE_CRC);
 		const char *headers = f->pending.p + PRELUDE;
 		size_t pos = 0;
 		glsb_es_header h;
@@ -116,13 +116,13 @@ static int eventstream_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_
 		while ((rc = glsb_es_next_header(headers, hlen, &pos, &h)) == 1)
 			;
 		if (rc < 0)
-			return glsb_framer_fail(f, "BAD_HEADERS");
+			return glsb_framer_fail(f, GLSB_BAD_HEADERS);
 		glsb_frame *fr = glsb_frame_push(q, headers + hlen, total - PRELUDE - hlen - 4);
 		if (!fr)
-			return glsb_framer_fail(f, "OUT_OF_MEMORY");
-		if (!(fr->extra = glsb_strndup(headers, hlen)))
-			return glsb_framer_fail(f, "OUT_OF_MEMORY");
-		fr->extra_len = hlen;
+			return glsb_framer_fail(f, GLSB_OUT_OF_MEMORY);
+		if (!(fr->aux = glsb_strndup(headers, hlen)))
+			return glsb_framer_fail(f, GLSB_OUT_OF_MEMORY);
+		fr->aux_len = hlen;
 		f->pending.len = 0;
 	}
 	return 0;
@@ -131,7 +131,40 @@ static int eventstream_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_
 static int eventstream_finish(glsb_framer *f, glsb_frame_queue *q)
 {
 	(void)q;
-	return f->pending.len ? glsb_framer_fail(f, "TRUNCATED_MESSAGE") : 0;
+	return f->pending.len ? glsb_framer_fail(f, GLSB_TRUNCATED_MESSAGE) : 0;
 }
 
-const struct glsb_framer_type glsb_framer_eventstream = {"eventstream", eventstream_feed, eventstream_finish};
+/* {payload =, headers = {name = value}, header_types = {name = wire type}}: booleans, integers (int8..int64,
+ * timestamp in ms), strings (string, bytes, and the 16 raw bytes of a uuid). */
+static void eventstream_push(lua_State *L, const glsb_frame *fr)
+{
+	glsb_es_header h;
+	size_t pos = 0;
+
+	lua_createtable(L, 0, 3);
+	lua_pushlstring(L, fr->data, fr->data_len);
+	lua_setfield(L, -2, "payload");
+	lua_newtable(L); /* headers */
+	lua_newtable(L); /* header_types */
+	while (glsb_es_next_header(fr->aux, fr->aux_len, &pos, &h) == 1) {
+		lua_pushlstring(L, h.name, h.name_len);
+		switch (h.type) {
+		case 0:
+		case 1: lua_pushboolean(L, h.type == 0); break;
+		case 6:
+		case 7:
+		case 9: lua_pushlstring(L, h.bytes, h.len); break;
+		default: lua_pushinteger(L, (lua_Integer)h.integer); break;
+		}
+		lua_rawset(L, -4);
+		lua_pushlstring(L, h.name, h.name_len);
+		lua_pushinteger(L, h.type);
+		lua_rawset(L, -3);
+	}
+	lua_setfield(L, -3, "header_types");
+	lua_setfield(L, -2, "headers");
+}
+
+const struct glsb_framer_type glsb_framer_eventstream = {
+	"eventstream", sizeof(glsb_framer), eventstream_feed, eventstream_finish, eventstream_push, NULL,
+};

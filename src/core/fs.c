@@ -11,15 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "codes.h"
 #include "core.h"
 #include "fs.h"
-
-static int push_error(lua_State *L, const char *what, const char *path, int err)
-{
-	lua_pushnil(L);
-	lua_pushfstring(L, "%s: %s: %s", what, path, strerror(err));
-	return 2;
-}
 
 /* ---- rmtree ---- */
 
@@ -30,6 +24,7 @@ struct rm {
 	int failed;
 	char *err;
 	size_t errlen;
+	const char *code;    /* the failure's code: an errno name, or TREE_CHANGED */
 };
 
 static void rm_fail(struct rm *r, const char *why, int e)
@@ -37,6 +32,7 @@ static void rm_fail(struct rm *r, const char *why, int e)
 	if (r->failed)
 		return;
 	r->failed = 1;
+	r->code = e ? glsb_errno_code(e) : glsb_code_name(GLSB_TREE_CHANGED);
 	if (e)
 		snprintf(r->err, r->errlen, "rmtree: %s: %s: %s", r->path ? r->path : "", why, strerror(e));
 	else
@@ -162,7 +158,7 @@ static void rm_entry(struct rm *r, int dfd, const char *name)
 		return;
 	}
 	if (is_mount_point(r, dfd, name, &st)) {
-		rm_fail(r, "is a mount point; not crossing it", 0);
+		rm_fail(r, "is a mount point; not crossing it", EXDEV);
 		return;
 	}
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -201,7 +197,7 @@ static void rm_contents(struct rm *r, int dfd)
 	free(names);
 }
 
-int glsb_rmtree(const char *path, char *err, size_t errlen)
+int glsb_rmtree(const char *path, char *err, size_t errlen, const char **code)
 {
 	struct rm r = {0};
 	size_t n = strlen(path);
@@ -218,6 +214,8 @@ int glsb_rmtree(const char *path, char *err, size_t errlen)
 	dir = strndup(path, n);
 	if (!dir) {
 		snprintf(err, errlen, "rmtree: %s: %s", path, strerror(ENOMEM));
+		if (code)
+			*code = glsb_errno_code(ENOMEM);
 		return -1;
 	}
 	slash = strrchr(dir, '/');
@@ -229,6 +227,8 @@ int glsb_rmtree(const char *path, char *err, size_t errlen)
 	}
 	if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
 		snprintf(err, errlen, "rmtree: %s: refusing to remove this path", path);
+		if (code)
+			*code = glsb_errno_code(EINVAL);
 		free(dir);
 		return -1;
 	}
@@ -240,6 +240,8 @@ int glsb_rmtree(const char *path, char *err, size_t errlen)
 		if (e == ENOENT)
 			return 0;
 		snprintf(err, errlen, "rmtree: %s: %s", path, strerror(e));
+		if (code)
+			*code = glsb_errno_code(e);
 		return -1;
 	}
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -247,26 +249,28 @@ int glsb_rmtree(const char *path, char *err, size_t errlen)
 		if (rm_push(&r, path, n) == 0)
 			rm_entry(&r, pfd, name);
 	} else if (errno != ENOENT) {
-		snprintf(err, errlen, "rmtree: %s: %s", path, strerror(errno));
+		int e = errno;
+		snprintf(err, errlen, "rmtree: %s: %s", path, strerror(e));
 		r.failed = 1;
+		r.code = glsb_errno_code(e);
 	}
 	close(pfd);
 	free(dir);
 	free(r.path);
+	if (r.failed && code)
+		*code = r.code;
 	return r.failed ? -1 : 0;
 }
 
-/* core.rmtree(path) -> true, or nil, message. */
+/* core.rmtree(path) -> true, or nil, message, code. */
 static int l_rmtree(lua_State *L)
 {
 	const char *path = luaL_checkstring(L, 1);
 	char err[PATH_MAX + 256];
+	const char *code = NULL;
 
-	if (glsb_rmtree(path, err, sizeof err) != 0) {
-		lua_pushnil(L);
-		lua_pushstring(L, err);
-		return 2;
-	}
+	if (glsb_rmtree(path, err, sizeof err, &code) != 0)
+		return glsb_push_failure(L, err, code);
 	lua_pushboolean(L, 1);
 	return 1;
 }
@@ -281,7 +285,7 @@ static int ends_with(const char *s, const char *suffix)
 }
 
 /*
- * core.mkdtemp([prefix]) -> path of a new 0700 directory, or nil, message. prefix is a
+ * core.mkdtemp([prefix]) -> path of a new 0700 directory, or nil, message, code. prefix is a
  * template ending in XXXXXX, a directory ("/tmp", "/var/tmp/") to create glsb-XXXXXX in,
  * or a name prefix ("/tmp/work-") to which XXXXXX is appended. Default: $TMPDIR or /tmp.
  */
@@ -307,9 +311,9 @@ static int l_mkdtemp(lua_State *L)
 	else
 		suffix = "XXXXXX";
 	if ((size_t)snprintf(tmpl, sizeof tmpl, "%s%s", prefix, suffix) >= sizeof tmpl)
-		return push_error(L, "mkdtemp", prefix, ENAMETOOLONG);
+		return glsb_push_errno(L, "mkdtemp", prefix, ENAMETOOLONG);
 	if (!mkdtemp(tmpl))
-		return push_error(L, "mkdtemp", tmpl, errno);
+		return glsb_push_errno(L, "mkdtemp", tmpl, errno);
 	lua_pushstring(L, tmpl);
 	return 1;
 }
@@ -332,7 +336,7 @@ static int write_all(int fd, const char *p, size_t n)
 }
 
 /*
- * core.write_file_atomic(path, data [, mode]) -> true, or nil, message. Writes a hidden
+ * core.write_file_atomic(path, data [, mode]) -> true, or nil, message, code. Writes a hidden
  * temp file next to path, fsyncs it, renames it over path and fsyncs the directory, so a
  * reader (or a crash) sees the old content or the new, never a part. mode defaults to 0644.
  */
@@ -394,19 +398,19 @@ fail:
 		(void)unlink(tmp);
 	free(tmp);
 	free(dir);
-	return push_error(L, "write_file_atomic", path, e);
+	return glsb_push_errno(L, "write_file_atomic", path, e);
 }
 
 /* ---- process and module facts ---- */
 
-/* core.realpath(path) -> canonical absolute path, or nil, message. */
+/* core.realpath(path) -> canonical absolute path, or nil, message, code. */
 static int l_realpath(lua_State *L)
 {
 	const char *path = luaL_checkstring(L, 1);
 	char r[PATH_MAX];
 
 	if (!realpath(path, r))
-		return push_error(L, "realpath", path, errno);
+		return glsb_push_errno(L, "realpath", path, errno);
 	lua_pushstring(L, r);
 	return 1;
 }
@@ -463,11 +467,8 @@ static int l_module_path(lua_State *L)
 
 	if (!mapped_file((const void *)l_module_path, r) &&
 	    !(dladdr((void *)l_module_path, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
-	      realpath(info.dli_fname, r))) {
-		lua_pushnil(L);
-		lua_pushstring(L, "module_path: cannot find the file holding the core");
-		return 2;
-	}
+	      realpath(info.dli_fname, r)))
+		return glsb_push_failure(L, "module_path: cannot find the file holding the core", glsb_errno_code(ENOENT));
 	lua_pushstring(L, r);
 	return 1;
 }

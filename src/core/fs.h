@@ -7,8 +7,9 @@
 /*
  * Removes path and everything under it without following any symlink (path itself
  * included: a symlink is removed, not its target) and without entering another mount.
- * A missing path is success. Returns 0, or -1 with a message naming the path in err.
+ * A missing path is success. Returns 0, or -1 with a message naming the path in err and, when code
+ * is not NULL, the failure's code in *code (an errno name, or TREE_CHANGED; see codes.h).
  */
-int glsb_rmtree(const char *path, char *err, size_t errlen);
+int glsb_rmtree(const char *path, char *err, size_t errlen, const char **code);
 
 #endif

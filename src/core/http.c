@@ -3,21 +3,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codes.h"
 #include "core.h"
 #include "framer.h"
-#include "loop.h"
+#include "multi.h"
 
 #define REQUEST_MT "glsb.HttpRequest"
 #define HIGH_WATER (8u << 20) /* queued frame bytes before the transfer is paused */
 
 typedef struct {
+	struct glsb_source src; /* token, and transfer_done: how the loop reports the end */
 	CURL *easy;
 	struct curl_slist *req_headers;
 	struct curl_slist *connect_to; /* CURLOPT_CONNECT_TO entries */
 	char *body;
 	size_t body_len, read_pos;
 	int idempotent, refused_resend;
-	long long token;
 	int in_multi, done, paused, headers_done;
 	CURLcode rc;
 	long status;
@@ -26,7 +27,7 @@ typedef struct {
 	glsb_buf resp_body;
 	size_t max_body;
 	glsb_frame_queue frames;
-	const char *own_error; /* FRAME_TOO_LARGE, BODY_TOO_LARGE, OUT_OF_MEMORY, ... */
+	enum glsb_code own_error; /* FRAME_TOO_LARGE, BODY_TOO_LARGE, OUT_OF_MEMORY, ... */
 	/* What went out on the wire, from the debug callback: the basis of retry_safe. */
 	size_t header_out, data_out;
 	char errbuf[CURL_ERROR_SIZE];
@@ -41,7 +42,7 @@ static void detach(request *r)
 {
 	if (r->easy) {
 		if (r->in_multi)
-			curl_multi_remove_handle(glsb_loop_multi(), r->easy);
+			glsb_multi_remove(r->easy);
 		curl_easy_cleanup(r->easy);
 		r->easy = NULL;
 	}
@@ -64,19 +65,20 @@ static void release(request *r)
 	glsb_queue_clear(&r->frames);
 }
 
-void glsb_http_transfer_done(CURL *easy, CURLcode rc)
+/* The loop's report that the transfer ended (already off the multi handle). */
+static void transfer_done(struct glsb_source *src, int status)
 {
-	request *r = NULL;
-	curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
-	if (!r)
-		return;
-	if (rc == CURLE_OK && r->framer && glsb_framer_finish(r->framer, &r->frames) != 0)
-		rc = CURLE_WRITE_ERROR; /* the framer's own code names the problem */
+	request *r = (request *)src; /* src is the first member */
+	CURLcode rc = (CURLcode)status;
+
+	if (rc == CURLE_OK && r->framer && glsb_framer_finish(r->framer, &r->frames) != 0) {
+		rc = CURLE_WRITE_ERROR;
+		r->own_error = r->framer->error; /* the framer's own code names the problem */
+	}
 	r->rc = rc;
 	r->done = 1;
-	curl_multi_remove_handle(glsb_loop_multi(), easy);
 	r->in_multi = 0;
-	glsb_loop_ready(r->token);
+	glsb_loop_ready(r->src.token);
 }
 
 static int debug_cb(CURL *easy, curl_infotype type, char *data, size_t size, void *ud)
@@ -107,7 +109,7 @@ static size_t header_cb(char *buf, size_t size, size_t nitems, void *ud)
 		if (status >= 200) {
 			r->status = status;
 			r->headers_done = 1;
-			glsb_loop_ready(r->token);
+			glsb_loop_ready(r->src.token);
 		}
 		return n;
 	}
@@ -123,7 +125,7 @@ static size_t header_cb(char *buf, size_t size, size_t nitems, void *ud)
 	size_t start = r->resp_headers.len;
 	if (glsb_buf_append(&r->resp_headers, buf, name_len) || glsb_buf_append(&r->resp_headers, "", 1) ||
 	    glsb_buf_append(&r->resp_headers, v, (size_t)(end - v)) || glsb_buf_append(&r->resp_headers, "", 1)) {
-		r->own_error = "OUT_OF_MEMORY";
+		r->own_error = GLSB_OUT_OF_MEMORY;
 		return 0;
 	}
 	for (size_t i = start; i < start + name_len; i++)
@@ -138,11 +140,11 @@ static size_t write_cb(char *buf, size_t size, size_t nitems, void *ud)
 	size_t n = size * nitems;
 	if (!r->framer) {
 		if (r->resp_body.len + n > r->max_body) {
-			r->own_error = "BODY_TOO_LARGE";
+			r->own_error = GLSB_BODY_TOO_LARGE;
 			return 0;
 		}
 		if (glsb_buf_append(&r->resp_body, buf, n)) {
-			r->own_error = "OUT_OF_MEMORY";
+			r->own_error = GLSB_OUT_OF_MEMORY;
 			return 0;
 		}
 		return n;
@@ -157,7 +159,7 @@ static size_t write_cb(char *buf, size_t size, size_t nitems, void *ud)
 		return 0;
 	}
 	if (r->frames.count != before)
-		glsb_loop_ready(r->token);
+		glsb_loop_ready(r->src.token);
 	return n;
 }
 
@@ -202,7 +204,8 @@ static const char *opt_string(lua_State *L, const char *field)
 	return s;
 }
 
-/* http(opts) -> request; see src/core/README.md. Raises only on misuse. */
+/* http(opts) -> request, or nil, message, HTTP_SETUP_FAILED when libcurl cannot start it; see
+ * src/core/README.md. Raises on misuse (and when memory runs out, as Lua does). */
 static int l_http(lua_State *L)
 {
 	luaL_checktype(L, 1, LUA_TTABLE);
@@ -223,12 +226,11 @@ static int l_http(lua_State *L)
 	if (framer && !(r->framer = glsb_framer_new(framer, max_frame)))
 		return luaL_argerror(L, 1, lua_pushfstring(L, "unknown framer '%s'", framer));
 
-	CURLM *multi = glsb_loop_multi();
-	if (!multi || !(r->easy = curl_easy_init()))
-		return luaL_error(L, "libcurl: cannot create a handle");
+	if (!(r->easy = curl_easy_init()))
+		return glsb_push_failure(L, "http: libcurl cannot create a handle", glsb_code_name(GLSB_HTTP_SETUP_FAILED));
 	CURL *e = r->easy;
-	r->token = glsb_loop_token();
-	curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
+	r->src.token = glsb_loop_token();
+	r->src.done = transfer_done;
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
@@ -358,8 +360,8 @@ static int l_http(lua_State *L)
 	 * set up to the same host rather than opening its own, so concurrent calls share one connection. */
 	if (!strncmp(url, "https:", 6))
 		curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
-	if (curl_multi_add_handle(multi, e) != CURLM_OK)
-		return luaL_error(L, "libcurl: cannot add the transfer");
+	if (glsb_multi_add(e, &r->src) != 0)
+		return glsb_push_failure(L, "http: libcurl cannot start the transfer", glsb_code_name(GLSB_HTTP_SETUP_FAILED));
 	r->in_multi = 1;
 	return 1;
 }
@@ -393,137 +395,19 @@ static int l_status(lua_State *L)
 	return 2;
 }
 
-/* An event-stream header block as {name = value}: booleans, integers (int8..int64, timestamp in ms),
- * strings (string, bytes, and the 16 raw bytes of a uuid); types[name] keeps the wire type. */
-static void push_es_headers(lua_State *L, const glsb_frame *fr)
-{
-	glsb_es_header h;
-	size_t pos = 0;
-	lua_newtable(L);
-	lua_newtable(L);
-	while (glsb_es_next_header(fr->extra, fr->extra_len, &pos, &h) == 1) {
-		lua_pushlstring(L, h.name, h.name_len);
-		switch (h.type) {
-		case 0:
-		case 1: lua_pushboolean(L, h.type == 0); break;
-		case 6:
-		case 7:
-		case 9: lua_pushlstring(L, h.bytes, h.len); break;
-		default: lua_pushinteger(L, (lua_Integer)h.integer); break;
-		}
-		lua_rawset(L, -4);
-		lua_pushlstring(L, h.name, h.name_len);
-		lua_pushinteger(L, h.type);
-		lua_rawset(L, -3);
-	}
-}
-
-static void push_frame(lua_State *L, const struct glsb_framer_type *type, glsb_frame *fr)
-{
-	if (type == &glsb_framer_eventstream) {
-		lua_createtable(L, 0, 3);
-		lua_pushlstring(L, fr->data, fr->data_len);
-		lua_setfield(L, -2, "payload");
-		push_es_headers(L, fr);
-		lua_setfield(L, -3, "header_types");
-		lua_setfield(L, -2, "headers");
-		return;
-	}
-	if (type == &glsb_framer_raw || type == &glsb_framer_lines) {
-		lua_pushlstring(L, fr->data, fr->data_len);
-		return;
-	}
-	lua_createtable(L, 0, 4);
-	lua_pushlstring(L, fr->data, fr->data_len);
-	lua_setfield(L, -2, "data");
-	if (type == &glsb_framer_connect) {
-		lua_pushinteger(L, fr->number);
-		lua_setfield(L, -2, "flags");
-		return;
-	}
-	lua_pushstring(L, fr->event ? fr->event : "message");
-	lua_setfield(L, -2, "event");
-	if (fr->id) {
-		lua_pushstring(L, fr->id);
-		lua_setfield(L, -2, "id");
-	}
-	if (fr->number >= 0) {
-		lua_pushinteger(L, fr->number);
-		lua_setfield(L, -2, "retry");
-	}
-}
-
 static int l_frames(lua_State *L)
 {
 	request *r = check_request(L);
-	lua_createtable(L, (int)r->frames.count, 0);
-	if (!r->framer)
+	if (!r->framer) {
+		lua_newtable(L);
 		return 1;
-	lua_Integer i = 0;
-	for (glsb_frame *fr = r->frames.head; fr; fr = fr->next) {
-		push_frame(L, r->framer->type, fr);
-		lua_rawseti(L, -2, ++i);
 	}
-	glsb_queue_clear(&r->frames);
+	glsb_framer_push_frames(L, r->framer, &r->frames);
 	if (r->paused && r->easy) {
 		r->paused = 0;
 		curl_easy_pause(r->easy, CURLPAUSE_CONT);
 	}
 	return 1;
-}
-
-/* What decode_frames holds while it works, owned by a userdata so that a Lua error (out of memory
- * while building the result) still frees it. */
-typedef struct {
-	glsb_framer *framer;
-	glsb_frame_queue q;
-} decode_state;
-
-static int decode_state_gc(lua_State *L)
-{
-	decode_state *d = luaL_checkudata(L, 1, "glsb.DecodeState");
-	glsb_queue_clear(&d->q);
-	glsb_framer_free(d->framer);
-	d->framer = NULL;
-	return 0;
-}
-
-/* decode_frames(framer, chunks [, max_frame]) -> frames, or frames so far, nil, error code.
- * The framers without a transfer: for bodies that arrived another way, and for tests. */
-static int l_decode_frames(lua_State *L)
-{
-	const char *name = luaL_checkstring(L, 1);
-	luaL_checktype(L, 2, LUA_TTABLE);
-	size_t max_frame = (size_t)luaL_optinteger(L, 3, 16 << 20);
-	decode_state *d = lua_newuserdatauv(L, sizeof *d, 0);
-	memset(d, 0, sizeof *d);
-	luaL_setmetatable(L, "glsb.DecodeState");
-	if (!(d->framer = glsb_framer_new(name, max_frame)))
-		return luaL_argerror(L, 1, lua_pushfstring(L, "unknown framer '%s'", name));
-	int rc = 0;
-	lua_Integer n = luaL_len(L, 2);
-	for (lua_Integer i = 1; i <= n && rc == 0; i++) {
-		lua_rawgeti(L, 2, i);
-		size_t len;
-		const char *chunk = lua_tolstring(L, -1, &len);
-		if (!chunk)
-			return luaL_argerror(L, 2, "chunks must be strings");
-		rc = glsb_framer_feed(d->framer, chunk, len, &d->q);
-		lua_pop(L, 1);
-	}
-	if (rc == 0)
-		rc = glsb_framer_finish(d->framer, &d->q);
-	lua_createtable(L, (int)d->q.count, 0);
-	lua_Integer k = 0;
-	for (glsb_frame *fr = d->q.head; fr; fr = fr->next) {
-		push_frame(L, d->framer->type, fr);
-		lua_rawseti(L, -2, ++k);
-	}
-	if (!rc)
-		return 1;
-	lua_pushnil(L);
-	lua_pushstring(L, d->framer->error);
-	return 3;
 }
 
 static int l_done(lua_State *L)
@@ -535,17 +419,16 @@ static int l_done(lua_State *L)
 /* Turns a failed transfer into {phase, code, message, retry_safe}. */
 static void push_failure(lua_State *L, request *r)
 {
-	const char *phase, *code;
+	const char *phase, *code = NULL;
 	int retry_safe;
 	curl_off_t connect_us = 0;
 	curl_easy_getinfo(r->easy, CURLINFO_CONNECT_TIME_T, &connect_us);
 	int sent_all = r->header_out > 0 && r->data_out >= r->body_len;
 	if (r->own_error) {
 		phase = "framing";
-		code = r->own_error;
+		code = glsb_code_name(r->own_error);
 		retry_safe = 0;
 	} else {
-		code = NULL;
 		if (r->header_out == 0 && (connect_us == 0 || r->rc == CURLE_COULDNT_CONNECT ||
 					   r->rc == CURLE_COULDNT_RESOLVE_HOST)) {
 			phase = "connect";
@@ -561,42 +444,18 @@ static void push_failure(lua_State *L, request *r)
 	lua_createtable(L, 0, 5);
 	lua_pushstring(L, phase);
 	lua_setfield(L, -2, "phase");
-	if (code) {
-		lua_pushstring(L, code);
-	} else {
-		switch (r->rc) {
-		case CURLE_COULDNT_CONNECT: lua_pushliteral(L, "COULDNT_CONNECT"); break;
-		case CURLE_COULDNT_RESOLVE_HOST: lua_pushliteral(L, "COULDNT_RESOLVE_HOST"); break;
-		case CURLE_OPERATION_TIMEDOUT:
-			/* the low-speed check (idle_timeout) and the total timeout share one code */
-			if (!strncmp(r->errbuf, "Operation too slow", 18))
-				lua_pushliteral(L, "IDLE_TIMEOUT");
-			else
-				lua_pushliteral(L, "OPERATION_TIMEDOUT");
-			break;
-		case CURLE_SEND_ERROR: lua_pushliteral(L, "SEND_ERROR"); break;
-		case CURLE_RECV_ERROR: lua_pushliteral(L, "RECV_ERROR"); break;
-		case CURLE_GOT_NOTHING: lua_pushliteral(L, "GOT_NOTHING"); break;
-		case CURLE_PARTIAL_FILE: lua_pushliteral(L, "PARTIAL_FILE"); break;
-		case CURLE_ABORTED_BY_CALLBACK: lua_pushliteral(L, "ABORTED"); break;
-		case CURLE_PEER_FAILED_VERIFICATION: lua_pushliteral(L, "PEER_FAILED_VERIFICATION"); break;
-		case CURLE_SSL_CONNECT_ERROR: lua_pushliteral(L, "SSL_CONNECT_ERROR"); break;
-		case CURLE_SSL_CERTPROBLEM: lua_pushliteral(L, "SSL_CERTPROBLEM"); break;
-		case CURLE_SSL_CACERT_BADFILE: lua_pushliteral(L, "SSL_CACERT_BADFILE"); break;
-		case CURLE_UNSUPPORTED_PROTOCOL: lua_pushliteral(L, "UNSUPPORTED_PROTOCOL"); break;
-		case CURLE_URL_MALFORMAT: lua_pushliteral(L, "URL_MALFORMAT"); break;
-		case CURLE_SEND_FAIL_REWIND:
-			if (r->refused_resend) {
-				lua_pushliteral(L, "NOT_RESENT");
-				break;
-			}
-			/* fall through */
-		default: lua_pushfstring(L, "CURLE_%d", (int)r->rc); break;
-		}
+	if (!code) {
+		code = glsb_curl_code(r->rc);
+		/* the low-speed check (idle_timeout) and the total timeout share one libcurl code */
+		if (r->rc == CURLE_OPERATION_TIMEDOUT && !strncmp(r->errbuf, "Operation too slow", 18))
+			code = glsb_code_name(GLSB_IDLE_TIMEOUT);
+		else if (r->rc == CURLE_SEND_FAIL_REWIND && r->refused_resend)
+			code = glsb_code_name(GLSB_NOT_RESENT);
 	}
+	lua_pushstring(L, code);
 	lua_setfield(L, -2, "code");
 	if (r->own_error)
-		lua_pushstring(L, r->own_error);
+		lua_pushstring(L, code);
 	else if (r->refused_resend)
 		lua_pushliteral(L, "the connection broke after the request was sent; not sent again (not idempotent)");
 	else
@@ -645,7 +504,7 @@ static int l_token(lua_State *L)
 	request *r = check_request(L);
 	const char *k = luaL_checkstring(L, 2);
 	if (!strcmp(k, "token")) {
-		lua_pushinteger(L, (lua_Integer)r->token);
+		lua_pushinteger(L, (lua_Integer)r->src.token);
 		return 1;
 	}
 	return glsb_method(L, REQUEST_MT, k);
@@ -660,11 +519,4 @@ void glsb_open_http(lua_State *L)
 	glsb_new_class(L, REQUEST_MT, methods, l_token, l_close);
 	lua_pushcfunction(L, l_http);
 	lua_setfield(L, -2, "http");
-	lua_pushcfunction(L, l_decode_frames);
-	lua_setfield(L, -2, "decode_frames");
-	if (luaL_newmetatable(L, "glsb.DecodeState")) {
-		lua_pushcfunction(L, decode_state_gc);
-		lua_setfield(L, -2, "__gc");
-	}
-	lua_pop(L, 1);
 }

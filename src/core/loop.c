@@ -1,39 +1,30 @@
-/* loop.c: the poll step: one wait over libcurl's transfers and the watched fds, returning ready tokens. */
+/* loop.c: the poll step: one wait over the registered sources (fds, the transfer driver), returning ready tokens. */
 #include <errno.h>
 #include <math.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "codes.h"
 #include "core.h"
 #include "loop.h"
 
 typedef struct {
-	long long token;
+	struct glsb_source *src; /* NULL once removed during a dispatch; swept after it */
 	int fd;
 	short events;
 } watch;
 
-/* One loop per process: glsb is single-threaded and every Lua state shares the connection cache. */
+/* One loop per process: glsb is single-threaded and every Lua state shares it. */
 static struct {
-	CURLM *multi;
+	const struct glsb_loop_driver *driver;
 	long long next_token;
 	watch *watches;
 	size_t nwatches, capwatches;
+	int dispatching;
 	long long *ready;
 	size_t nready, capready;
 } loop;
-
-CURLM *glsb_loop_multi(void)
-{
-	if (!loop.multi) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-			return NULL;
-		loop.multi = curl_multi_init();
-	}
-	return loop.multi;
-}
 
 long long glsb_loop_token(void)
 {
@@ -56,6 +47,49 @@ void glsb_loop_ready(long long token)
 	loop.ready[loop.nready++] = token;
 }
 
+void glsb_loop_set_driver(const struct glsb_loop_driver *driver)
+{
+	loop.driver = driver;
+}
+
+int glsb_loop_add_fd(struct glsb_source *src, int fd, short events)
+{
+	if (loop.nwatches == loop.capwatches) {
+		size_t cap = loop.capwatches ? loop.capwatches * 2 : 16;
+		watch *p = realloc(loop.watches, cap * sizeof *p);
+		if (!p)
+			return -1;
+		loop.watches = p;
+		loop.capwatches = cap;
+	}
+	loop.watches[loop.nwatches++] = (watch){src, fd, events};
+	return 0;
+}
+
+void glsb_loop_remove_fd(struct glsb_source *src)
+{
+	for (size_t i = 0; i < loop.nwatches; i++) {
+		if (loop.watches[i].src != src)
+			continue;
+		if (loop.dispatching)
+			loop.watches[i].src = NULL; /* indices must hold until the dispatch ends */
+		else
+			loop.watches[i] = loop.watches[--loop.nwatches];
+		return;
+	}
+}
+
+static void sweep_removed(void)
+{
+	size_t j = 0;
+	for (size_t i = 0; i < loop.nwatches; i++)
+		if (loop.watches[i].src)
+			loop.watches[j++] = loop.watches[i];
+	loop.nwatches = j;
+}
+
+/* ---- the Lua side: now, poll, watch, unwatch ---- */
+
 static int l_now(lua_State *L)
 {
 	struct timespec ts;
@@ -74,30 +108,33 @@ static int l_realtime_ns(lua_State *L)
 	return 1;
 }
 
+/* A watch made from Lua: a source whose callback only reports its token. Owned by the watch list. */
+static void lua_watch_ready(struct glsb_source *src, int revents)
+{
+	(void)revents;
+	glsb_loop_ready(src->token);
+}
+
+/* watch(fd, events) -> token */
 static int l_watch(lua_State *L)
 {
 	int fd = (int)luaL_checkinteger(L, 1);
 	const char *ev = luaL_optstring(L, 2, "r");
 	short events = 0;
 	if (strchr(ev, 'r'))
-		events |= CURL_WAIT_POLLIN;
+		events |= POLLIN;
 	if (strchr(ev, 'w'))
-		events |= CURL_WAIT_POLLOUT;
+		events |= POLLOUT;
 	luaL_argcheck(L, fd >= 0, 1, "fd must be >= 0");
 	luaL_argcheck(L, events != 0, 2, "events must contain 'r' or 'w'");
-	if (loop.nwatches == loop.capwatches) {
-		size_t cap = loop.capwatches ? loop.capwatches * 2 : 16;
-		watch *p = realloc(loop.watches, cap * sizeof *p);
-		if (!p)
-			return luaL_error(L, "out of memory");
-		loop.watches = p;
-		loop.capwatches = cap;
+	struct glsb_source *src = malloc(sizeof *src);
+	if (!src || glsb_loop_add_fd(src, fd, events) != 0) {
+		free(src);
+		return luaL_error(L, "watch: out of memory");
 	}
-	watch *w = &loop.watches[loop.nwatches++];
-	w->token = glsb_loop_token();
-	w->fd = fd;
-	w->events = events;
-	lua_pushinteger(L, (lua_Integer)w->token);
+	src->token = glsb_loop_token();
+	src->done = lua_watch_ready;
+	lua_pushinteger(L, (lua_Integer)src->token);
 	return 1;
 }
 
@@ -105,61 +142,69 @@ static int l_unwatch(lua_State *L)
 {
 	long long token = (long long)luaL_checkinteger(L, 1);
 	for (size_t i = 0; i < loop.nwatches; i++) {
-		if (loop.watches[i].token == token) {
-			loop.watches[i] = loop.watches[--loop.nwatches];
+		struct glsb_source *src = loop.watches[i].src;
+		if (src && src->done == lua_watch_ready && src->token == token) {
+			glsb_loop_remove_fd(src);
+			free(src);
 			break;
 		}
 	}
 	return 0;
 }
 
-static void drain_curl_messages(void)
-{
-	CURLMsg *msg;
-	int left;
-	while ((msg = curl_multi_info_read(loop.multi, &left)))
-		if (msg->msg == CURLMSG_DONE)
-			glsb_http_transfer_done(msg->easy_handle, msg->data.result);
-}
-
-/* poll(timeout_s) -> { token, ... } */
+/* poll(timeout_s) -> { token, ... }, or nil, message, code when the wait itself failed. */
 static int l_poll(lua_State *L)
 {
 	lua_Number timeout = luaL_checknumber(L, 1);
 	luaL_argcheck(L, timeout >= 0, 1, "timeout must be >= 0");
-	CURLM *multi = glsb_loop_multi();
-	if (!multi)
-		return luaL_error(L, "libcurl: cannot create a multi handle");
+	const struct glsb_loop_driver *driver = loop.driver;
+	const char *err = NULL;
 
+	/* A driver makes progress first: work added since the last step must start before we sleep. */
+	if (driver)
+		driver->step();
 	int ms = loop.nready ? 0 : (timeout > 86400 ? 86400000 : (int)ceil(timeout * 1000));
-	struct curl_waitfd stackfds[16];
-	struct curl_waitfd *fds = stackfds;
+	struct pollfd stackfds[16];
+	struct pollfd *fds = stackfds;
 	size_t n = loop.nwatches;
 	if (n > 16 && !(fds = malloc(n * sizeof *fds)))
-		return luaL_error(L, "out of memory");
-	for (size_t i = 0; i < n; i++) {
-		fds[i].fd = loop.watches[i].fd;
-		fds[i].events = loop.watches[i].events;
-		fds[i].revents = 0;
+		return luaL_error(L, "poll: out of memory");
+	for (size_t i = 0; i < n; i++)
+		fds[i] = (struct pollfd){loop.watches[i].fd, loop.watches[i].events, 0};
+	int rc;
+	if (driver) {
+		rc = driver->wait(fds, (unsigned)n, ms, &err);
+		if (rc == 0)
+			driver->step();
+	} else {
+		rc = poll(fds, (nfds_t)n, ms);
+		if (rc < 0 && errno == EINTR) {
+			rc = 0; /* a signal (Ctrl-C at the prompt): an empty step; the caller decides */
+			for (size_t i = 0; i < n; i++)
+				fds[i].revents = 0;
+		} else if (rc < 0) {
+			err = strerror(errno);
+		} else {
+			rc = 0;
+		}
 	}
-	int running;
-	/* perform first: transfers added since the last step must be started before we sleep. */
-	curl_multi_perform(multi, &running);
-	drain_curl_messages();
-	if (loop.nready)
-		ms = 0;
-	CURLMcode mc = curl_multi_poll(multi, fds, (unsigned)n, ms, NULL);
-	if (mc != CURLM_OK && mc != CURLM_UNRECOVERABLE_POLL) {
+	if (rc != 0) {
 		if (fds != stackfds)
 			free(fds);
-		return luaL_error(L, "curl_multi_poll: %s", curl_multi_strerror(mc));
+		lua_pushnil(L);
+		lua_pushfstring(L, "poll: %s", err ? err : "failed");
+		lua_pushstring(L, glsb_code_name(GLSB_POLL_FAILED));
+		return 3;
 	}
-	curl_multi_perform(multi, &running);
-	drain_curl_messages();
-	/* Watches may have been removed by the callbacks above only via Lua, which cannot run here. */
-	for (size_t i = 0; i < n; i++)
-		if (fds[i].revents)
-			glsb_loop_ready(loop.watches[i].token);
+	/* Sources may remove themselves (or others) from their callbacks: removal is deferred. */
+	loop.dispatching = 1;
+	for (size_t i = 0; i < n; i++) {
+		struct glsb_source *src = loop.watches[i].src;
+		if (fds[i].revents && src)
+			src->done(src, fds[i].revents);
+	}
+	loop.dispatching = 0;
+	sweep_removed();
 	if (fds != stackfds)
 		free(fds);
 

@@ -1,16 +1,40 @@
-/* loop.h: what http.c needs from the poll step. */
+/* loop.h: the poll step's sources: what any part of the core registers to be woken, and the driver hook. */
 #ifndef GLSB_LOOP_H
 #define GLSB_LOOP_H
 
-#include <curl/curl.h>
+#include <poll.h>
 
-/* The process-wide multi handle (created on first use; NULL if libcurl cannot make one). */
-CURLM *glsb_loop_multi(void);
+/*
+ * A source: anything that can become ready (a finished transfer, a readable fd, a child exit, later a
+ * Redis reply). The owner embeds one, gives it a token (glsb_loop_token) and a callback, and registers
+ * it; the loop calls done(source, status) and knows nothing else about it (libuv's handles). status is
+ * the driver's result for a transfer (a CURLcode) and the poll revents for an fd.
+ */
+struct glsb_source {
+	long long token;
+	void (*done)(struct glsb_source *src, int status);
+};
+
 /* A fresh poll token. */
 long long glsb_loop_token(void);
 /* Report a token as ready at the end of the current (or next) poll step. */
 void glsb_loop_ready(long long token);
-/* Called by loop.c for each finished transfer; implemented in http.c. */
-void glsb_http_transfer_done(CURL *easy, CURLcode rc);
+
+/* Watch fd for events (POLLIN, POLLOUT): done(src, revents) runs in each poll step that finds it ready
+ * (level triggered) until glsb_loop_remove_fd(src), which is safe from inside done. -1 when out of memory. */
+int glsb_loop_add_fd(struct glsb_source *src, int fd, short events);
+void glsb_loop_remove_fd(struct glsb_source *src);
+
+/*
+ * A driver multiplexes I/O the loop cannot see as plain fds (libcurl's multi handle: its own sockets and
+ * timers). step() makes progress without waiting and reports what finished through its sources; wait()
+ * sleeps at most ms for the driver's own I/O or any of fds (filling revents). Without a driver the loop
+ * is a plain poll(2), so a script that never makes a request never loads the HTTP stack.
+ */
+struct glsb_loop_driver {
+	void (*step)(void);
+	int (*wait)(struct pollfd *fds, unsigned n, int ms, const char **err); /* 0, or -1 with *err */
+};
+void glsb_loop_set_driver(const struct glsb_loop_driver *driver);
 
 #endif

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "codes.h"
 #include "core.h"
 
 #ifndef P_PIDFD
@@ -103,7 +104,7 @@ static char **string_array(lua_State *L, const char *what)
 	return v;
 }
 
-/* spawn(opts) -> process | nil, message */
+/* spawn(opts) -> process, or nil, message, errno name */
 static int l_spawn(lua_State *L)
 {
 	luaL_checktype(L, 1, LUA_TTABLE);
@@ -187,10 +188,9 @@ static int l_spawn(lua_State *L)
 		close_fd(&child_fd[i]);
 	if (failed) {
 		release(p);
-		lua_pushnil(L);
-		lua_pushfstring(L, "%s %s: %s", failed, argv[0], strerror(err));
-		return 2;
+		return glsb_push_errno(L, failed, argv[0], err);
 	}
+	/* A child's exit reaches the loop as its pidfd turning readable: a watched fd like any other. */
 	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
 	if (p->pidfd >= 0)
 		fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
@@ -213,14 +213,13 @@ static int l_fd(lua_State *L)
 	return 1;
 }
 
-static int push_errno(lua_State *L, int e)
+/* nil, "<name> is closed", EBADF: the fd was closed already (by close_fd, close, or a teardown). */
+static int push_closed(lua_State *L, int w)
 {
 	lua_pushnil(L);
-	if (e == EAGAIN || e == EWOULDBLOCK)
-		lua_pushliteral(L, "again");
-	else
-		lua_pushstring(L, strerror(e));
-	return 2;
+	lua_pushfstring(L, "%s is closed", std_names[w]);
+	lua_pushstring(L, glsb_errno_code(EBADF));
+	return 3;
 }
 
 static int l_read(lua_State *L)
@@ -231,7 +230,7 @@ static int l_read(lua_State *L)
 	luaL_argcheck(L, w == OUT || w == ERR || w == FD3, 2, "read from stdout, stderr or fd3");
 	luaL_argcheck(L, max > 0, 3, "max must be > 0");
 	if (p->fd[w] < 0)
-		return luaL_error(L, "%s is closed", std_names[w]);
+		return push_closed(L, w);
 	luaL_Buffer b;
 	char *buf = luaL_buffinitsize(L, &b, max);
 	ssize_t n;
@@ -239,7 +238,7 @@ static int l_read(lua_State *L)
 		n = read(p->fd[w], buf, max);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		return push_errno(L, errno);
+		return glsb_push_errno(L, "read", std_names[w], errno);
 	luaL_pushresultsize(&b, (size_t)n);
 	return 1;
 }
@@ -250,13 +249,13 @@ static int l_write(lua_State *L)
 	size_t len;
 	const char *data = luaL_checklstring(L, 2, &len);
 	if (p->fd[IN] < 0)
-		return luaL_error(L, "stdin is closed");
+		return push_closed(L, IN);
 	ssize_t n;
 	do
 		n = write(p->fd[IN], data, len);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		return push_errno(L, errno);
+		return glsb_push_errno(L, "write", "stdin", errno);
 	lua_pushinteger(L, n);
 	return 1;
 }
@@ -277,13 +276,13 @@ static int l_kill(lua_State *L)
 	process *p = check_process(L);
 	int sig = lua_type(L, 2) == LUA_TNUMBER ? (int)lua_tointeger(L, 2) : nums[luaL_checkoption(L, 2, "KILL", names)];
 	int group = lua_toboolean(L, 3);
-	if (p->reaped || p->pid <= 0) {
-		lua_pushboolean(L, 0);
-		return 1;
-	}
+	if (p->reaped || p->pid <= 0)
+		return glsb_push_errno(L, "kill", "the process was already reaped", ESRCH);
 	int rc = group ? kill(-p->pid, sig) : (p->pidfd >= 0 ? (int)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0)
 							   : kill(p->pid, sig));
-	lua_pushboolean(L, rc == 0);
+	if (rc != 0)
+		return glsb_push_errno(L, "kill", group ? "process group" : "process", errno);
+	lua_pushboolean(L, 1);
 	return 1;
 }
 

@@ -1,6 +1,9 @@
-/* fuzz_framer.c: libFuzzer target: every framer on arbitrary bytes, split where the input says. */
+/* fuzz_framer.c: libFuzzer target: every framer on arbitrary bytes, split where the input says, and
+ * every frame it makes pushed to Lua by the framer's own push. */
 #include <stddef.h>
 #include <stdint.h>
+
+#include <lauxlib.h>
 
 #include "framer.h"
 
@@ -31,7 +34,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (glsb_frame *fr = q.head; fr; fr = fr->next)
 		if (fr->data_len > max_frame && type[0] != 'r')
 			__builtin_trap(); /* a frame over the limit must never come out */
-	glsb_queue_clear(&q);
+	static lua_State *L;
+	if (!L)
+		L = luaL_newstate();
+	size_t count = q.count;
+	glsb_framer_push_frames(L, f, &q);
+	if (luaL_len(L, -1) != (lua_Integer)count || q.count != 0)
+		__builtin_trap(); /* every frame pushed, the queue moved out */
+	lua_settop(L, 0);
 	glsb_framer_free(f);
 	return 0;
 }

@@ -2,8 +2,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <lauxlib.h>
+#include <lualib.h>
+
 #include "check.h"
 #include "framer.h"
+
+static lua_State *L;
 
 /* Expected frame: data, event (NULL = none), id (NULL = none), number. */
 typedef struct {
@@ -14,22 +19,55 @@ typedef struct {
 	long number;
 } expect;
 
-/* Serialises a queue into one comparable string: "data|event|id|number\n" per frame. */
-static char *render(glsb_frame_queue *q)
+/* Field k of the table on top as a string (NULL when absent). */
+static const char *field(const char *k, size_t *n)
+{
+	const char *v;
+	lua_getfield(L, -1, k);
+	v = lua_tolstring(L, -1, n);
+	lua_pop(L, 1); /* still referenced from the table */
+	return v;
+}
+
+/* Serialises the queued frames, as the framer pushes them to Lua (which empties the queue), into one
+ * comparable string: "data|event|id|number\n" per frame. A frame is a string (raw, lines) or a table
+ * (sse: event other than the default "message", id, retry; connect: flags as the number). */
+static char *render(glsb_framer *f, glsb_frame_queue *q)
 {
 	glsb_buf b = {0};
 	char num[32];
-	for (glsb_frame *fr = q->head; fr; fr = fr->next) {
-		glsb_buf_append(&b, fr->data, fr->data_len);
-		glsb_buf_append(&b, "|", 1);
-		if (fr->event)
-			glsb_buf_append(&b, fr->event, strlen(fr->event));
-		glsb_buf_append(&b, "|", 1);
-		if (fr->id)
-			glsb_buf_append(&b, fr->id, strlen(fr->id));
-		snprintf(num, sizeof num, "|%ld\n", fr->number);
+	glsb_framer_push_frames(L, f, q);
+	lua_Integer n = luaL_len(L, -1);
+	for (lua_Integer i = 1; i <= n; i++) {
+		size_t len = 0;
+		long number = -1;
+		const char *v;
+		lua_rawgeti(L, -1, i);
+		if (lua_type(L, -1) == LUA_TSTRING) {
+			v = lua_tolstring(L, -1, &len);
+			glsb_buf_append(&b, v, len);
+			glsb_buf_append(&b, "||", 2);
+		} else {
+			v = field("data", &len);
+			glsb_buf_append(&b, v, len);
+			glsb_buf_append(&b, "|", 1);
+			v = field("event", &len);
+			if (v && strcmp(v, "message") != 0)
+				glsb_buf_append(&b, v, len);
+			glsb_buf_append(&b, "|", 1);
+			if ((v = field("id", &len)))
+				glsb_buf_append(&b, v, len);
+			lua_getfield(L, -1, "retry");
+			lua_getfield(L, -2, "flags");
+			number = lua_isinteger(L, -2) ? (long)lua_tointeger(L, -2)
+			       : lua_isinteger(L, -1) ? (long)lua_tointeger(L, -1) : -1;
+			lua_pop(L, 2);
+		}
+		lua_pop(L, 1);
+		snprintf(num, sizeof num, "|%ld\n", number);
 		glsb_buf_append(&b, num, strlen(num));
 	}
+	lua_pop(L, 1);
 	glsb_buf_append(&b, "", 0);
 	return b.p ? b.p : calloc(1, 1);
 }
@@ -67,8 +105,8 @@ static int run_split(const char *type, const char *in, size_t len, const size_t 
 	}
 	if (rc == 0)
 		rc = glsb_framer_finish(f, &q);
-	*err = f->error;
-	*out = render(&q);
+	*err = glsb_framer_error(f);
+	*out = render(f, &q);
 	glsb_queue_clear(&q);
 	glsb_framer_free(f);
 	return rc;
@@ -234,8 +272,34 @@ static void test_raw(void)
 	CHECK(glsb_framer_new("nope", 16) == NULL);
 }
 
+/* The sse push: event defaults to "message", id and retry only when the stream set them. */
+static void test_sse_push(void)
+{
+	glsb_framer *f = glsb_framer_new("sse", 1 << 20);
+	glsb_frame_queue q = {0};
+	size_t n;
+	static const char in[] = "data: a\n\nevent: e\nid: 1\nretry: 5\ndata: b\n\n";
+	CHECK(glsb_framer_feed(f, in, sizeof in - 1, &q) == 0);
+	glsb_framer_push_frames(L, f, &q);
+	CHECK(q.count == 0 && q.head == NULL); /* moved out */
+	CHECK(luaL_len(L, -1) == 2);
+	lua_rawgeti(L, -1, 1);
+	CHECK_STR(field("event", &n), "message");
+	CHECK(field("id", &n) == NULL && field("retry", &n) == NULL);
+	lua_pop(L, 1);
+	lua_rawgeti(L, -1, 2);
+	CHECK_STR(field("data", &n), "b");
+	CHECK_STR(field("event", &n), "e");
+	CHECK_STR(field("id", &n), "1");
+	CHECK_STR(field("retry", &n), "5");
+	lua_pop(L, 2);
+	glsb_framer_free(f);
+}
+
 int main(void)
 {
+	L = luaL_newstate();
+	RUN(test_sse_push);
 	RUN(test_lines);
 	RUN(test_lines_binary);
 	RUN(test_lines_too_large);
@@ -244,6 +308,7 @@ int main(void)
 	RUN(test_connect);
 	RUN(test_connect_garbage);
 	RUN(test_raw);
+	lua_close(L);
 	printf("%d checks, %d failed\n", check_count, check_failures);
 	return CHECK_EXIT();
 }

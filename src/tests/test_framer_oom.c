@@ -27,19 +27,22 @@ void *__wrap_malloc(size_t n) { return fail_now() ? NULL : __real_malloc(n); }
 void *__wrap_realloc(void *p, size_t n) { return fail_now() ? NULL : __real_realloc(p, n); }
 void *__wrap_calloc(size_t a, size_t b) { return fail_now() ? NULL : __real_calloc(a, b); }
 
-#define CASE(type, input) {type, input, sizeof(input) - 1}
+#define CASE(type, input, frames) {type, input, sizeof(input) - 1, frames}
 static const struct {
 	const char *type, *input;
 	size_t len;
+	size_t frames; /* what a run without failures yields, fed 3 bytes at a time */
 } cases[] = {
-	CASE("lines", "{\"a\":1}\n{\"b\":22}\npartial"),
-	CASE("sse", "event: e\ndata: one\ndata: two\nid: 9\n\ndata: x\n\n"),
-	CASE("connect", "\x00\x00\x00\x00\x02{}\x02\x00\x00\x00\x02{}"),
-	CASE("raw", "abcdef"),
+	CASE("lines", "{\"a\":1}\n{\"b\":22}\npartial", 3),
+	CASE("sse", "event: e\ndata: one\ndata: two\nid: 9\n\ndata: x\n\n", 2),
+	CASE("connect", "\x00\x00\x00\x00\x02{}\x02\x00\x00\x00\x02{}", 2),
+	CASE("raw", "abcdef", 2),
 	/* an event-stream message with one string header ("a" = "b") and payload "hi" */
 	CASE("eventstream", "\x00\x00\x00\x18\x00\x00\x00\x06\xdc\xd1\xa6\x1f\x01\x61\x07\x00\x01\x62\x68\x69"
-			    "\x88\xe2\x1d\x9c"),
+			    "\x88\xe2\x1d\x9c", 1),
 };
+
+static size_t frames_made; /* frames queued by the last run of run_with_failure */
 
 /* Runs one case with the Nth allocation failing; returns 1 when some allocation did fail. */
 static int run_with_failure(size_t c, long n)
@@ -55,15 +58,16 @@ static int run_with_failure(size_t c, long n)
 		for (size_t pos = 0; pos < cases[c].len && !failed; pos += 3) {
 			size_t take = cases[c].len - pos < 3 ? cases[c].len - pos : 3;
 			if (glsb_framer_feed(f, cases[c].input + pos, take, &q) != 0) {
-				CHECK_STR(f->error, "OUT_OF_MEMORY");
+				CHECK(f->error == GLSB_OUT_OF_MEMORY);
 				failed = 1;
 			}
 		}
 		if (!failed && glsb_framer_finish(f, &q) != 0) {
-			CHECK_STR(f->error, "OUT_OF_MEMORY");
+			CHECK(f->error == GLSB_OUT_OF_MEMORY);
 			failed = 1;
 		}
 		allocations_left = -1;
+		frames_made = q.count;
 		glsb_queue_clear(&q);
 		glsb_framer_free(f);
 	}
@@ -80,6 +84,7 @@ static void test_every_allocation_may_fail(void)
 			n++;
 		CHECK(n > 0);      /* at least the framer itself was allocated */
 		CHECK(n < 10000);  /* and the scenario ends */
+		CHECK(frames_made == cases[c].frames); /* the run that needed no failure made every frame */
 	}
 }
 

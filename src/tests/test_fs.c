@@ -159,9 +159,10 @@ static void test_mkdtemp(void)
 	lua_pop(L, 1);
 
 	/* failures of the world are values, misuse raises */
-	CHECK(run("local core = ...; return core.mkdtemp('/nonexistent-glsb/x-XXXXXX')", NULL) == 2);
-	CHECK(lua_isnil(L, -2) && strstr(lua_tostring(L, -1), "/nonexistent-glsb/x-") != NULL);
-	lua_pop(L, 2);
+	CHECK(run("local core = ...; return core.mkdtemp('/nonexistent-glsb/x-XXXXXX')", NULL) == 3);
+	CHECK(lua_isnil(L, -3) && strstr(lua_tostring(L, -2), "/nonexistent-glsb/x-") != NULL);
+	CHECK_STR(lua_tostring(L, -1), "ENOENT");
+	lua_pop(L, 3);
 	CHECK(misuse("local core = ...; return core.mkdtemp({})", NULL));
 	CHECK(misuse("local core = ...; return core.mkdtemp('')", NULL));
 }
@@ -252,7 +253,7 @@ static void test_rmtree_top_symlink(void)
 	/* A trailing slash (which would make the kernel follow the link) changes nothing. */
 	CHECK(symlink(o, p) == 0);
 	snprintf(slash, sizeof slash, "%s/", p);
-	CHECK(glsb_rmtree(slash, o, sizeof o) == 0);
+	CHECK(glsb_rmtree(slash, o, sizeof o, NULL) == 0);
 	CHECK(!exists(p));
 	CHECK(outside_intact());
 }
@@ -263,28 +264,29 @@ static void test_rmtree_edges(void)
 
 	/* missing path, missing parent: success */
 	path_in(p, "never-there");
-	CHECK(glsb_rmtree(p, err, sizeof err) == 0);
+	CHECK(glsb_rmtree(p, err, sizeof err, NULL) == 0);
 	path_in(p, "never/there/either");
-	CHECK(glsb_rmtree(p, err, sizeof err) == 0);
+	CHECK(glsb_rmtree(p, err, sizeof err, NULL) == 0);
 	/* a plain file */
 	path_in(p, "plain");
 	write_text(p, "x");
-	CHECK(glsb_rmtree(p, err, sizeof err) == 0);
+	CHECK(glsb_rmtree(p, err, sizeof err, NULL) == 0);
 	CHECK(!exists(p));
 	/* paths it refuses */
-	CHECK(glsb_rmtree("/", err, sizeof err) != 0);
+	CHECK(glsb_rmtree("/", err, sizeof err, NULL) != 0);
 	CHECK(strstr(err, "refusing") != NULL);
-	CHECK(glsb_rmtree("", err, sizeof err) != 0);
-	CHECK(glsb_rmtree(".", err, sizeof err) != 0);
-	CHECK(glsb_rmtree("..", err, sizeof err) != 0);
+	CHECK(glsb_rmtree("", err, sizeof err, NULL) != 0);
+	CHECK(glsb_rmtree(".", err, sizeof err, NULL) != 0);
+	CHECK(glsb_rmtree("..", err, sizeof err, NULL) != 0);
 	path_in(p, "outside/..");
-	CHECK(glsb_rmtree(p, err, sizeof err) != 0);
+	CHECK(glsb_rmtree(p, err, sizeof err, NULL) != 0);
 	CHECK(outside_intact());
 	/* a non-directory in the middle of the path is a failure of the world, reported */
 	path_in(p, "outside-file/x");
-	CHECK(run("local core, a = ...; return core.rmtree(a)", p) == 2);
-	CHECK(lua_isnil(L, -2) && strstr(lua_tostring(L, -1), "outside-file") != NULL);
-	lua_pop(L, 2);
+	CHECK(run("local core, a = ...; return core.rmtree(a)", p) == 3);
+	CHECK(lua_isnil(L, -3) && strstr(lua_tostring(L, -2), "outside-file") != NULL);
+	CHECK_STR(lua_tostring(L, -1), "ENOTDIR");
+	lua_pop(L, 3);
 	CHECK(run("local core = ...; return core.rmtree(42)", NULL) == 1); /* numbers convert */
 	lua_pop(L, 1);
 	CHECK(misuse("local core = ...; return core.rmtree()", NULL));
@@ -344,7 +346,7 @@ static int mount_child(int bind)
 		if (!file_is(f, "t"))
 			return 1;
 	}
-	rc = glsb_rmtree(t, err, sizeof err);
+	rc = glsb_rmtree(t, err, sizeof err, NULL);
 	if (rc == 0 || !strstr(err, "mount point") || !strstr(err, "mtree/mnt"))
 		return 1;
 	if (bind && !outside_intact())
@@ -385,7 +387,7 @@ static void test_rmtree_mounts(void)
 			fprintf(stderr, "  mount(%s) failed in the child\n", bind ? "bind" : "tmpfs");
 		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 		/* back in our namespace the mount is gone: the tree goes entirely */
-		CHECK(glsb_rmtree(t, m, sizeof m) == 0);
+		CHECK(glsb_rmtree(t, m, sizeof m, NULL) == 0);
 		CHECK(!exists(t));
 		CHECK(outside_intact());
 	}
@@ -417,14 +419,16 @@ static void test_write_file_atomic(void)
 	unlink("glsb-test-rel.tmp");
 	/* failures: missing directory, target is a directory; nothing left behind */
 	path_in(p, "atomic/missing/f");
-	CHECK(run("local core, a = ...; return core.write_file_atomic(a, 'x')", p) == 2);
-	CHECK(lua_isnil(L, -2) && strstr(lua_tostring(L, -1), "atomic/missing/f") != NULL);
-	lua_pop(L, 2);
+	CHECK(run("local core, a = ...; return core.write_file_atomic(a, 'x')", p) == 3);
+	CHECK(lua_isnil(L, -3) && strstr(lua_tostring(L, -2), "atomic/missing/f") != NULL);
+	CHECK_STR(lua_tostring(L, -1), "ENOENT");
+	lua_pop(L, 3);
 	path_in(p, "atomic/sub");
 	mkdir(p, 0755);
-	CHECK(run("local core, a = ...; return core.write_file_atomic(a, 'x')", p) == 2);
-	CHECK(lua_isnil(L, -2));
-	lua_pop(L, 2);
+	CHECK(run("local core, a = ...; return core.write_file_atomic(a, 'x')", p) == 3);
+	CHECK(lua_isnil(L, -3));
+	CHECK_STR(lua_tostring(L, -1), "EISDIR");
+	lua_pop(L, 3);
 	CHECK(count_entries(d) == 2);
 	/* misuse */
 	CHECK(misuse("local core, a = ...; return core.write_file_atomic(a, 'x', 8^5)", p));
@@ -445,9 +449,10 @@ static void test_realpath_getpid_module_path(void)
 	CHECK(run("local core, a = ...; return core.realpath(a .. '/./')", p) == 1);
 	CHECK_STR(lua_tostring(L, -1), want);
 	lua_pop(L, 1);
-	CHECK(run("local core = ...; return core.realpath('/nonexistent-glsb/x')", NULL) == 2);
-	CHECK(lua_isnil(L, -2) && strstr(lua_tostring(L, -1), "nonexistent-glsb") != NULL);
-	lua_pop(L, 2);
+	CHECK(run("local core = ...; return core.realpath('/nonexistent-glsb/x')", NULL) == 3);
+	CHECK(lua_isnil(L, -3) && strstr(lua_tostring(L, -2), "nonexistent-glsb") != NULL);
+	CHECK_STR(lua_tostring(L, -1), "ENOENT");
+	lua_pop(L, 3);
 
 	CHECK(run("local core = ...; return core.getpid()", NULL) == 1);
 	CHECK(lua_isinteger(L, -1) && lua_tointeger(L, -1) == getpid());
@@ -499,7 +504,7 @@ int main(void)
 	/* The scratch tree goes with the code under test; confirm with the shell's view too. */
 	{
 		char err[PATH_MAX + 256];
-		CHECK(glsb_rmtree(base, err, sizeof err) == 0);
+		CHECK(glsb_rmtree(base, err, sizeof err, NULL) == 0);
 		CHECK(!exists(base));
 	}
 	printf("%d checks, %d failed\n", check_count, check_failures);
