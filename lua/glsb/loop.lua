@@ -121,7 +121,9 @@ local function step(max_wait)
   elseif timers[1] then
     wait = math.max(0, math.min(wait, timers[1].at - now))
   end
-  for _, token in ipairs(core.poll(wait)) do
+  local tokens, perr = core.poll(wait)
+  if not tokens then error("glsb.loop: " .. perr, 0) end -- the wait itself failed: nothing can go on
+  for _, token in ipairs(tokens) do
     local w = waiters[token]
     if w then wake(w, "ready") end
   end

@@ -7,11 +7,11 @@ local M = {}
 local Process = {}
 Process.__index = Process
 
--- spawn(opts) -> Process, or nil, message. opts: as core.spawn (argv, env, cwd, stdin/stdout/stderr,
--- setsid, fd3).
+-- spawn(opts) -> Process, or nil, message, code (an errno name). opts: as core.spawn (argv, env, cwd,
+-- stdin/stdout/stderr, setsid, fd3).
 function M.spawn(opts)
-  local p, err = core.spawn(opts)
-  if not p then return nil, err end
+  local p, err, code = core.spawn(opts)
+  if not p then return nil, err, code end
   return setmetatable({ proc = p, pid = p.pid, buf = { stdout = "", stderr = "", fd3 = "" }, eof = {} }, Process)
 end
 
@@ -35,11 +35,11 @@ function Process:read(which, deadline, max)
       self.eof[which] = true
       return ""
     end
-    local data, err = self.proc:read(which, max)
+    local data, _, code = self.proc:read(which, max)
     if data then
       if data == "" then self.eof[which] = true end
       return data
-    elseif err ~= "again" then
+    elseif code ~= "EAGAIN" then
       self.eof[which] = true
       return ""
     end
@@ -113,10 +113,10 @@ function Process:write(data, deadline)
     if not self.proc:fd("stdin") then return nil, "closed" end
     local piece = data
     if pos > 1 or len > WRITE_SLICE then piece = data:sub(pos, pos + WRITE_SLICE - 1) end
-    local n, err = self.proc:write(piece)
+    local n, err, code = self.proc:write(piece)
     if n then
       pos = pos + n
-    elseif err == "again" then
+    elseif code == "EAGAIN" then
       if deadline and loop.now() >= deadline then return nil, "timeout" end
       if loop.wait_fd(self.proc:fd("stdin"), "w", deadline) == "timeout" then return nil, "timeout" end
     else
