@@ -91,15 +91,25 @@ end
 -- client errors say the request itself is wrong and will stay wrong.
 local TRANSIENT_STATUS = { [408] = true, [429] = true, [502] = true, [503] = true, [504] = true }
 
--- curl error names (glsb.core reports them in failure.code) meaning "the
--- network or the peer hiccuped", as opposed to "the request is bad".
+-- Failure codes. glsb.core lists every code it can report in core.codes (libcurl's names, errno names,
+-- its own); spec/core/codes_spec.lua checks that each one is in exactly one of the three tables below.
+-- A code decides the verdict of its failure table; text is read only where no code is known.
+
+-- "The network or the peer hiccuped; the same request may well work later."
 local TRANSIENT_CODE = {
+  -- libcurl
   COULDNT_CONNECT = true, COULDNT_RESOLVE_HOST = true, COULDNT_RESOLVE_PROXY = true,
   OPERATION_TIMEDOUT = true, SEND_ERROR = true, RECV_ERROR = true, GOT_NOTHING = true,
-  SSL_CONNECT_ERROR = true, HTTP2 = true, HTTP2_STREAM = true, PARTIAL_FILE = true,
-  -- errno-style names a provider or process layer may report
+  SSL_CONNECT_ERROR = true, HTTP2 = true, HTTP2_STREAM = true, PARTIAL_FILE = true, AGAIN = true,
+  NO_CONNECTION_AVAILABLE = true, PROXY = true, HTTP3 = true, QUIC_CONNECT_ERROR = true,
+  -- glsb.core
+  IDLE_TIMEOUT = true,
+  -- errno
+  EAGAIN = true, EINTR = true, EBUSY = true, ETXTBSY = true, EMFILE = true, ENFILE = true,
   ECONNREFUSED = true, ECONNRESET = true, ETIMEDOUT = true, EPIPE = true,
-  EHOSTUNREACH = true, ENETUNREACH = true, EAI_AGAIN = true, TIMEOUT = true,
+  EHOSTUNREACH = true, ENETUNREACH = true,
+  -- names a provider or process layer may report (not from glsb.core)
+  EAI_AGAIN = true, TIMEOUT = true,
 }
 
 -- Lower-case fragments of free-text messages (strings as causes).
@@ -131,32 +141,81 @@ local function classify_text(s)
   return nil
 end
 
--- Verdict of one link of a cause chain, ignoring what it wraps:
--- true (transient), false (permanent) or nil (no claim).
--- Failures no retry can mend, whatever phase they happened in.
+-- "No retry can mend this", whatever phase it happened in.
 local PERMANENT_CODE = {
+  -- libcurl: the request, the TLS set-up or the credentials are wrong
   PEER_FAILED_VERIFICATION = true, -- the server's certificate does not check out
-  UNSUPPORTED_PROTOCOL = true, URL_MALFORMAT = true, SSL_CERTPROBLEM = true, SSL_CACERT_BADFILE = true,
+  UNSUPPORTED_PROTOCOL = true, URL_MALFORMAT = true, NOT_BUILT_IN = true, SSL_CERTPROBLEM = true,
+  SSL_CACERT_BADFILE = true, SSL_CIPHER = true, SSL_ENGINE_NOTFOUND = true, SSL_ENGINE_SETFAILED = true,
+  SSL_ENGINE_INITFAILED = true, SSL_CRL_BADFILE = true, SSL_ISSUER_ERROR = true,
+  SSL_PINNEDPUBKEYNOTMATCH = true, SSL_INVALIDCERTSTATUS = true, SSL_CLIENTCERT = true, USE_SSL_FAILED = true,
+  LOGIN_DENIED = true, AUTH_ERROR = true, REMOTE_ACCESS_DENIED = true, BAD_FUNCTION_ARGUMENT = true,
+  UNKNOWN_OPTION = true, SETOPT_OPTION_SYNTAX = true, FUNCTION_NOT_FOUND = true, TOO_MANY_REDIRECTS = true,
+  BAD_CONTENT_ENCODING = true, FILESIZE_EXCEEDED = true, INTERFACE_FAILED = true,
+  -- glsb.core: the body broke its framing rules, or an archive / encoding is bad
+  FRAME_TOO_LARGE = true, TRUNCATED_ENVELOPE = true, TRUNCATED_MESSAGE = true, PRELUDE_CRC = true,
+  MESSAGE_CRC = true, BAD_LENGTH = true, BAD_HEADERS = true, BODY_TOO_LARGE = true,
+  TAR_CORRUPT = true, TAR_UNSAFE_ENTRY = true, TAR_TOO_LARGE = true, BAD_BASE64 = true,
+  -- errno: the path, the program or the permissions are wrong
+  EPERM = true, ENOENT = true, EACCES = true, ENOTDIR = true, EISDIR = true, EINVAL = true,
+  ENAMETOOLONG = true, ELOOP = true, EROFS = true, EEXIST = true, ENOEXEC = true, E2BIG = true,
+  EXDEV = true, ENOTEMPTY = true, EBADF = true, ENOSYS = true, EOPNOTSUPP = true, EFAULT = true,
+  ESPIPE = true, EMLINK = true, EFBIG = true, ERANGE = true, EOVERFLOW = true, ENODEV = true, ENXIO = true,
 }
 
+-- Codes that make no claim either way: the failure's phase or timeout flag decides, never its text.
+local NO_CLAIM_CODE = {
+  -- libcurl: other protocols' codes (glsb.core allows only http and https), and failures whose
+  -- meaning another field carries (an HTTP status, the framer's own code, NOT_RESENT)
+  FAILED_INIT = true, WEIRD_SERVER_REPLY = true, FTP_ACCEPT_FAILED = true, FTP_WEIRD_PASS_REPLY = true,
+  FTP_ACCEPT_TIMEOUT = true, FTP_WEIRD_PASV_REPLY = true, FTP_WEIRD_227_FORMAT = true,
+  FTP_CANT_GET_HOST = true, FTP_COULDNT_SET_TYPE = true, FTP_COULDNT_RETR_FILE = true, QUOTE_ERROR = true,
+  HTTP_RETURNED_ERROR = true, WRITE_ERROR = true, UPLOAD_FAILED = true, READ_ERROR = true,
+  OUT_OF_MEMORY = true, FTP_PORT_FAILED = true, FTP_COULDNT_USE_REST = true, RANGE_ERROR = true,
+  HTTP_POST_ERROR = true, BAD_DOWNLOAD_RESUME = true, FILE_COULDNT_READ_FILE = true, LDAP_CANNOT_BIND = true,
+  LDAP_SEARCH_FAILED = true, ABORTED_BY_CALLBACK = true, SEND_FAIL_REWIND = true, TFTP_NOTFOUND = true,
+  TFTP_PERM = true, REMOTE_DISK_FULL = true, TFTP_ILLEGAL = true, TFTP_UNKNOWNID = true,
+  REMOTE_FILE_EXISTS = true, TFTP_NOSUCHUSER = true, REMOTE_FILE_NOT_FOUND = true, SSH = true,
+  SSL_SHUTDOWN_FAILED = true, FTP_PRET_FAILED = true, RTSP_CSEQ_ERROR = true, RTSP_SESSION_ERROR = true,
+  FTP_BAD_FILE_LIST = true, CHUNK_FAILED = true, RECURSIVE_API_CALL = true, UNRECOVERABLE_POLL = true,
+  CURL_OTHER = true,
+  -- glsb.core
+  NOT_RESENT = true, -- the request was sent, then the connection died: retry_safe = false says the rest
+  HTTP_SETUP_FAILED = true, POLL_FAILED = true, TAR_WRITE_FAILED = true, TREE_CHANGED = true,
+  -- errno
+  ESRCH = true, EIO = true, ECHILD = true, ENOMEM = true, ENOSPC = true, EDQUOT = true, ESTALE = true,
+  ECANCELED = true, EOTHER = true,
+}
+
+-- The three tables, for specs and tools (read-only by convention).
+M.codes = { transient = TRANSIENT_CODE, permanent = PERMANENT_CODE, no_claim = NO_CLAIM_CODE }
+
+-- Verdict of one link of a cause chain, ignoring what it wraps: true (transient), false (permanent)
+-- or nil (no claim), and the rule that decided ("status", "code", "timeout", "phase", "text"; nil
+-- when none did).
 local function classify_one(x)
   local t = type(x)
-  if t == "string" then return classify_text(x) end
+  if t == "string" then return classify_text(x), "text" end
   if t ~= "table" then return nil end
   local status = rawget(x, "http_status")
   local verdict = classify_status(status)
-  if verdict ~= nil then return verdict end
+  if verdict ~= nil then return verdict, "status" end
   if getmetatable(x) == Error then return nil end
   -- transport failure table {phase, code, message, retry_safe}
   local code = rawget(x, "code")
-  if type(code) == "string" and PERMANENT_CODE[code] then return false end
-  if type(code) == "string" and TRANSIENT_CODE[code] then return true end
-  if rawget(x, "timeout") == true then return true end
+  local known = type(code) == "string"
+    and (PERMANENT_CODE[code] or TRANSIENT_CODE[code] or NO_CLAIM_CODE[code])
+  if known and PERMANENT_CODE[code] then return false, "code" end
+  if known and TRANSIENT_CODE[code] then return true, "code" end
+  if rawget(x, "timeout") == true then return true, "timeout" end
   local phase = rawget(x, "phase")
-  if phase == "connect" or phase == "send" then return true end
-  if phase == "framing" then return false end
+  if phase == "connect" or phase == "send" then return true, "phase" end
+  if phase == "framing" then return false, "phase" end
+  -- A known code said all there is: its message is not second-guessed. Text is read only for
+  -- failures that carry nothing better (no code we know, no status with an opinion).
+  if known then return nil end
   local msg = rawget(x, "message")
-  if type(msg) == "string" then return classify_text(msg) end
+  if type(msg) == "string" then return classify_text(msg), "text" end
   return nil
 end
 
@@ -171,6 +230,21 @@ function M.classify(x)
   while x ~= nil and n < MAX_CHAIN do
     local verdict = classify_one(x)
     if verdict ~= nil then return verdict end
+    if type(x) ~= "table" then return nil end
+    x = rawget(x, "cause")
+    n = n + 1
+  end
+  return nil
+end
+
+-- errors.explain(x) -> verdict, rule, link: what errors.classify decides, which rule decided it
+-- ("status", "code", "timeout", "phase" or "text") and at which link of the chain (1 = x itself);
+-- nil, nil, nil when no link has an opinion. For logs, and for specs that pin where text is read.
+function M.explain(x)
+  local n = 0
+  while x ~= nil and n < MAX_CHAIN do
+    local verdict, rule = classify_one(x)
+    if verdict ~= nil then return verdict, rule, n + 1 end
     if type(x) ~= "table" then return nil end
     x = rawget(x, "cause")
     n = n + 1
