@@ -36,6 +36,13 @@ define("SandboxNotInitializedError", Root)
 define("SandboxTerminateError", Root)
 define("TemplateBuildError", Root)
 define("WorkspaceError", Root)
+-- glsb.pool (stage "pool"); the names follow OpenSandbox's pool exceptions (PoolEmptyException, ...)
+local PoolError = define("PoolError", Root)
+define("PoolEmptyError", PoolError)                  -- fail_fast acquire found no idle sandbox
+define("PoolAcquireFailedError", PoolError)          -- fail_fast acquire: the idle sandbox taken was not usable
+define("PoolNotRunningError", PoolError)             -- the pool is not started, draining or stopped
+define("PoolStateStoreUnavailableError", PoolError)  -- the state store (Redis) failed or cannot be reached
+define("PoolDestroyedError", PoolError)              -- the pool was destroyed
 
 local function class_of(x)
   if type(x) == "string" then return classes[x] end

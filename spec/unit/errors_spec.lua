@@ -6,13 +6,22 @@ describe("glsb.errors #unit", function()
 
   it("has the class tree rooted at CodeInterpreterError", function()
     for _, name in ipairs({ "SandboxStartError", "SandboxExecutionError", "SandboxNotInitializedError",
-      "SandboxTerminateError", "TemplateBuildError", "WorkspaceError" }) do
+      "SandboxTerminateError", "TemplateBuildError", "WorkspaceError", "PoolError", "PoolEmptyError",
+      "PoolAcquireFailedError", "PoolNotRunningError", "PoolStateStoreUnavailableError", "PoolDestroyedError" }) do
       local e = E.new(E[name], "create", "x")
       assert.is_true(E.is(e, E[name]), name)
       assert.is_true(E.is(e, E.CodeInterpreterError), name .. " is a CodeInterpreterError")
       assert.is_true(E.is(e, name), "by name")
       assert.are.equal(name, e.class)
     end
+  end)
+
+  it("puts every pool error under PoolError", function()
+    for _, name in ipairs({ "PoolEmptyError", "PoolAcquireFailedError", "PoolNotRunningError",
+      "PoolStateStoreUnavailableError", "PoolDestroyedError" }) do
+      assert.is_true(E.is(E.new(E[name], "pool", "x"), E.PoolError), name)
+    end
+    assert.is_false(E.is(E.new(E.SandboxStartError, "create", "x"), E.PoolError))
   end)
 
   it("is() respects inheritance and does not cross siblings", function()
