@@ -548,6 +548,13 @@ local function stop_process(self, deadline)
   return waited(2)
 end
 
+-- _alive() -> false once the sandbox was marked dead or its supervisor has exited, else true. Cheap (a
+-- non-blocking waitid on the supervisor's pidfd): glsb.pool asks it before handing out a warm sandbox.
+function Sandbox:_alive()
+  if self._dead or not self._proc then return false end
+  return self._proc.proc:poll() == nil
+end
+
 function Sandbox:_terminate(opts)
   cancel_lease(self)
   local deadline = loop.now() + (opts and opts.timeout or 10)
