@@ -65,6 +65,11 @@ function M.template(name, opts)
   return p.Template.new(opts)
 end
 
+-- glsb.pool(provider_name, opts) -> a warm pool of sandboxes (glsb.pool, loaded on first use).
+function M.pool(name, opts)
+  return require("glsb.pool").new(provider_name(name, "pool"), opts)
+end
+
 -- Workspace primitives (glsb.workspace, loaded on first use).
 function M.write_workspace_file(sandbox, req)
   return require("glsb.workspace").write_workspace_file(sandbox, req)
