@@ -1,0 +1,695 @@
+-- glsb.pool: sandboxes ready before they are asked for (OpenSandbox's client-side pool,
+-- shared/protocols/opensandbox.md §5, for every provider).
+--
+--   local pool = glsb.pool("e2b", { name = "agents", size = 8, create = {...}, store = "memory" })
+--   pool:start()
+--   local sb <close> = pool:acquire({ timeout = 5, policy = "direct_create" })   -- or "fail_fast"
+--   pool:snapshot(); pool:resize(16); pool:release_all_idle(); pool:shutdown({ graceful = true })
+--
+-- How it works
+--   Warm sandboxes are ordinary sandboxes, created with a lease of idle_timeout and listed in a state
+--   store (glsb.pool.memory for one process, glsb.pool.redis for many) as idle entries that expire with
+--   that lease. A reconciler task (glsb.loop) ticks every reconcile_interval, and at once when an acquire
+--   took an entry: only the holder of the store's primary lock replenishes and shrinks (§5.2), so however
+--   many processes share a pool, one of them creates at a time. Any process may acquire: it takes the
+--   oldest entry with more than acquire_min_remaining_ttl left (the ones passed over are killed in the
+--   background), reconnects to it (glsb.connect, unless this process still holds the handle), checks its
+--   health, and hands it over. The caller owns it from then on: there is no release-back; leaving its
+--   scope or sb:terminate() kills it.
+--
+-- Background work runs whenever the loop runs: inside any glsb call of a plain script, and all the time
+-- under glsb.run. A script that stays in plain Lua longer than primary_lock_ttl may lose the primary lock:
+-- snapshot() then says so (stalled, primary), and the next glsb call catches up (the overdue tick runs
+-- first and takes the lock again).
+--
+-- Errors (glsb.errors, stage "pool", all PoolError < CodeInterpreterError): PoolEmptyError (fail_fast
+-- found no idle sandbox), PoolAcquireFailedError (fail_fast: the idle sandbox was dead), PoolNotRunningError,
+-- PoolStateStoreUnavailableError (any failure of the store), PoolDestroyedError.
+
+local loop = require "glsb.loop"
+local errors = require "glsb.errors"
+local models = require "glsb.models"
+local log = require "glsb.log"
+local registry = require "glsb.registry"
+local options = require "glsb.pool.options"
+
+local Stage = models.Stage
+
+local M = {}
+
+local Pool = {}
+Pool.__index = Pool
+M.Pool = Pool
+
+M.State = { HEALTHY = "healthy", DEGRADED = "degraded", DRAINING = "draining", STOPPED = "stopped" }
+M.Policy = { DIRECT_CREATE = "direct_create", FAIL_FAST = "fail_fast" }
+
+-- Providers whose sandboxes live and die with the process that created them: no other process can attach.
+local PROCESS_BOUND = { ["local"] = true }
+
+local function pool_error(class, message, cause)
+  return errors.new(class, Stage.POOL, message, cause)
+end
+
+-- A store failure, whatever it was, reaches the caller as PoolStateStoreUnavailableError.
+local function store_error(self, what, err)
+  if errors.is(err, errors.PoolStateStoreUnavailableError) then return err end
+  return pool_error(errors.PoolStateStoreUnavailableError,
+    string.format("pool '%s': the %s store failed during %s: %s", self.name, self.store.kind, what,
+      errors.describe(err)), err)
+end
+
+local function rethrow_cancel(err)
+  if loop.is_cancelled(err) then error(err, 0) end
+end
+
+-- Calls store:method(self.name, ...) -> true, results... | false, PoolStateStoreUnavailableError.
+local function store_call(self, method, ...)
+  local res = table.pack(pcall(self.store[method], self.store, self.name, ...))
+  if res[1] then
+    self.store_ok = true
+    return true, table.unpack(res, 2, res.n)
+  end
+  rethrow_cancel(res[2])
+  local err = store_error(self, method, res[2])
+  self.store_ok = false
+  self.last_error = tostring(err)
+  return false, err
+end
+
+---------------------------------------------------------------------------------------------------
+-- construction
+
+local function resolve_class(provider)
+  local name = provider
+  local mod
+  if type(provider) == "string" then
+    mod = registry.get(provider)
+  elseif type(provider) == "table" and type(provider.Sandbox) == "table" then
+    mod, name = provider, provider.name
+  else
+    error("glsb.pool: provider must be a provider name (\"local\", \"e2b\", ...) or a provider module", 3)
+  end
+  if type(mod.Sandbox) ~= "table" or type(mod.Sandbox.create) ~= "function" then
+    error(string.format("glsb.pool: provider '%s' has no Sandbox class", tostring(name)), 3)
+  end
+  return mod.Sandbox, tostring(name or mod.Sandbox.provider_name)
+end
+
+local function open_store(o, provider)
+  local store, owned = o.store, true
+  local shared = type(store) == "string" and store ~= "memory" or type(store) == "table" and store.shared
+  if shared and PROCESS_BOUND[provider] then
+    error(string.format("glsb.pool: provider '%s' cannot share sandboxes between processes (its sandboxes "
+      .. "belong to the process that created them); use store = \"memory\"", provider), 3)
+  end
+  if store == "memory" then
+    store = require("glsb.pool.memory").new()
+  elseif type(store) == "string" then
+    if not (store:match("^rediss?://") or store:match("^unix://")) then
+      error("glsb.pool: opts.store must be \"memory\" or a redis://, rediss:// or unix:// URL, got "
+        .. require("glsb.pool.url").redact(store), 3)
+    end
+    store = require("glsb.pool.redis").new(store, { prefix = o.key_prefix, options = o.store_options })
+  else
+    owned = false
+    for _, m in ipairs({ "take_idle", "put_idle", "remove_idle", "try_acquire_primary_lock", "renew_primary_lock",
+      "release_primary_lock", "reap_expired_idle", "idle_count", "get_max_idle", "set_max_idle",
+      "set_idle_entry_ttl" }) do
+      if type(store[m]) ~= "function" then error("glsb.pool: opts.store object has no method " .. m, 3) end
+    end
+  end
+  return store, owned
+end
+
+local function new_owner_id()
+  local core = require "glsb.core"
+  local f = io.open("/dev/urandom", "rb")
+  local bytes = f and f:read(16)
+  if f then f:close() end
+  if not bytes or #bytes ~= 16 then bytes = tostring(core.now()) .. tostring(core.getpid()) .. tostring({}) end
+  return "pool-owner-" .. core.sha256(bytes):sub(1, 32)
+end
+
+-- M.new(provider, opts) -> a pool that is not started yet (glsb.pool).
+function M.new(provider, opts)
+  local cls, provider_name = resolve_class(provider)
+  local o = options.check(opts, 2)
+  local store, owned = open_store(o, provider_name)
+  if store.shared and type(cls.connect) ~= "function" then
+    if owned and store.close then store:close() end
+    error(string.format("glsb.pool: provider '%s' cannot reconnect to a sandbox (no Sandbox.connect), so it "
+      .. "cannot use a shared store; use store = \"memory\"", provider_name), 2)
+  end
+  local self = setmetatable({
+    name = o.name, provider = provider_name, cls = cls, opts = o, store = store, owns_store = owned,
+    size = o.size, owner = o.owner_id or new_owner_id(),
+    lifecycle = "new",            -- new | running | draining | stopped | destroyed
+    failures = 0, backoff_until = nil, last_error = nil, store_ok = true,
+    primary = false, lock_until = nil, last_tick = nil, stalled_for = 0,
+    creating = 0, acquiring = 0, background = {},  -- background: task -> true (kills, connects)
+    handles = setmetatable({}, { __mode = "v" }),  -- sandbox_id -> handle this process made (shared stores)
+    wake = loop.condition(),      -- the reconciler sleeps on it between ticks
+    arrived = loop.condition(),   -- broadcast when a warm sandbox was put idle
+    settled = loop.condition(),   -- broadcast when in-flight work drops to zero
+    stats = { created = 0, create_failures = 0, hits = 0, misses = 0, direct = 0, discarded = 0, dead = 0 },
+  }, Pool)
+  return self
+end
+
+---------------------------------------------------------------------------------------------------
+-- the sandboxes themselves
+
+-- Options for one create: the user's create opts with the lease the pool wants. A warm sandbox in a
+-- shared store must outlive this process (keep_alive): another process may acquire it.
+local function create_opts(self, lease, warm)
+  local c = {}
+  for k, v in pairs(self.opts.create) do c[k] = v end
+  if lease then c.timeout = lease end
+  if warm and self.store.shared then c.keep_alive = true end
+  return c
+end
+
+local function connect_opts(self)
+  if self.opts.connect then return self.opts.connect end
+  -- provider options (api_key, urls, ...) come from this process's own create options, never the store
+  local c = {}
+  for k, v in pairs(self.opts.create) do c[k] = v end
+  for _, k in ipairs({ "template", "additional_packages", "package_install_timeout", "timeout", "metadata",
+    "env", "language", "keep_alive", "retry" }) do
+    c[k] = nil
+  end
+  return c
+end
+
+-- Kills a sandbox named by an entry: its handle when we have one, else through glsb.connect.
+local function kill_entry(self, entry)
+  local sb = entry.sandbox or self.handles[entry.id]
+  if not sb then
+    if not entry.ref or type(self.cls.connect) ~= "function" then return end
+    local ok, got = pcall(self.cls.connect, entry.ref, connect_opts(self))
+    rethrow_cancel(got)
+    if not ok then return end -- already gone: nothing to kill
+    sb = got
+  end
+  local ok, err = pcall(sb.terminate, sb)
+  rethrow_cancel(err)
+  if not ok then
+    log.warn("pool: could not kill an idle sandbox: " .. tostring(err), { pool = self.name, sandbox_id = entry.id })
+  end
+end
+
+-- Runs fn(...) as a background task of the pool: shutdown waits for it (graceful) or cancels it.
+local function background(self, fn, ...)
+  local task
+  task = loop.spawn(function(...)
+    local ok, err = pcall(fn, ...)
+    self.background[task] = nil
+    if next(self.background) == nil and self.creating == 0 and self.acquiring == 0 then self.settled:broadcast() end
+    if not ok and not loop.is_cancelled(err) then
+      log.warn("pool: background work failed: " .. tostring(err), { pool = self.name })
+    end
+  end, ...)
+  self.background[task] = true
+  return task
+end
+
+-- Kills run shielded: a cancel (a non-graceful shutdown) waits for them rather than leak the sandbox.
+local function kill_in_background(self, entries)
+  if not entries or #entries == 0 then return end
+  self.stats.discarded = self.stats.discarded + #entries
+  for _, e in ipairs(entries) do background(self, loop.shield, kill_entry, self, e) end
+end
+
+local function record_failure(self, err)
+  self.failures = self.failures + 1
+  self.stats.create_failures = self.stats.create_failures + 1
+  self.last_error = errors.is_error(err) and tostring(err) or errors.describe(err)
+  local wait = options.backoff(self.opts, self.failures)
+  if wait > 0 then
+    self.backoff_until = loop.now() + wait
+    log.warn(string.format("pool '%s' is degraded after %d failures in a row; next warm-up in %gs: %s", self.name,
+      self.failures, wait, self.last_error), { pool = self.name })
+  end
+end
+
+local function record_success(self)
+  self.failures = 0
+  self.backoff_until = nil
+end
+
+local function degraded(self) return self.failures >= self.opts.degraded_threshold end
+
+-- health(sb) -> true | false, why. A provider's _alive() probe when it has one (false = gone), then the
+-- handle's own view (a lease that ended, a terminated handle).
+local function health(sb)
+  if type(sb.is_running) == "function" and not sb:is_running() then return false, "the sandbox is not running" end
+  if type(sb._alive) == "function" then
+    local ok, alive = pcall(sb._alive, sb)
+    rethrow_cancel(alive)
+    if ok and alive == false then return false, "the sandbox is gone (its health check failed)" end
+  end
+  return true
+end
+
+-- The prepare hook; a failure kills the sandbox and is raised.
+local function prepare(self, sb)
+  local fn = self.opts.prepare
+  if not fn then return end
+  local ok, err = pcall(fn, sb)
+  if ok then return end
+  rethrow_cancel(err)
+  local id = sb.sandbox_id
+  pcall(sb.terminate, sb)
+  error(errors.wrap(errors.SandboxStartError, Stage.CREATE, err,
+    string.format("pool '%s': prepare failed for sandbox %s: %s", self.name, tostring(id), errors.describe(err))), 0)
+end
+
+---------------------------------------------------------------------------------------------------
+-- the reconciler (only the primary creates and shrinks)
+
+local function renew_lock(self)
+  local t0 = loop.now()
+  local ok, held = store_call(self, "renew_primary_lock", self.owner, self.opts.primary_lock_ttl)
+  if ok and held then
+    self.lock_until = t0 + self.opts.primary_lock_ttl
+    return true
+  end
+  self.primary = false
+  return false
+end
+
+-- Creates one warm sandbox and puts it idle. Returns true when it was put.
+local function warm_one(self)
+  local ok, sb = pcall(self.cls.create, create_opts(self, self.opts.idle_timeout, true))
+  rethrow_cancel(sb)
+  if not ok then
+    record_failure(self, sb)
+    return false
+  end
+  self.stats.created = self.stats.created + 1
+  local pok, perr = pcall(prepare, self, sb)
+  rethrow_cancel(perr)
+  if not pok then
+    record_failure(self, perr)
+    return false
+  end
+  local function orphan(why)
+    log.warn(string.format("pool '%s': killing a new warm sandbox: %s", self.name, why), { sandbox_id = sb.sandbox_id })
+    loop.shield(function() pcall(sb.terminate, sb) end)
+    return false
+  end
+  if self.opts.prepare then sb:set_timeout(self.opts.idle_timeout) end -- the lease starts after prepare (§5.2)
+  if not renew_lock(self) then return orphan("the primary lock was lost") end
+  local entry = { id = sb.sandbox_id, sandbox = nil, ref = nil }
+  if self.store.shared then
+    entry.ref = sb:ref()
+    self.handles[entry.id] = sb
+  else
+    entry.sandbox = sb
+  end
+  local sok, put = store_call(self, "put_idle", entry)
+  if not sok then return orphan(put.message) end
+  record_success(self)
+  if put then self.arrived:broadcast() end
+  return true
+end
+
+-- Kills up to n idle sandboxes over the target (renewing the lock before each, §5.2 step 3).
+local function shrink(self, n)
+  for _ = 1, n do
+    if not renew_lock(self) then return end
+    local ok, entry, discarded = store_call(self, "take_idle", -math.huge)
+    if not ok or not entry then return end
+    kill_in_background(self, discarded)
+    kill_in_background(self, { entry })
+  end
+end
+
+-- One tick (§5.2). Returns true when there is more to do right away.
+local function tick(self)
+  local now = loop.now()
+  if self.last_tick and now - self.last_tick > self.opts.primary_lock_ttl then
+    self.stalled_for = now - self.last_tick
+    log.warn(string.format("pool '%s': the loop did not run for %.1fs (longer than primary_lock_ttl %gs); the "
+      .. "primary lock may have lapsed; catching up", self.name, self.stalled_for, self.opts.primary_lock_ttl),
+      { pool = self.name })
+  end
+  self.last_tick = now
+  local ok, got = store_call(self, "try_acquire_primary_lock", self.owner, self.opts.primary_lock_ttl)
+  if not ok or not got then
+    self.primary = false
+    return false
+  end
+  self.primary, self.lock_until = true, now + self.opts.primary_lock_ttl
+  if self.store.is_destroyed then
+    local dok, destroyed = store_call(self, "is_destroyed")
+    if dok and destroyed then
+      self.lifecycle = "destroyed"
+      return false
+    end
+  end
+  local rok, discarded = store_call(self, "reap_expired_idle", self.opts.acquire_min_remaining_ttl)
+  if rok then kill_in_background(self, discarded) end
+  local mok, max = store_call(self, "get_max_idle")
+  if mok and max then self.size = max end
+  local cok, idle = store_call(self, "idle_count")
+  if not cok then return false end
+  if idle > self.size then
+    shrink(self, math.min(idle - self.size, self.opts.warmup_concurrency))
+    return false
+  end
+  local deficit = self.size - idle
+  if deficit <= 0 or self.lifecycle ~= "running" then return false end
+  if self.backoff_until and loop.now() < self.backoff_until then return false end
+  if not renew_lock(self) then return false end
+  local n = math.min(deficit, self.opts.warmup_concurrency)
+  local tasks = {}
+  self.creating = self.creating + n
+  for i = 1, n do tasks[i] = loop.spawn(warm_one, self) end
+  local made = 0
+  local gok, gerr = pcall(function()
+    for i = 1, n do
+      if tasks[i]:wait() then made = made + 1 end
+    end
+  end)
+  self.creating = self.creating - n
+  if not gok then
+    -- cancelled (a non-graceful shutdown): the creates in flight tear their sandboxes down; wait for that
+    loop.shield(function()
+      for i = 1, n do tasks[i]:cancel() end
+      for i = 1, n do pcall(tasks[i].wait, tasks[i]) end
+    end)
+    error(gerr, 0)
+  end
+  return made > 0 and deficit - made > 0
+end
+
+local function reconcile(self)
+  while self.lifecycle == "running" do
+    local ok, more = pcall(tick, self)
+    if not ok then
+      rethrow_cancel(more)
+      self.last_error = tostring(more)
+      log.warn("pool: reconcile tick failed: " .. tostring(more), { pool = self.name })
+      more = false
+    end
+    if self.lifecycle ~= "running" then break end
+    if not more then
+      local wake_at = loop.now() + self.opts.reconcile_interval
+      if self.backoff_until and self.backoff_until < wake_at then wake_at = math.max(loop.now(), self.backoff_until) end
+      self.wake:wait(wake_at)
+    end
+  end
+end
+
+---------------------------------------------------------------------------------------------------
+-- public methods
+
+local function running(self, what)
+  if self.lifecycle == "running" then return end
+  if self.lifecycle == "destroyed" then
+    error(pool_error(errors.PoolDestroyedError, string.format("pool '%s' was destroyed (%s)", self.name, what)), 0)
+  end
+  error(pool_error(errors.PoolNotRunningError, string.format("pool '%s' is not running (%s; state %s)%s", self.name,
+    what, self.lifecycle, self.lifecycle == "new" and ": call pool:start() first" or "")), 0)
+end
+
+-- pool:start() -> pool. Writes the idle TTL and the target size to the store and starts the reconciler,
+-- whose first tick runs as soon as the loop runs. Raises PoolStateStoreUnavailableError when the store
+-- cannot be reached, PoolDestroyedError when the pool was destroyed.
+function Pool:start()
+  if self.lifecycle == "running" then return self end
+  if self.lifecycle == "destroyed" then running(self, "start") end
+  loop.run(function()
+    local ok, err = store_call(self, "set_idle_entry_ttl", self.opts.idle_timeout)
+    if not ok then error(err, 0) end
+    if self.store.is_destroyed then
+      local dok, destroyed = store_call(self, "is_destroyed")
+      if not dok then error(destroyed, 0) end
+      if destroyed then
+        self.lifecycle = "destroyed"
+        running(self, "start")
+      end
+    end
+    ok, err = store_call(self, "set_max_idle", self.size)
+    if not ok then error(err, 0) end
+  end)
+  self.lifecycle = "running"
+  self.reconciler = loop.spawn(reconcile, self)
+  return self
+end
+
+local function direct_create(self, lease)
+  self.stats.direct = self.stats.direct + 1
+  local sb = self.cls.create(create_opts(self, lease, false))
+  prepare(self, sb)
+  return sb
+end
+
+-- Reconnects to a taken entry and checks its health. -> sb | nil, why
+local function checkout(self, entry, deadline)
+  local sb = entry.sandbox or self.handles[entry.id]
+  if not sb then
+    local copts = connect_opts(self)
+    local remaining = deadline - loop.now()
+    if remaining <= 0 then return nil, "the acquire timeout passed before the sandbox could be reached" end
+    local c = {}
+    for k, v in pairs(copts) do c[k] = v end
+    local ok, got = pcall(self.cls.connect, entry.ref, c)
+    rethrow_cancel(got)
+    if not ok then return nil, got end
+    sb = got
+  end
+  local alive, why = health(sb)
+  if not alive then return nil, why, sb end
+  return sb
+end
+
+local function hand_over(self, sb, lease)
+  if self.store.shared then
+    self.handles[sb.sandbox_id] = nil
+    rawset(sb, "keep_alive", false)
+    local sandbox = require "glsb.sandbox"
+    if type(sandbox.track) == "function" then sandbox.track(sb) end
+  end
+  if lease then sb:set_timeout(lease) end
+  return sb
+end
+
+local function acquire_body(self, policy, deadline, lease)
+  local ok, entry, discarded = store_call(self, "take_idle", self.opts.acquire_min_remaining_ttl)
+  if not ok then
+    if policy == M.Policy.FAIL_FAST then error(entry, 0) end
+    log.warn("pool: the store is unavailable; creating a sandbox directly: " .. entry.message, { pool = self.name })
+    return hand_over(self, direct_create(self, lease), nil)
+  end
+  kill_in_background(self, discarded)
+  self.wake:notify() -- a deficit now: the reconciler replenishes without waiting for its interval
+  if entry then
+    local sb, why, handle = checkout(self, entry, deadline)
+    if sb then
+      self.stats.hits = self.stats.hits + 1
+      return hand_over(self, sb, lease)
+    end
+    self.stats.dead = self.stats.dead + 1
+    store_call(self, "remove_idle", entry.id)
+    if handle then entry.sandbox = handle end
+    kill_in_background(self, { entry })
+    if policy == M.Policy.FAIL_FAST then
+      error(pool_error(errors.PoolAcquireFailedError, string.format("pool '%s': idle sandbox %s is not usable: %s",
+        self.name, entry.id, errors.describe(why)), why), 0)
+    end
+    log.info(string.format("pool '%s': idle sandbox %s is not usable (%s); creating one directly", self.name,
+      entry.id, errors.describe(why)), { pool = self.name })
+  else
+    self.stats.misses = self.stats.misses + 1
+    if policy == M.Policy.FAIL_FAST then
+      error(pool_error(errors.PoolEmptyError, string.format("pool '%s' has no idle sandbox (fail_fast)", self.name)), 0)
+    end
+  end
+  return hand_over(self, direct_create(self, lease), nil)
+end
+
+local ACQUIRE_KEYS = { timeout = "number", policy = "string", sandbox_timeout = "number" }
+
+-- pool:acquire(opts) -> a running sandbox the caller owns.
+-- opts.timeout: seconds for reaching and checking an idle sandbox (default acquire_timeout, 30 s);
+-- opts.policy: "direct_create" (default: create one when no idle sandbox is usable) or "fail_fast";
+-- opts.sandbox_timeout: the lease of the acquired sandbox (default the create opts' timeout, else the
+-- warm lease of idle_timeout is left as it is).
+function Pool:acquire(opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("pool:acquire: opts must be a table", 2) end
+  for k, v in pairs(opts) do
+    if not ACQUIRE_KEYS[k] then error("pool:acquire: unknown option " .. tostring(k), 2) end
+    if type(v) ~= ACQUIRE_KEYS[k] then
+      error(string.format("pool:acquire: opts.%s must be a %s", k, ACQUIRE_KEYS[k]), 2)
+    end
+  end
+  local policy = opts.policy or M.Policy.DIRECT_CREATE
+  if policy ~= M.Policy.DIRECT_CREATE and policy ~= M.Policy.FAIL_FAST then
+    error("pool:acquire: opts.policy must be \"direct_create\" or \"fail_fast\", got " .. tostring(policy), 2)
+  end
+  local timeout = opts.timeout or self.opts.acquire_timeout
+  if timeout <= 0 then error("pool:acquire: opts.timeout must be > 0", 2) end
+  running(self, "acquire")
+  local lease = opts.sandbox_timeout or self.opts.create.timeout
+  self.acquiring = self.acquiring + 1
+  local res = table.pack(pcall(loop.run, acquire_body, self, policy, loop.now() + timeout, lease))
+  self.acquiring = self.acquiring - 1
+  if not res[1] then error(res[2], 0) end
+  return res[2]
+end
+
+-- pool:snapshot() -> { state, lifecycle, idle, size, failures, backoff, backoff_active, last_error, in_flight,
+-- primary, stalled, store, store_ok, owner, stats }. idle is nil when the store cannot be reached.
+function Pool:snapshot()
+  local idle
+  if self.lifecycle ~= "new" or not self.store.shared then
+    local ok, sok, n = pcall(loop.run, store_call, self, "idle_count")
+    if ok and sok then idle = n end
+  end
+  local state
+  if self.lifecycle == "draining" then state = M.State.DRAINING
+  elseif self.lifecycle ~= "running" then state = M.State.STOPPED
+  elseif degraded(self) then state = M.State.DEGRADED
+  else state = M.State.HEALTHY end
+  local now = loop.now()
+  local backoff = self.backoff_until and math.max(0, self.backoff_until - now) or 0
+  -- the reconciler is overdue when the loop has not run it for longer than a tick and a margin
+  local stalled = self.lifecycle == "running" and self.last_tick ~= nil
+    and now - self.last_tick > 2 * self.opts.reconcile_interval + 1
+  local in_flight = self.creating + self.acquiring
+  for _ in pairs(self.background) do in_flight = in_flight + 1 end
+  local stats = {}
+  for k, v in pairs(self.stats) do stats[k] = v end
+  return {
+    state = state, lifecycle = self.lifecycle, idle = idle, size = self.size, failures = self.failures,
+    backoff = backoff, backoff_active = backoff > 0, last_error = self.last_error, in_flight = in_flight,
+    primary = self.primary and self.lock_until ~= nil and now < self.lock_until,
+    lock_lapsed = self.primary and self.lock_until ~= nil and now >= self.lock_until,
+    stalled = stalled, store = self.store.kind, store_ok = self.store_ok, owner = self.owner, stats = stats,
+  }
+end
+
+-- pool:resize(n): the new target (in a shared store, for every process of the pool).
+function Pool:resize(n)
+  if type(n) ~= "number" or n < 0 or n ~= math.floor(n) then
+    error("pool:resize: size must be an integer >= 0, got " .. tostring(n), 2)
+  end
+  self.size = math.tointeger(n)
+  local ok, err = loop.run(store_call, self, "set_max_idle", self.size)
+  if not ok then error(err, 0) end
+  self.wake:notify()
+  return self.size
+end
+
+-- pool:wait_idle([n], [timeout]) -> true once at least n (default: size) sandboxes are idle, false when
+-- timeout seconds (default warmup_ready_timeout) passed first. With a shared store other processes' puts
+-- are not seen as events: the count is then re-read every 0.2 s.
+function Pool:wait_idle(n, timeout)
+  n = n or self.size
+  timeout = timeout or self.opts.warmup_ready_timeout
+  local deadline = loop.now() + timeout
+  return loop.run(function()
+    while true do
+      local ok, count = store_call(self, "idle_count")
+      if ok and count >= n then return true end
+      if loop.now() >= deadline then return false end
+      local until_ = deadline
+      if self.store.shared or not ok then until_ = math.min(deadline, loop.now() + 0.2) end
+      self.arrived:wait(until_)
+    end
+  end)
+end
+
+-- pool:release_all_idle() -> how many idle sandboxes it killed. Works in any state (also after
+-- shutdown), from any process of the pool.
+function Pool:release_all_idle()
+  return loop.run(function()
+    local entries = {}
+    while true do
+      local ok, entry, discarded = store_call(self, "take_idle", -math.huge)
+      if not ok then error(entry, 0) end
+      for _, e in ipairs(discarded or {}) do entries[#entries + 1] = e end
+      if not entry then break end
+      entries[#entries + 1] = entry
+    end
+    local tasks = {}
+    for i, e in ipairs(entries) do tasks[i] = loop.spawn(kill_entry, self, e) end
+    for _, t in ipairs(tasks) do pcall(t.wait, t) end
+    return #entries
+  end)
+end
+
+local function in_flight_count(self)
+  local n = self.creating + self.acquiring
+  for _ in pairs(self.background) do n = n + 1 end
+  return n
+end
+
+-- pool:shutdown({graceful = true, release_idle = ?}): DRAINING, then STOPPED. graceful waits up to
+-- drain_timeout for warm-ups and background kills in flight (then cancels them); graceful = false cancels
+-- them at once. The primary lock is released. release_idle (default: true for a memory store the pool
+-- made itself, whose idle sandboxes nobody else can use; false for a shared store) kills the idle ones.
+function Pool:shutdown(opts)
+  opts = opts or {}
+  if self.lifecycle == "stopped" or self.lifecycle == "new" then
+    self.lifecycle = "stopped"
+    return
+  end
+  local graceful = opts.graceful ~= false
+  local release_idle = opts.release_idle
+  if release_idle == nil then release_idle = self.owns_store and not self.store.shared end
+  self.lifecycle = self.lifecycle == "destroyed" and "destroyed" or "draining"
+  loop.run(function()
+    self.wake:broadcast()
+    local deadline = loop.now() + (graceful and self.opts.drain_timeout or 0)
+    local r = self.reconciler
+    if r and not r:done() then
+      if graceful then r:wait(math.max(0.001, deadline - loop.now())) end
+      if not r:done() then
+        r:cancel()
+        pcall(r.wait, r)
+      end
+    end
+    while graceful and in_flight_count(self) > 0 and loop.now() < deadline do
+      self.settled:wait(deadline)
+    end
+    -- background work is kills (shielded: a cancel waits for them); never leave one half done
+    for t in pairs(self.background) do t:cancel() end
+    for t in pairs(self.background) do pcall(t.wait, t, self.opts.drain_timeout) end
+    if self.primary then store_call(self, "release_primary_lock", self.owner) end
+    self.primary = false
+    if release_idle then pcall(self.release_all_idle, self) end
+  end)
+  if self.lifecycle ~= "destroyed" then self.lifecycle = "stopped" end
+  if self.owns_store and self.store.close and release_idle then self.store:close() end
+end
+
+-- pool:destroy() -> killed count: stops this pool, kills every idle sandbox and marks the pool destroyed in
+-- the store, so every process of the pool stops at its next tick and raises PoolDestroyedError.
+function Pool:destroy()
+  if self.lifecycle ~= "stopped" and self.lifecycle ~= "new" and self.lifecycle ~= "destroyed" then
+    self:shutdown({ graceful = false, release_idle = false })
+  end
+  local killed = self:release_all_idle()
+  if self.store.destroy then
+    local ok, err = loop.run(store_call, self, "destroy")
+    if not ok then error(err, 0) end
+  end
+  self.lifecycle = "destroyed"
+  return killed
+end
+
+Pool.__close = function(self)
+  local ok, err = pcall(self.shutdown, self, { graceful = false })
+  if not ok then log.error("pool shutdown on scope exit failed: " .. tostring(err), { pool = self.name }) end
+end
+
+Pool.__tostring = function(self)
+  return string.format("glsb.Pool(%s, %s, size=%d, %s)", self.name, self.provider, self.size, self.lifecycle)
+end
+
+return M
