@@ -220,6 +220,17 @@ describe("glsb.trace OTLP export #trace", function()
     end
   end)
 
+  it("flushes when the script ends with an error too", function()
+    rec:reset()
+    local _, status, err = run({ "env", "OTEL_EXPORTER_OTLP_ENDPOINT=" .. rec.endpoint, ROOT .. "/build/glsb-lua", "-e",
+      'require("glsb.trace").start_span("before-error"):finish() error("script failed")' })
+    assert.are.equal(1, status)
+    assert.matches("script failed", err)
+    local got = rec:received()
+    assert.are.equal(1, #got.spans)
+    assert.are.equal("before-error", got.spans[1].name)
+  end)
+
   it("ends a script quickly with one warning line when the collector is unreachable", function()
     rec:refuse()
     local script = [[
