@@ -2,7 +2,8 @@
 --
 -- Ended spans wait in a bounded queue (max_queue_size; beyond it a span is dropped and counted, so
 -- memory never grows with a slow or absent collector). A worker task exports them in batches of at most
--- max_export_batch_size: as soon as a batch is full, or schedule_delay after the oldest queued span. One
+-- max_export_batch_size: as soon as a batch is full (on_end notifies it), or schedule_delay after the
+-- oldest queued span. One
 -- export at a time (the specification forbids concurrent Export calls), each bounded by export_timeout,
 -- retries included. The worker exists only while spans are queued: with nothing to send there is no
 -- task, no timer, no wake-up. The user's call never waits for any of it: on_end only appends to a table.
@@ -24,7 +25,7 @@ function M.new(opts)
     max_queue = opts.max_queue_size, max_batch = opts.max_export_batch_size,
     delay = opts.schedule_delay, export_timeout = opts.export_timeout,
     queue = {}, head = 1, tail = 0, first_at = nil,
-    worker = nil, sleeping = false, failing = false, warned = false, shut = false,
+    worker = nil, sleeping = false, wakeup = loop.condition(), failing = false, warned = false, shut = false,
     stats = { queued = 0, exported = 0, dropped = 0, failed_exports = 0, exports = 0 },
   }, Batch)
 end
@@ -74,15 +75,14 @@ local function worker_body(self)
   local me = loop.current()
   if self.clear_context then self.clear_context() end
   while self.worker == me and self:size() > 0 do
-    if self:size() < self.max_batch then
-      local wait = self.first_at + self.delay - loop.now()
-      if wait > 0 then
-        self.sleeping = true
-        loop.sleep(wait) -- a full batch or a flush cancels this task and starts another
-        self.sleeping = false
-      end
+    -- wait for a full batch (on_end notifies) or the schedule delay after the oldest queued span
+    while self.worker == me and self:size() > 0 and self:size() < self.max_batch
+        and loop.now() < self.first_at + self.delay do
+      self.sleeping = true
+      self.wakeup:wait(self.first_at + self.delay)
+      self.sleeping = false
     end
-    if self.worker ~= me then return end
+    if self.worker ~= me or self:size() == 0 then break end
     local batch = take(self, self.max_batch)
     local ok, err = pcall(self._export, self, batch, loop.now() + self.export_timeout, self.failing and 1 or nil)
     if not ok then
@@ -99,8 +99,6 @@ local function worker_body(self)
 end
 
 function Batch:_start_worker()
-  if self.worker and not self.worker:done() then self.worker:cancel() end
-  self.worker = nil
   self.sleeping = false
   self.worker = loop.spawn(worker_body, self)
 end
@@ -118,7 +116,7 @@ function Batch:on_end(span)
   if not self.worker then
     self:_start_worker()
   elseif self.sleeping and self:size() >= self.max_batch then
-    self:_start_worker() -- the sleeper is cancelled; the new worker exports at once
+    self.wakeup:notify()
   end
 end
 
@@ -130,7 +128,7 @@ function Batch:force_flush(timeout, attempts)
   self.worker = nil
   if w and not w:done() then
     w:cancel()
-    pcall(w.wait, w, deadline) -- lets it put its batch back
+    pcall(w.wait, w, math.max(0.001, deadline - loop.now())) -- lets it put its batch back
   end
   local all = true
   while self:size() > 0 and loop.now() < deadline do
