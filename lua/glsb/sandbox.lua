@@ -66,6 +66,7 @@ local packages = require "glsb.packages"
 local log = require "glsb.log"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
+local trace_seam = require "glsb.trace.seam"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
@@ -299,6 +300,18 @@ local function guarded(self, fn, ...)
 end
 M.guarded = guarded
 
+-- Tracing's choke point (glsb.trace): fn(...) inside a span named `name` when tracing is on; one field
+-- read when it is off. traced_op wraps a public operation's guarded body.
+local function traced(name, self, attributes, fn, ...)
+  if trace_seam.on then return trace_seam.operation(name, self, attributes, fn, ...) end
+  return fn(...)
+end
+
+local function traced_op(name, self, fn, ...)
+  if trace_seam.on then return trace_seam.operation(name, self, nil, guarded, self, fn, ...) end
+  return guarded(self, fn, ...)
+end
+
 ---------------------------------------------------------------------------
 -- create
 ---------------------------------------------------------------------------
@@ -323,7 +336,12 @@ local function do_create(self, sopts, retry_override)
     log.info(string.format("create attempt %d failed (transient), retrying in %.2fs: %s", attempt, delay,
       tostring(err)), { provider = self.provider })
   end
-  retry.call(start_attempt, p, self, sopts)
+  local attempt = 0
+  retry.call(function(...)
+    attempt = attempt + 1
+    return traced("glsb.sandbox.create.attempt", self, trace_seam.on and { ["glsb.retry.attempt"] = attempt },
+      start_attempt, ...)
+  end, p, self, sopts)
   self._state = "running"
   self:_after_start(sopts)
   return self
@@ -345,7 +363,7 @@ function M.create(cls, opts)
   if cls._prepare_create then cls._prepare_create(sopts, 3) end
   local self = M.new(cls, sopts)
   self.timeout = sopts.timeout
-  return guarded(self, do_create, sopts, opts.retry)
+  return traced_op("glsb.sandbox.create", self, do_create, sopts, opts.retry)
 end
 
 ---------------------------------------------------------------------------
@@ -382,7 +400,8 @@ end
 -- never ran, so the result is ERROR with failure.retry_safe = true.
 local function with_files(self, files, upload_dir, started)
   if #files == 0 then return nil end
-  local ok, err = pcall(upload_files, self, files, upload_dir, constants.DEFAULT_UPLOAD_TIMEOUT)
+  local ok, err = pcall(traced, "glsb.sandbox.upload", self, nil, upload_files, self, files, upload_dir,
+    constants.DEFAULT_UPLOAD_TIMEOUT)
   if ok then return nil end
   if retry.is_cancellation(err) then error(err, 0) end
   return ExecutionResult.new {
@@ -395,6 +414,7 @@ end
 -- The body of execute_code / execute_command: upload the files, then run the hook.
 local function execution_body(self, what, hook, payload, hopts, files, upload_dir)
   require_running(self, what)
+  if trace_seam.on then hopts.env = trace_seam.sandbox_env(hopts.env, hopts.trace_into_sandbox) end
   local started = now()
   local failed = with_files(self, files, upload_dir, started)
   if failed then return failed end
@@ -403,7 +423,8 @@ end
 
 -- sb:execute_command(command, opts) -> ExecutionResult. Never raises for
 -- what the command did. opts: timeout (nil = 30 s, <= 0 = none), env, cwd,
--- on_stdout, on_stderr, files, upload_dir.
+-- on_stdout, on_stderr, files, upload_dir, trace_into_sandbox (TRACEPARENT in
+-- env; default: glsb.trace.configure's).
 function BaseSandbox:execute_command(command, opts)
   if type(command) ~= "string" then error("execute_command: command must be a string", 2) end
   opts = check_opts(opts, "execute_command", 2)
@@ -413,9 +434,11 @@ function BaseSandbox:execute_command(command, opts)
     cwd = check_field(opts, "cwd", "string", "execute_command", 2),
     on_stdout = check_field(opts, "on_stdout", "function", "execute_command", 2),
     on_stderr = check_field(opts, "on_stderr", "function", "execute_command", 2),
+    trace_into_sandbox = check_field(opts, "trace_into_sandbox", "boolean", "execute_command", 2),
   }
   local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir, 2)
-  return guarded(self, execution_body, "execute_command", "_run_command", command, hopts, files, upload_dir)
+  return traced_op("glsb.sandbox.execute_command", self, execution_body, "execute_command", "_run_command", command,
+    hopts, files, upload_dir)
 end
 
 local function download_body(self, path, timeout)
@@ -441,7 +464,7 @@ function BaseSandbox:download_file(path, opts)
   if type(path) ~= "string" or path == "" then error("download_file: path must be a non-empty string", 2) end
   opts = check_opts(opts, "download_file", 2)
   local timeout = M.resolve_timeout(opts.timeout, constants.DEFAULT_DOWNLOAD_TIMEOUT, "download_file: opts.timeout", 2)
-  return guarded(self, download_body, path, timeout)
+  return traced_op("glsb.sandbox.download", self, download_body, path, timeout)
 end
 
 local function set_timeout_body(self, seconds)
@@ -468,7 +491,7 @@ function BaseSandbox:set_timeout(seconds)
     log.warn("set_timeout: seconds must be a number > 0, got " .. tostring(seconds), { provider = self.provider })
     return false
   end
-  return guarded(self, set_timeout_body, seconds)
+  return traced_op("glsb.sandbox.set_timeout", self, set_timeout_body, seconds)
 end
 
 local function terminate_body(self, timeout)
@@ -493,7 +516,7 @@ function BaseSandbox:terminate(opts)
   elseif type(timeout) ~= "number" or timeout ~= timeout or timeout <= 0 then
     error("terminate: opts.timeout must be a number of seconds > 0, got " .. tostring(timeout), 2)
   end
-  return guarded(self, terminate_body, timeout)
+  return traced_op("glsb.sandbox.terminate", self, terminate_body, timeout)
 end
 
 ---------------------------------------------------------------------------
@@ -548,7 +571,8 @@ function CodeInterpreterSandbox:_after_start(sopts)
   local started = now()
   local timeout = M.resolve_timeout(sopts.package_install_timeout, constants.DEFAULT_PACKAGE_INSTALL_TIMEOUT,
     "create: opts.package_install_timeout")
-  local ok, r = pcall(self._install_packages, self, pkgs, { timeout = timeout })
+  local ok, r = pcall(traced, "glsb.sandbox.package_install", self, nil, self._install_packages, self, pkgs,
+    { timeout = timeout })
   local result
   if ok then
     result = M.normalize_result(r)
@@ -570,7 +594,8 @@ end
 
 -- sb:execute_code(code, opts) -> ExecutionResult. Never raises for what the
 -- code did. opts: timeout (nil = provider default, <= 0 = none), files,
--- upload_dir (default "/files"), on_stdout, on_stderr, env.
+-- upload_dir (default "/files"), on_stdout, on_stderr, env, trace_into_sandbox
+-- (TRACEPARENT in env; default: glsb.trace.configure's).
 function CodeInterpreterSandbox:execute_code(code, opts)
   if type(code) ~= "string" then error("execute_code: code must be a string", 2) end
   opts = check_opts(opts, "execute_code", 2)
@@ -580,9 +605,11 @@ function CodeInterpreterSandbox:execute_code(code, opts)
     language = self.language,
     on_stdout = check_field(opts, "on_stdout", "function", "execute_code", 2),
     on_stderr = check_field(opts, "on_stderr", "function", "execute_code", 2),
+    trace_into_sandbox = check_field(opts, "trace_into_sandbox", "boolean", "execute_code", 2),
   }
   local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir, 2)
-  return guarded(self, execution_body, "execute_code", "_run_code", code, hopts, files, upload_dir)
+  return traced_op("glsb.sandbox.execute_code", self, execution_body, "execute_code", "_run_code", code, hopts,
+    files, upload_dir)
 end
 
 return M
