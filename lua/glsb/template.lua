@@ -21,6 +21,7 @@
 local errors = require "glsb.errors"
 local packages = require "glsb.packages"
 local Stage = require("glsb.models").Stage
+local trace_seam = require "glsb.trace.seam"
 
 local M = {}
 
@@ -329,7 +330,14 @@ function TemplateBuilder:ensure(spec)
     if is_cancellation(res) then error(res, 0) end
     error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
   end
-  return require("glsb.loop").run(body)
+  local loop = require "glsb.loop"
+  -- tracing's choke point: a span for ensure when tracing is on (one field read when off)
+  if trace_seam.on then
+    return trace_seam.operation("glsb.template.ensure", self,
+      { ["glsb.template.name"] = type(spec) == "table" and type(spec.name) == "string" and spec.name or nil },
+      loop.run, body)
+  end
+  return loop.run(body)
 end
 
 return M
