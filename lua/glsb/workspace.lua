@@ -17,6 +17,7 @@
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local sandbox_mod = require "glsb.sandbox"
+local trace_seam = require "glsb.trace.seam"
 
 local Stage = models.Stage
 
@@ -93,6 +94,13 @@ local function run_guarded(sb, fn, ...)
   error(workspace_error("workspace helper channel failed: " .. errors.describe(err), "channel", err), 0)
 end
 
+-- Tracing's choke point (glsb.trace): a span per workspace operation when tracing is on (one field read
+-- when it is off).
+local function traced(name, sb, fn, ...)
+  if trace_seam.on then return trace_seam.operation(name, sb, nil, fn, ...) end
+  return fn(...)
+end
+
 -- write_workspace_file(sandbox, {relative_path, data, max_bytes, overwrite}) -> {bytes, path, replaced}
 function M.write_workspace_file(sb, req)
   check_sandbox(sb, "write_workspace_file")
@@ -107,7 +115,7 @@ function M.write_workspace_file(sb, req)
   if req.overwrite ~= nil and type(req.overwrite) ~= "boolean" then
     error("write_workspace_file: overwrite must be a boolean", 2)
   end
-  return run_guarded(sb, function(self)
+  return traced("glsb.workspace.write", sb, run_guarded, sb, function(self)
     local argv = { helper_path(self), "write", "--root", self.workspace_root or "/home/user",
                    "--path-hex", hex(path), "--max-bytes", tostring(max_bytes) }
     if not req.overwrite then argv[#argv + 1] = "--no-overwrite" end
@@ -155,7 +163,7 @@ function M.run_workspace_command(sb, argv, opts)
     error("run_workspace_command: max_output_bytes must be a non-negative integer", 2)
   end
 
-  return run_guarded(sb, function(self)
+  return traced("glsb.workspace.run", sb, run_guarded, sb, function(self)
     local full = { helper_path(self), "run", "--root", self.workspace_root or "/home/user",
                    "--timeout", timeout > 0 and tostring(timeout) or "0", "--max-output", tostring(max_output) }
     for _, c in ipairs(cwd) do full[#full + 1] = "--cwd" full[#full + 1] = c end
