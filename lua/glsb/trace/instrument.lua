@@ -72,7 +72,13 @@ end
 local RESULTS = {}
 
 local function execution(span, r)
-  if not is_execution_result(r) then return end
+  if not is_execution_result(r) then
+    -- a hook's plain result table (package install returns one): read it as the base class does
+    local models = package.loaded["glsb.models"]
+    local ok, res = pcall(models.ExecutionResult.new, r)
+    if not ok then return end
+    r = res
+  end
   span:set_attribute("glsb.execution.status", r.status)
   if math.type(r.code) == "integer" then span:set_attribute("glsb.execution.exit_code", r.code) end
   if r.failure then span:set_attribute("glsb.failure.retry_safe", r.failure.retry_safe == true) end
@@ -128,6 +134,20 @@ RESULTS["glsb.workspace.run"] = function(span, res)
   end
 end
 
+-- What an operation's arguments say (counts and sizes only), per operation.
+local ARGS = {}
+
+ARGS["glsb.sandbox.upload"] = function(span, _self, files)
+  local bytes = 0
+  for _, f in ipairs(files) do bytes = bytes + #f.data end
+  span:set_attribute("glsb.files.count", #files)
+  span:set_attribute("glsb.transfer.bytes", bytes)
+end
+
+ARGS["glsb.sandbox.package_install"] = function(span, _self, pkgs)
+  span:set_attribute("glsb.packages.count", #pkgs)
+end
+
 ---------------------------------------------------------------------------------------------------
 -- operations
 
@@ -177,6 +197,8 @@ function M.operation(name, subject, attributes, fn, ...)
     return fn(...) -- a broken tracer must not break the call
   end
   info[span] = inherited(parent, subject)
+  local describe_args = ARGS[name]
+  if describe_args then pcall(describe_args, span, ...) end
   local res = table.pack(pcall(context.with, span, fn, ...))
   pcall(finish, span, subject, name, res[1], res)
   if not res[1] then error(res[2], 0) end
