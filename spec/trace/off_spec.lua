@@ -64,4 +64,55 @@ describe("glsb.trace off #trace", function()
     assert.are.equal("false", on)
     assert.is_true(tonumber(drain) < 1)
   end)
+
+  it("adds no allocation to a sandbox operation: the traced wrapper costs what the bare guarded call does", function()
+    local out = fresh([[
+      local fake = require "support.fake_provider"
+      local sandbox = require "glsb.sandbox"
+      local provider, backend = fake.new("fake")
+      local sb = provider.Sandbox.create {}
+      local up = {}
+      for i = 1, 30 do
+        local name, value = debug.getupvalue(sandbox.CodeInterpreterSandbox.execute_code, i)
+        if not name then break end
+        up[name] = value
+      end
+      assert(up.traced_op and up.execution_body, "execute_code has no traced_op/execution_body upvalue")
+      local hopts, files = { language = "python" }, {}
+      local function via_seam()
+        return up.traced_op("glsb.sandbox.execute_code", sb, up.execution_body, "execute_code", "_run_code",
+          "x", hopts, files, "/files")
+      end
+      local function bare()
+        return sandbox.guarded(sb, up.execution_body, "execute_code", "_run_code", "x", hopts, files, "/files")
+      end
+      local function measure(fn, n)
+        backend.calls = {} -- the fake's call log grows the same way in every run
+        for _ = 1, 50 do fn() end
+        collectgarbage("collect")
+        collectgarbage("stop")
+        local before = collectgarbage("count")
+        for _ = 1, n do fn() end
+        local used = collectgarbage("count") - before
+        collectgarbage("restart")
+        return used * 1024 / n
+      end
+      local a, b = {}, {}
+      for r = 1, 3 do a[r] = measure(bare, 2000); b[r] = measure(via_seam, 2000) end
+      table.sort(a); table.sort(b)
+      sb:terminate()
+      print(string.format("%.1f %.1f", a[2], b[2]))
+      local loaded = {}
+      for name in pairs(package.loaded) do
+        if name:match("^glsb%.trace") then loaded[#loaded + 1] = name end
+      end
+      table.sort(loaded)
+      print(table.concat(loaded, ","))
+    ]])
+    local bare, seam, loaded = out:match("^(%S+) (%S+)\n([^\n]*)\n$")
+    assert.is_not_nil(bare, out)
+    assert.is_true(math.abs(tonumber(seam) - tonumber(bare)) < 16,
+      ("off: %s bytes per execute_code, bare guarded call %s"):format(seam, bare))
+    assert.are.equal("glsb.trace.config,glsb.trace.sampler,glsb.trace.seam", loaded)
+  end)
 end)
