@@ -1,0 +1,443 @@
+-- glsb.providers.opensandbox.execd: the sandbox's execd (port 44772), reached at the endpoint the
+-- lifecycle API hands out (shared/protocols/opensandbox.md §1.5, §2):
+--   GET /ping                                   readiness
+--   POST /command {command, cwd?, envs?, timeout(ms)?}     event stream (§2.2)
+--   POST /code {code, context: {language}}      event stream, the language's default context (§2.4)
+--   DELETE /code?id= , DELETE /command?id=      interrupt
+-- Executions never raise for what the code or the wire did: they return an ExecutionResult.
+--
+-- The stream: one JSON event per line ("\n\n" between events; a "data:" prefix tolerated, as the SDKs
+-- do): init, stdout/stderr, execution_count, result, status, error, execution_complete, ping.
+-- A command's exit code is inferred as the official SDK does (inferForegroundExitCode): the error
+-- event's evalue when there is one, else 0 when execution_complete came, else unknown.
+
+local http = require "glsb.http"
+local models = require "glsb.models"
+local output = require "glsb.output"
+local outcome = require "glsb.outcome"
+local loop = require "glsb.loop"
+local lifecycle = require "glsb.providers.opensandbox.lifecycle"
+
+local Status = models.ExecutionStatus
+local result = models.ExecutionResult.new
+local json_null = http.json_null
+
+local M = {}
+
+-- execd sends a ping event every 3 s: a stream silent for much longer is dead even without a deadline.
+M.IDLE = 30
+-- Our transfer deadline for a command runs this long past the command's own timeout, which execd
+-- enforces and reports (evalue "-1", "signal: killed"): the server's verdict arrives first.
+M.COMMAND_GRACE = 5
+-- One stdout event carries one line, JSON-escaped (up to 6 bytes per byte).
+M.MAX_FRAME = 8 * output.CAP
+-- How long a run waits, at most, for a context still busy with an interrupted run (execd refuses a
+-- busy context with 500 "session is busy" before running anything, so trying again is safe).
+M.BUSY_WAIT = 10
+-- Readiness, as the official SDKs poll it: GET /ping every 200 ms, up to 30 s.
+M.READY_TIMEOUT = 30
+M.READY_INTERVAL = 0.2
+
+local function clean(v)
+  if v == json_null then return nil end
+  return v
+end
+
+local function decode(s)
+  local ok, v = pcall(http.decode_json, s)
+  if ok and type(v) == "table" then return v end
+  return nil
+end
+
+---------------------------------------------------------------------------
+-- The connection: base URL + the endpoint's headers
+---------------------------------------------------------------------------
+
+local Conn = {}
+Conn.__index = Conn
+
+-- connect(cfg, sandbox_id) -> conn, or raises (an error from lifecycle.check with the given class/stage).
+-- GET /sandboxes/{id}/endpoints/44772?use_server_proxy=...; every header of the answer goes on every
+-- execd call (a gateway routes by them). The API key does not: execd runs inside the sandbox.
+function M.connect(cfg, sandbox_id, class, stage)
+  local res = lifecycle.request(cfg, "GET", lifecycle.sandbox_path(sandbox_id, "/endpoints/" .. M.PORT),
+    nil, { query = "use_server_proxy=" .. (cfg.use_server_proxy and "true" or "false") })
+  lifecycle.raise_if(class, stage, res, "OpenSandbox endpoint lookup failed")
+  local j = res.json
+  if type(j) ~= "table" or type(j.endpoint) ~= "string" or j.endpoint == "" then
+    local errors = require "glsb.errors"
+    errors.raise(class, stage, "OpenSandbox endpoint lookup: the answer has no endpoint",
+      lifecycle.failure(res))
+  end
+  local headers = { ["User-Agent"] = lifecycle.USER_AGENT }
+  if type(j.headers) == "table" then
+    for k, v in pairs(j.headers) do headers[k] = tostring(v) end
+  end
+  local base = j.endpoint:match("^https?://") and j.endpoint or (cfg.protocol .. "://" .. j.endpoint)
+  return setmetatable({ base = base:gsub("/+$", ""), headers = headers, cfg = cfg, sandbox_id = sandbox_id,
+    endpoint = j.endpoint }, Conn)
+end
+M.PORT = lifecycle.EXECD_PORT
+
+function Conn:url(path) return self.base .. path end
+
+function Conn:hdrs(extra)
+  local h = {}
+  for k, v in pairs(self.headers) do h[k] = v end
+  for k, v in pairs(extra or {}) do h[k] = v end
+  return h
+end
+
+-- conn:http(req) -> glsb.http result, with the connection's transport options.
+function Conn:http(req)
+  req.cainfo = req.cainfo or self.cfg.cainfo
+  req.connect_timeout = req.connect_timeout or lifecycle.CONNECT_TIMEOUT
+  return http.request(req)
+end
+
+-- conn:ping(timeout) -> true, or false, what went wrong (a transport failure or an HTTP status).
+function Conn:ping(timeout)
+  local res = self:http { method = "GET", url = self:url("/ping"), headers = self:hdrs(),
+    connect_timeout = math.min(lifecycle.CONNECT_TIMEOUT, timeout), timeout = timeout }
+  if res.error then return false, res.error end
+  if res.status == 200 then return true end
+  return false, lifecycle.failure(res)
+end
+
+-- wait_ready(conn, timeout, interval) -> true, or false, last failure: /ping until 200, first at once.
+function M.wait_ready(conn, timeout, interval)
+  local deadline = loop.now() + (timeout or M.READY_TIMEOUT)
+  local last
+  while true do
+    local left = deadline - loop.now()
+    local ok, why = conn:ping(math.max(0.5, math.min(5, left)))
+    if ok then return true end
+    last = why
+    if loop.now() + (interval or M.READY_INTERVAL) > deadline then return false, last end
+    loop.sleep(interval or M.READY_INTERVAL)
+  end
+end
+
+---------------------------------------------------------------------------
+-- The event stream
+---------------------------------------------------------------------------
+
+-- One parsed event of a line, or nil for blank/comment/SSE field lines.
+local function event_of(line)
+  line = line:gsub("^%s+", ""):gsub("%s+$", "")
+  if line == "" or line:sub(1, 1) == ":" then return nil end
+  if line:match("^event:") or line:match("^id:") or line:match("^retry:") then return nil end
+  if line:sub(1, 5) == "data:" then line = line:sub(6):gsub("^%s+", "") end
+  return decode(line)
+end
+
+-- stream(conn, path, body, opts, on_event) -> res, st. POSTs body (JSON) and feeds every event to
+-- on_event(ev); on_event returns true for the last event that matters (the transfer then stops: execd
+-- holds a command stream open for its grace period after its last event). st.status is the HTTP
+-- status, st.error_body the body of a non-200 answer.
+function M.stream(conn, path, body, opts, on_event)
+  local st = {}
+  local res = conn:http {
+    method = "POST", url = conn:url(path),
+    headers = conn:hdrs { ["Content-Type"] = "application/json", Accept = "text/event-stream" },
+    body = http.encode_json(body),
+    connect_timeout = math.min(lifecycle.CONNECT_TIMEOUT, opts.timeout or lifecycle.CONNECT_TIMEOUT),
+    timeout = opts.timeout or 0,
+    idle_timeout = M.IDLE,
+    framer = "lines",
+    max_frame = M.MAX_FRAME,
+    on_headers = function(status) st.status = status end,
+    on_frame = function(line)
+      if st.status ~= 200 then
+        st.error_body = (st.error_body or "") .. line .. "\n"
+        return
+      end
+      local ev = event_of(line)
+      if ev and on_event(ev) then
+        st.finished = true
+        return false
+      end
+    end,
+  }
+  if res.aborted and st.finished then res.aborted = nil end
+  return res, st
+end
+
+-- The result of a non-200 answer to a run. execd refuses synchronously (the run did not start): 400 bad
+-- request, 500 runtime error. In front of execd, 404 means the sandbox is gone and 502/503 that the
+-- proxy could not reach it; a 504 may have come after the run started.
+local function refused(res, st, what, alive)
+  res.body = res.body or st.error_body
+  local f = lifecycle.failure(res)
+  local rid = f.request_id and (" (request id " .. f.request_id .. ")") or ""
+  local msg = string.format("%s: %s%s", what, f.message, rid)
+  local s = res.status
+  if (s == 404 or s == 502 or s == 503 or s == 504) and alive and alive() == false then
+    return result { status = Status.TIMEOUT, error = msg .. " (the sandbox was killed or reached its end of life)",
+      failure = { exception_type = outcome.GONE, retry_safe = false } }
+  end
+  if s == 504 then
+    return result { status = Status.UNKNOWN, error = msg .. "; it may have run",
+      failure = { exception_type = "GatewayTimeout", retry_safe = false } }
+  end
+  local r = result { status = Status.ERROR, error = msg,
+    failure = { exception_type = "SandboxApiException", retry_safe = false } }
+  r.request_id, r.server_code = f.request_id, f.server_code
+  return r
+end
+
+---------------------------------------------------------------------------
+-- Commands: POST /command
+---------------------------------------------------------------------------
+
+-- Commands travel as JSON text: bytes that are not UTF-8 would arrive altered (Go replaces them), so
+-- refuse them here, before anything is sent. -> nil, or an ERROR result.
+function M.refuse_non_utf8(texts)
+  for _, t in ipairs(texts) do
+    if type(t) == "string" and not utf8.len(t) then
+      return result { status = Status.ERROR,
+        error = "OpenSandbox carries commands as JSON text: not valid UTF-8: " .. ("%q"):format(t:sub(1, 80)),
+        failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+    end
+  end
+  return nil
+end
+
+-- execd streams output as lines without their terminators, so whether the output ended with a newline
+-- is lost. The command runs in a subshell followed by one "\n" on each stream: the output is then the
+-- lines joined by "\n", exactly (but for "\r", which execd also takes for a line end). Without that
+-- last newline (the command was killed, the stream cut) the last line's own newline may be missing.
+function M.wrap(command)
+  return "(\n" .. command .. "\n); __glsb_rc=$?; printf '\\n'; printf '\\n' >&2; exit $__glsb_rc"
+end
+
+-- Rebuilds one stream from its line events (see M.wrap) into an output capture.
+local function line_joiner(out)
+  local started = {}
+  return function(name, text)
+    local line = text == "\n" and "" or text
+    out:push(name, started[name] and ("\n" .. line) or line)
+    started[name] = true
+  end
+end
+
+-- run_command(conn, command, opts) -> ExecutionResult. opts: timeout (s or nil), env, cwd, on_stdout,
+-- on_stderr, alive (fn).
+function M.run_command(conn, command, opts)
+  local texts = { command, opts.cwd }
+  for k, v in pairs(opts.env or {}) do texts[#texts + 1] = k texts[#texts + 1] = tostring(v) end
+  local bad = M.refuse_non_utf8(texts)
+  if bad then return bad end
+  local body = { command = M.wrap(command), background = false }
+  if opts.cwd then body.cwd = opts.cwd end
+  if opts.env and next(opts.env) then
+    local env = {}
+    for k, v in pairs(opts.env) do env[k] = tostring(v) end
+    body.envs = env
+  end
+  if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout * 1000)) end
+  local out = output.capture(opts)
+  local push = line_joiner(out)
+  local ev_state = {}
+  local res, st = M.stream(conn, "/command", body,
+    { timeout = opts.timeout and (opts.timeout + M.COMMAND_GRACE) or nil },
+    function(ev)
+      local t = ev.type
+      if (t == "stdout" or t == "stderr") and type(ev.text) == "string" then
+        push(t, ev.text)
+      elseif t == "init" then
+        ev_state.id = clean(ev.text)
+      elseif t == "error" then
+        ev_state.error = type(ev.error) == "table" and ev.error or {}
+        return true
+      elseif t == "execution_complete" then
+        ev_state.complete = true
+        return true
+      end
+      return false
+    end)
+  local r
+  if ev_state.error then
+    local e = ev_state.error
+    local value = tostring(clean(e.evalue) or "")
+    local code = value:match("^%s*(-?%d+)%s*$") and math.tointeger(tonumber(value)) or nil
+    local tb = type(e.traceback) == "table" and table.concat(e.traceback, "\n") or ""
+    if code == -1 and opts.timeout and tb:find("signal: killed", 1, true) then
+      r = result { status = Status.TIMEOUT, code = code,
+        error = string.format("execute_command: timed out after %gs (the process group was killed)", opts.timeout),
+        failure = { exception_type = "TimeoutError", retry_safe = false } }
+    elseif code then
+      r = result { status = code == 0 and Status.SUCCESS or Status.ERROR, code = code,
+        error = code ~= 0 and (tb ~= "" and tb or ("exit status " .. code)) or nil }
+    else
+      -- execd could not start it (the OS said why): it did not run
+      r = result { status = Status.ERROR, error = "execute_command: " .. value,
+        failure = { exception_type = tostring(clean(e.ename) or "CommandExecError"), retry_safe = false } }
+    end
+  elseif ev_state.complete then
+    r = result { status = Status.SUCCESS, code = 0 }
+  elseif res.error then
+    local acc = { stdout = out:text("stdout"), stderr = out:text("stderr") }
+    r = outcome.from_failure(res.error, { what = "execute_command", stdout = acc.stdout, stderr = acc.stderr,
+      alive = opts.alive })
+  elseif st.status ~= 200 then
+    r = refused(res, st, "execute_command", opts.alive)
+  else
+    local gone = opts.alive and opts.alive() == false
+    r = result { status = gone and Status.TIMEOUT or Status.UNKNOWN,
+      error = gone and "execute_command: the sandbox was killed or reached its end of life"
+        or "execute_command: the stream ended without a completion or an exit code; the command may have run",
+      failure = { exception_type = gone and outcome.GONE or "ProtocolError", retry_safe = false } }
+  end
+  out:finish(r)
+  r.command_id = ev_state.id
+  return r
+end
+
+---------------------------------------------------------------------------
+-- Code: POST /code
+---------------------------------------------------------------------------
+
+local function strip_ansi(s) return (s:gsub("\27%[[%d;]*m", "")) end
+
+-- The ERROR result of an exception the kernel reported.
+local function exception_result(e)
+  local name, value = tostring(clean(e.ename) or "Error"), tostring(clean(e.evalue) or "")
+  local head = name .. ": " .. value
+  local lines = {}
+  for _, l in ipairs(type(e.traceback) == "table" and e.traceback or {}) do
+    lines[#lines + 1] = strip_ansi(tostring(l))
+  end
+  local tb = table.concat(lines, "\n")
+  if not tb:find(head, 1, true) then tb = tb ~= "" and (tb .. "\n" .. head) or head end
+  local r = result { status = Status.ERROR, code = 1, error = tb }
+  r.error_name, r.error_value, r.traceback = name, value, e.traceback
+  return r
+end
+
+local function is_busy(res, st)
+  if res.error or st.status ~= 500 then return false end
+  local body = res.body or st.error_body or ""
+  return body:find("busy", 1, true) ~= nil
+end
+
+-- run_cell(conn, code, opts) -> ExecutionResult of one cell in the language's default context.
+local function run_cell(conn, code, opts)
+  local body = { code = code, context = { language = opts.language or "python" } }
+  local deadline = opts.timeout and (loop.now() + opts.timeout)
+  local busy_until = loop.now() + math.min(M.BUSY_WAIT, opts.timeout or M.BUSY_WAIT)
+  local wait = 0.05
+  while true do
+    local out = output.capture(opts)
+    local st_ev = { results = {} }
+    local res, st = M.stream(conn, "/code", body, { timeout = deadline and math.max(0.001, deadline - loop.now()) },
+      function(ev)
+        local t = ev.type
+        if (t == "stdout" or t == "stderr") and type(ev.text) == "string" then
+          out:push(t, ev.text)
+        elseif t == "init" then
+          st_ev.context_id = clean(ev.text)
+        elseif t == "execution_count" then
+          st_ev.execution_count = clean(ev.execution_count)
+        elseif t == "result" and type(ev.results) == "table" then
+          local rs = {}
+          for k, v in pairs(ev.results) do rs[k] = clean(v) end
+          -- execd renames the MIME key text/plain to text (the SDKs read either)
+          rs.text = rs.text or rs["text/plain"]
+          st_ev.results[#st_ev.results + 1] = rs
+        elseif t == "error" then
+          st_ev.error = type(ev.error) == "table" and ev.error or {}
+        elseif t == "execution_complete" then
+          st_ev.complete = true
+          return true
+        end
+        return false
+      end)
+    if is_busy(res, st) and loop.now() + wait < busy_until then
+      -- refused before it ran: the context is still finishing an interrupted run
+      loop.sleep(wait)
+      wait = math.min(wait * 2, 0.5)
+    else
+      local r
+      if st_ev.complete or st_ev.error then
+        -- the kernel said how the cell ended (execd may send execution_complete after an error)
+        r = st_ev.error and exception_result(st_ev.error) or result { status = Status.SUCCESS, code = 0 }
+      elseif res.error then
+        r = outcome.from_failure(res.error, { what = "execute_code", stdout = out:text("stdout"),
+          stderr = out:text("stderr"), alive = opts.alive })
+      elseif st.status ~= 200 then
+        r = refused(res, st, "execute_code", opts.alive)
+      else
+        local gone = opts.alive and opts.alive() == false
+        r = result { status = gone and Status.TIMEOUT or Status.UNKNOWN,
+          error = gone and "execute_code: the sandbox was killed or reached its end of life"
+            or "execute_code: the stream ended without execution_complete; the code may have run",
+          failure = { exception_type = gone and outcome.GONE or "ProtocolError", retry_safe = false } }
+      end
+      out:finish(r)
+      r.results = st_ev.results
+      r.execution_count = st_ev.execution_count
+      r.context_id = st_ev.context_id
+      local last = st_ev.results[#st_ev.results]
+      if last and r.status == Status.SUCCESS then r.text = last.text end
+      return r
+    end
+  end
+end
+
+-- Python that sets (or restores) environment variables of the kernel process around one run: /code has
+-- no env field, and execute_code's env lasts one execution.
+local function env_cells(env)
+  local packages = require "glsb.packages"
+  local items = {}
+  local keys = {}
+  for k in pairs(env) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    items[#items + 1] = packages.python_string(k) .. ": " .. packages.python_string(tostring(env[k]))
+  end
+  local set = table.concat({
+    "import os as _glsb_os",
+    "_glsb_env = {" .. table.concat(items, ", ") .. "}",
+    "_glsb_saved_env = {k: _glsb_os.environ.get(k) for k in _glsb_env}",
+    "_glsb_os.environ.update(_glsb_env)",
+    "del _glsb_env",
+  }, "\n")
+  local restore = table.concat({
+    "for _glsb_k, _glsb_v in _glsb_saved_env.items():",
+    "    if _glsb_v is None: _glsb_os.environ.pop(_glsb_k, None)",
+    "    else: _glsb_os.environ[_glsb_k] = _glsb_v",
+    "del _glsb_saved_env",
+  }, "\n")
+  return set, restore
+end
+
+-- run_code(conn, code, opts) -> ExecutionResult. opts: timeout (s or nil), language, env, on_stdout,
+-- on_stderr, alive (fn). r.text is the value of the cell's last expression (text/plain, the repr),
+-- r.results every result's MIME bundle, r.execution_count the kernel's counter.
+function M.run_code(conn, code, opts)
+  if not (opts.env and next(opts.env)) then return run_cell(conn, code, opts) end
+  local set, restore = env_cells(opts.env)
+  local pre = run_cell(conn, set, { timeout = opts.timeout, language = opts.language, alive = opts.alive })
+  if pre.status ~= Status.SUCCESS then
+    pre.error = "execute_code: setting env failed: " .. tostring(pre.error)
+    return pre
+  end
+  local r = run_cell(conn, code, opts)
+  if r.status ~= Status.TIMEOUT and r.status ~= Status.UNKNOWN then
+    run_cell(conn, restore, { timeout = 30, language = opts.language, alive = opts.alive })
+  end
+  return r
+end
+
+-- interrupt(conn, id[, timeout]) -> true, or false, why: DELETE /command?id= (SIGTERM, then SIGKILL
+-- after 3 s) or DELETE /code?id= (a kernel interrupt).
+function M.interrupt(conn, path, id, timeout)
+  local res = conn:http { method = "DELETE", url = conn:url(path .. "?id=" .. http.escape(id)),
+    headers = conn:hdrs(), timeout = timeout or 10 }
+  if res.error then return false, res.error end
+  if res.status == 200 then return true end
+  return false, lifecycle.failure(res)
+end
+
+return M

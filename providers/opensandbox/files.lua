@@ -1,0 +1,115 @@
+-- glsb.providers.opensandbox.files: execd's file API (shared/protocols/opensandbox.md §2.5):
+--   POST /files/upload      multipart/form-data, `metadata` then `file` parts in pairs, both with a
+--                           filename= (metadata: JSON {path, mode?}); parents are created
+--   GET /files/download?path=     the bytes (404 FILE_NOT_FOUND)
+--   GET /files/info?path=...      {path: FileInfo}
+--   GET /directories/list?path=&depth=1
+--   DELETE /files?path= , POST /directories
+-- Failures raise error objects (class and stage given by the caller) whose cause keeps the status,
+-- the server's code and X-Request-ID when there is one.
+
+local http = require "glsb.http"
+local core = require "glsb.core"
+local lifecycle = require "glsb.providers.opensandbox.lifecycle"
+
+local M = {}
+
+M.TIMEOUT = 60
+
+local function check(class, stage, res, what)
+  return lifecycle.raise_if(class, stage, res, what)
+end
+
+-- A multipart boundary that cannot occur in the data.
+local function boundary(parts)
+  local seed = core.sha256(string.format("%.9f:%s", require("glsb.loop").now(), tostring(parts)))
+  local b = "glsb-" .. seed:sub(1, 32)
+  for _, p in ipairs(parts) do
+    while p:find(b, 1, true) do b = b .. seed:sub(1, 4) end
+  end
+  return b
+end
+
+-- A filename= value: Go's multipart reader takes it verbatim between the quotes.
+local function quoted_name(s)
+  return (s:gsub('[%c"\\]', "_"))
+end
+
+-- multipart(files) -> body, content type: one metadata/file pair per {path, data, mode?}, in order.
+function M.multipart(files)
+  local datas = {}
+  for _, f in ipairs(files) do datas[#datas + 1] = f.data end
+  local b = boundary(datas)
+  local out = {}
+  for _, f in ipairs(files) do
+    local meta = { path = f.path }
+    if f.mode then meta.mode = tonumber(string.format("%o", f.mode)) end -- decimal digits = octal mode
+    out[#out + 1] = "--" .. b .. "\r\n"
+      .. 'Content-Disposition: form-data; name="metadata"; filename="metadata"\r\n'
+      .. "Content-Type: application/json\r\n\r\n" .. http.encode_json(meta) .. "\r\n"
+    out[#out + 1] = "--" .. b .. "\r\n"
+      .. 'Content-Disposition: form-data; name="file"; filename="' .. quoted_name(f.path:match("[^/]*$")) .. '"\r\n'
+      .. "Content-Type: application/octet-stream\r\n\r\n"
+    out[#out + 1] = f.data
+    out[#out + 1] = "\r\n"
+  end
+  out[#out + 1] = "--" .. b .. "--\r\n"
+  return table.concat(out), "multipart/form-data; boundary=" .. b
+end
+
+-- upload(conn, files, opts) -> raises on failure. files: {{path, data, mode?}}; one request for all.
+function M.upload(conn, files, opts)
+  if #files == 0 then return end
+  local body, ctype = M.multipart(files)
+  local res = conn:http { method = "POST", url = conn:url("/files/upload"),
+    headers = conn:hdrs { ["Content-Type"] = ctype }, body = body, timeout = opts.timeout or M.TIMEOUT }
+  local more = #files > 1 and (" and " .. (#files - 1) .. " more") or ""
+  check(opts.class, opts.stage, res, "upload of " .. files[1].path .. more .. " failed")
+end
+
+-- download(conn, path, opts) -> bytes, or raises.
+function M.download(conn, path, opts)
+  local res = conn:http { method = "GET", url = conn:url("/files/download?path=" .. http.escape(path)),
+    headers = conn:hdrs(), timeout = opts.timeout or 0 }
+  check(opts.class, opts.stage, res, "download of " .. path .. " failed")
+  return res.body or ""
+end
+
+-- info(conn, path, opts) -> FileInfo table, nil when missing, or raises.
+function M.info(conn, path, opts)
+  local res = conn:http { method = "GET", url = conn:url("/files/info?path=" .. http.escape(path)),
+    headers = conn:hdrs(), timeout = opts.timeout or M.TIMEOUT }
+  if not res.error and res.status == 404 then return nil end
+  check(opts.class, opts.stage, res, "info of " .. path .. " failed")
+  local ok, j = pcall(http.decode_json, res.body or "")
+  if not ok or type(j) ~= "table" then return nil end
+  return j[path]
+end
+
+-- list(conn, path, opts) -> array of FileInfo (depth 1), or raises.
+function M.list(conn, path, opts)
+  local res = conn:http { method = "GET",
+    url = conn:url("/directories/list?path=" .. http.escape(path) .. "&depth=" .. tostring(opts.depth or 1)),
+    headers = conn:hdrs(), timeout = opts.timeout or M.TIMEOUT }
+  check(opts.class, opts.stage, res, "listing " .. path .. " failed")
+  local ok, j = pcall(http.decode_json, res.body or "")
+  if not ok or type(j) ~= "table" then return {} end
+  return j
+end
+
+-- remove(conn, path, opts): DELETE /files?path= (a file; missing is fine), raises on failure.
+function M.remove(conn, path, opts)
+  local res = conn:http { method = "DELETE", url = conn:url("/files?path=" .. http.escape(path)),
+    headers = conn:hdrs(), timeout = opts.timeout or M.TIMEOUT }
+  check(opts.class, opts.stage, res, "removing " .. path .. " failed")
+end
+
+-- mkdir(conn, path, opts): POST /directories {path: {mode: 755}} (mkdir -p), raises on failure.
+function M.mkdir(conn, path, opts)
+  local res = conn:http { method = "POST", url = conn:url("/directories"),
+    headers = conn:hdrs { ["Content-Type"] = "application/json" },
+    body = http.encode_json { [path] = { mode = 755 } }, timeout = opts.timeout or M.TIMEOUT }
+  check(opts.class, opts.stage, res, "creating " .. path .. " failed")
+end
+
+return M

@@ -1,0 +1,179 @@
+-- glsb.providers.opensandbox.lifecycle: the lifecycle API (shared/protocols/opensandbox.md §1, §3, §4):
+-- where the server is, the request every call makes, the errors it answers with.
+--
+--   base URL      {protocol}://{domain}/v1; a domain with a scheme overrides protocol, a path prefix is
+--                 kept and a trailing /v1 dropped (as the official SDKs read OPEN_SANDBOX_DOMAIN)
+--   auth          OPEN-SANDBOX-API-KEY on every call
+--   errors        {code, message} (FastAPI's 422 {detail: [...]} for validation), and X-Request-ID on
+--                 every response: both kept on the error and its cause (request_id, server_code), as the
+--                 official SDK's SandboxApiException keeps requestId and error.code
+
+local http = require "glsb.http"
+local errors = require "glsb.errors"
+
+local M = {}
+
+M.VERSION = "0.1.0"
+M.USER_AGENT = "glsb-lua/" .. M.VERSION
+M.DEFAULT_DOMAIN = "localhost:8080"
+M.DEFAULT_REQUEST_TIMEOUT = 30   -- s per lifecycle request (the SDKs' default)
+M.CONNECT_TIMEOUT = 10           -- s to establish a TCP connection
+M.EXECD_PORT = 44772
+M.EGRESS_PORT = 18080
+
+local function nonempty(v)
+  if type(v) == "string" and v ~= "" then return v end
+  return nil
+end
+
+local function truthy(v)
+  if v == nil then return nil end
+  if type(v) == "boolean" then return v end
+  v = tostring(v):lower()
+  return v == "1" or v == "true" or v == "yes"
+end
+
+local function strip(s)
+  s = s:gsub("/+$", "")
+  if s:sub(-3) == "/v1" then s = s:sub(1, -4):gsub("/+$", "") end
+  return s
+end
+
+-- config(opts) -> {base, protocol, domain, api_key, use_server_proxy, request_timeout, cainfo}. opts win
+-- over OPEN_SANDBOX_DOMAIN, OPEN_SANDBOX_API_KEY, OPEN_SANDBOX_PROTOCOL, OPEN_SANDBOX_USE_SERVER_PROXY,
+-- OPEN_SANDBOX_REQUEST_TIMEOUT. api_key may be nil (a server without server.api_key checks none).
+function M.config(opts)
+  opts = opts or {}
+  local domain = nonempty(opts.domain) or nonempty(os.getenv("OPEN_SANDBOX_DOMAIN")) or M.DEFAULT_DOMAIN
+  local protocol = nonempty(opts.protocol) or nonempty(os.getenv("OPEN_SANDBOX_PROTOCOL")) or "http"
+  local scheme, rest = domain:match("^(https?)://(.*)$")
+  if scheme then protocol, domain = scheme, rest end
+  if protocol ~= "http" and protocol ~= "https" then
+    error("opensandbox: protocol must be \"http\" or \"https\", got " .. tostring(protocol), 3)
+  end
+  domain = strip(domain)
+  local proxy = opts.use_server_proxy
+  if proxy == nil then proxy = truthy(os.getenv("OPEN_SANDBOX_USE_SERVER_PROXY")) end
+  local rt = opts.request_timeout or tonumber(os.getenv("OPEN_SANDBOX_REQUEST_TIMEOUT") or "")
+  return {
+    protocol = protocol,
+    domain = domain,
+    base = protocol .. "://" .. domain .. "/v1",
+    api_key = nonempty(opts.api_key) or nonempty(os.getenv("OPEN_SANDBOX_API_KEY")),
+    use_server_proxy = proxy == true,
+    request_timeout = (type(rt) == "number" and rt > 0) and rt or M.DEFAULT_REQUEST_TIMEOUT,
+    cainfo = nonempty(opts.cainfo),
+  }
+end
+
+-- The public part of a config (what a sandbox ref keeps: no key).
+function M.public(cfg)
+  return { domain = cfg.protocol .. "://" .. cfg.domain, use_server_proxy = cfg.use_server_proxy or nil }
+end
+
+local function header(headers, name)
+  if type(headers) ~= "table" then return nil end
+  return headers[name] or headers[name:lower()]
+end
+
+-- failure(res) -> the cause table for a non-2xx answer: errors.http_failure's fields plus request_id
+-- (X-Request-ID) and server_code (the body's code; UNEXPECTED_RESPONSE when it has none, as the SDKs say).
+function M.failure(res)
+  local f = errors.http_failure(res.status, res.headers, res.body)
+  f.request_id = header(res.headers, "x-request-id")
+  local j = res.json
+  if type(j) ~= "table" and type(res.body) == "string" then
+    local ok, v = pcall(http.decode_json, res.body)
+    if ok then j = v end
+  end
+  if type(j) == "table" and type(j.code) == "string" then
+    f.server_code = j.code
+    if type(j.message) == "string" and j.message ~= "" then
+      f.message = string.format("%d %s: %s", res.status, j.code, j.message)
+    end
+  else
+    f.server_code = "UNEXPECTED_RESPONSE"
+  end
+  return f
+end
+
+-- check(class, stage, res, what) -> nil for a 2xx/3xx, else an error object whose cause is the transport
+-- failure or M.failure(res); request_id and server_code are also on the error itself.
+function M.check(class, stage, res, what)
+  if res.error then
+    return errors.from_transport(class, stage, res.error, what .. ": " .. errors.describe(res.error))
+  end
+  if res.status >= 200 and res.status < 400 then return nil end
+  local cause = M.failure(res)
+  local e = errors.new(class, stage, what .. ": " .. cause.message
+    .. (cause.request_id and (" (request id " .. cause.request_id .. ")") or ""), cause)
+  e.request_id = cause.request_id
+  e.server_code = cause.server_code
+  e.http_status = res.status
+  return e
+end
+
+function M.raise_if(class, stage, res, what)
+  local e = M.check(class, stage, res, what)
+  if e then error(e, 0) end
+  return res
+end
+
+-- request(cfg, method, path, body, opts) -> glsb.http result with res.json. body (a table) goes as JSON;
+-- opts: timeout (s), query (string, without "?").
+function M.request(cfg, method, path, body, opts)
+  opts = opts or {}
+  local headers = { ["User-Agent"] = M.USER_AGENT }
+  if cfg.api_key then headers["OPEN-SANDBOX-API-KEY"] = cfg.api_key end
+  local url = cfg.base .. path .. (opts.query and opts.query ~= "" and ("?" .. opts.query) or "")
+  -- (http.json decodes with cjson.safe: a body that is not JSON leaves res.json nil)
+  return http.json {
+    method = method, url = url, headers = headers, json = body,
+    connect_timeout = M.CONNECT_TIMEOUT, timeout = opts.timeout or cfg.request_timeout,
+    cainfo = cfg.cainfo,
+  }
+end
+
+-- sandbox_path(id[, rest]) -> "/sandboxes/<id><rest>"
+function M.sandbox_path(id, rest)
+  return "/sandboxes/" .. http.escape(id) .. (rest or "")
+end
+
+-- query(pairs) -> "k=v&k=v2" from an array of {k, v} (repeated keys kept, values escaped).
+function M.query(list)
+  local out = {}
+  for _, kv in ipairs(list) do out[#out + 1] = http.escape(kv[1]) .. "=" .. http.escape(kv[2]) end
+  return table.concat(out, "&")
+end
+
+-- metadata_filter(t) -> the one `metadata` value the server parses with parse_qsl: "k1=v1&k2=v2",
+-- sorted for a stable URL (it is escaped again as a whole by query()).
+function M.metadata_filter(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do parts[#parts + 1] = http.escape(k) .. "=" .. http.escape(tostring(t[k])) end
+  return table.concat(parts, "&")
+end
+
+-- iso(epoch_seconds) -> RFC 3339 UTC.
+function M.iso(t)
+  return os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(t))
+end
+
+-- parse_iso("2026-01-02T03:04:05.123Z") -> epoch seconds (UTC), or nil.
+function M.parse_iso(s)
+  if type(s) ~= "string" then return nil end
+  local y, mo, d, h, mi, sec = s:match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)")
+  if not y then return nil end
+  -- os.time reads a table as local time; correct by the offset of local time from UTC at that instant
+  local t = { year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
+    min = tonumber(mi), sec = tonumber(sec), isdst = false }
+  local lt = os.time(t)
+  local utc = os.date("!*t", lt)
+  utc.isdst = false
+  return lt + (lt - os.time(utc))
+end
+
+return M

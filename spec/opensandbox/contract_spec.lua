@@ -1,0 +1,17 @@
+-- The provider contract suite (spec/contract/suite.lua) against the OpenSandbox adapter, talking to the
+-- OpenSandbox emulator. #opensandbox
+local emulator = require "opensandbox.emulator"
+
+describe("opensandbox contract run #opensandbox", function()
+  local emu
+
+  setup(function() emu = emulator.start() end)
+  teardown(function() if emu then emu:stop() end end)
+
+  require("contract.suite")("opensandbox", function()
+    return emu:opts { timeout = 120 }
+  end, {
+    tag = "#opensandbox",
+    leftovers = function() return emu:leftovers() end,
+  })
+end)
