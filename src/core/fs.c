@@ -85,116 +85,218 @@ static int is_mount_point(const struct rm *r, int dfd, const char *name, const s
 	return 0;
 }
 
-/* Reads the names in dfd (not . and ..) into one NUL-separated block, so no DIR stream
- * stays open while we descend: one fd per level of depth, not two. */
-static char *read_names(struct rm *r, int dfd, size_t *total)
+/*
+ * The walk is iterative, so neither the C stack nor the fds grow with the depth of the tree (a sandbox
+ * can leave a 20,000-deep chain): at any time it holds the parent of the top, the directory it is in,
+ * and one directory stream on it. Descending records where the stream was (telldir) and closes it;
+ * coming back up opens ".." of the emptied child, checks it is the directory it came from (device and
+ * inode: a rename underneath must not lead the walk elsewhere), removes the child, reopens the stream
+ * and seeks back. What the walk keeps per level is on the heap: a name, a device and inode, an offset.
+ */
+struct level {
+	char *name;       /* the directory's name in its parent */
+	dev_t dev;
+	ino_t ino;
+	long off;         /* telldir position in this directory to resume at, 0 for the start */
+	size_t pathlen;   /* r->path length before this level's name was appended */
+	int rescans;      /* times this directory was found not empty after its walk (see go_up) */
+};
+
+struct walk {
+	struct level *lv;
+	size_t depth, cap;
+	int pfd;          /* the top's parent (the caller's) */
+	int cur;          /* the directory of lv[depth - 1] */
+};
+
+/* Opens name in dfd as a directory the walk may enter: not a symlink, not another mount, the inode
+ * that fstatat saw, owner rwx (a read-only directory, as unpacked from an archive, cannot have its
+ * entries removed). Returns the fd or -1 after rm_fail. */
+static int enter_dir(struct rm *r, int dfd, const char *name, const struct stat *st)
 {
-	int fd = dup(dfd);
-	DIR *d;
-	struct dirent *de;
-	char *names = NULL;
-	size_t len = 0, cap = 0;
-
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		rm_fail(r, "cannot read directory", errno);
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	rewinddir(d); /* the dup shares the offset with dfd */
-	for (;;) {
-		size_t n;
-		errno = 0;
-		de = readdir(d);
-		if (!de) {
-			if (errno)
-				rm_fail(r, "cannot read directory", errno);
-			break;
-		}
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		n = strlen(de->d_name) + 1;
-		if (len + n > cap) {
-			size_t ncap = cap ? cap * 2 : 4096;
-			char *p;
-			while (ncap < len + n)
-				ncap *= 2;
-			p = realloc(names, ncap);
-			if (!p) {
-				rm_fail(r, "out of memory", ENOMEM);
-				break;
-			}
-			names = p;
-			cap = ncap;
-		}
-		memcpy(names + len, de->d_name, n);
-		len += n;
-	}
-	closedir(d);
-	if (r->failed) {
-		free(names);
-		return NULL;
-	}
-	*total = len;
-	return names;
-}
-
-static void rm_contents(struct rm *r, int dfd);
-
-/* Removes the entry name in dfd; r->path already names it. */
-static void rm_entry(struct rm *r, int dfd, const char *name)
-{
-	struct stat st, st2;
+	struct stat st2;
 	int fd;
 
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-		if (errno != ENOENT)
-			rm_fail(r, "cannot stat", errno);
-		return;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT)
-			rm_fail(r, "cannot remove", errno);
-		return;
-	}
-	if (is_mount_point(r, dfd, name, &st)) {
+	if (is_mount_point(r, dfd, name, st)) {
 		rm_fail(r, "is a mount point; not crossing it", EXDEV);
-		return;
+		return -1;
 	}
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		rm_fail(r, "cannot open directory", errno);
-		return;
+		return -1;
 	}
 	/* The name may have been swapped for another directory between the stat and the open. */
-	if (fstat(fd, &st2) != 0 || st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
+	if (fstat(fd, &st2) != 0 || st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
 		rm_fail(r, "changed while being removed", 0);
+		close(fd);
+		return -1;
+	}
+	if ((st->st_mode & 0700) != 0700)
+		(void)fchmod(fd, (st->st_mode & 07777) | 0700);
+	return fd;
+}
+
+/* Makes fd, the directory name (stat st) of the current level, the new current level; shown is what
+ * messages add to the path (the whole path the caller gave, for the top). */
+static int push_level(struct rm *r, struct walk *w, int fd, const char *name, const char *shown,
+		      const struct stat *st)
+{
+	size_t pathlen = r->len;
+
+	if (w->depth == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 64;
+		struct level *p = realloc(w->lv, cap * sizeof *p);
+		if (!p) {
+			rm_fail(r, "out of memory", ENOMEM);
+			return -1;
+		}
+		w->lv = p;
+		w->cap = cap;
+	}
+	struct level *l = &w->lv[w->depth];
+	if (!(l->name = strdup(name)) || rm_push(r, shown, strlen(shown)) != 0) {
+		free(l->name);
+		rm_fail(r, "out of memory", ENOMEM);
+		return -1;
+	}
+	l->dev = st->st_dev;
+	l->ino = st->st_ino;
+	l->off = 0;
+	l->pathlen = pathlen;
+	l->rescans = 0;
+	w->depth++;
+	w->cur = fd;
+	return 0;
+}
+
+/*
+ * The current directory was read to its end: go to its parent and remove it. Returns 1 when it was
+ * removed (the parent is now current), 0 when it must be read again (entries appeared, or a seek after
+ * removals skipped some: a few rescans are allowed), -1 after rm_fail.
+ */
+static int go_up(struct rm *r, struct walk *w)
+{
+	struct level *l = &w->lv[w->depth - 1];
+	int parent;
+
+	if (w->depth == 1) {
+		parent = w->pfd;
+	} else {
+		struct stat st;
+		const struct level *up = &w->lv[w->depth - 2];
+		parent = openat(w->cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (parent < 0) {
+			rm_fail(r, "cannot open the parent directory", errno);
+			return -1;
+		}
+		if (fstat(parent, &st) != 0 || st.st_dev != up->dev || st.st_ino != up->ino) {
+			close(parent);
+			rm_fail(r, "moved while being removed", 0);
+			return -1;
+		}
+	}
+	if (unlinkat(parent, l->name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
+		close(w->cur);
+		w->cur = w->depth == 1 ? -1 : parent;
+		rm_pop(r, l->pathlen);
+		free(l->name);
+		w->depth--;
+		return 1;
+	}
+	int e = errno;
+	if (parent != w->pfd)
+		close(parent);
+	if (e == ENOTEMPTY && l->rescans++ < 3) {
+		l->off = 0;
+		return 0;
+	}
+	rm_fail(r, "cannot remove directory", e);
+	return -1;
+}
+
+/* Removes the directory name of pfd (stat st; path, for messages) and everything in it. */
+static void rm_dir(struct rm *r, int pfd, const char *name, const char *path, const struct stat *st)
+{
+	struct walk w = {NULL, 0, 0, pfd, -1};
+	DIR *d = NULL;
+	int fd = enter_dir(r, pfd, name, st);
+
+	if (fd < 0)
+		return;
+	if (push_level(r, &w, fd, name, path, st) != 0) {
 		close(fd);
 		return;
 	}
-	/* A read-only directory (as unpacked from an archive) cannot have its entries removed. */
-	if ((st.st_mode & 0700) != 0700)
-		(void)fchmod(fd, (st.st_mode & 07777) | 0700);
-	rm_contents(r, fd);
-	close(fd);
-	if (!r->failed && unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
-		rm_fail(r, "cannot remove directory", errno);
-}
+	while (w.depth > 0 && !r->failed) {
+		struct level *l = &w.lv[w.depth - 1];
+		struct dirent *de;
+		struct stat cst;
 
-static void rm_contents(struct rm *r, int dfd)
-{
-	size_t total = 0, off, base = r->len;
-	char *names = read_names(r, dfd, &total);
-
-	if (!names)
-		return;
-	for (off = 0; off < total && !r->failed; off += strlen(names + off) + 1) {
-		if (rm_push(r, names + off, strlen(names + off)) != 0)
+		if (!d) {
+			int dfd = dup(w.cur);
+			if (dfd < 0 || !(d = fdopendir(dfd))) {
+				rm_fail(r, "cannot read directory", errno);
+				if (dfd >= 0)
+					close(dfd);
+				break;
+			}
+			rewinddir(d); /* the dup shares the offset with w.cur */
+			if (l->off)
+				seekdir(d, l->off);
+		}
+		errno = 0;
+		de = readdir(d);
+		if (!de) {
+			if (errno) {
+				rm_fail(r, "cannot read directory", errno);
+				break;
+			}
+			closedir(d);
+			d = NULL;
+			if (go_up(r, &w) < 0)
+				break;
+			continue;
+		}
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		size_t base = r->len;
+		if (rm_push(r, de->d_name, strlen(de->d_name)) != 0)
 			break;
-		rm_entry(r, dfd, names + off);
-		rm_pop(r, base);
+		if (fstatat(w.cur, de->d_name, &cst, AT_SYMLINK_NOFOLLOW) != 0) {
+			if (errno != ENOENT)
+				rm_fail(r, "cannot stat", errno);
+			rm_pop(r, base);
+			continue;
+		}
+		if (!S_ISDIR(cst.st_mode)) {
+			if (unlinkat(w.cur, de->d_name, 0) != 0 && errno != ENOENT)
+				rm_fail(r, "cannot remove", errno);
+			rm_pop(r, base);
+			continue;
+		}
+		/* Down one level: remember where this directory's listing was, and let its stream go. */
+		l->off = telldir(d);
+		int child = enter_dir(r, w.cur, de->d_name, &cst);
+		if (child < 0)
+			break;
+		rm_pop(r, base); /* push_level names it again */
+		int parent = w.cur;
+		if (push_level(r, &w, child, de->d_name, de->d_name, &cst) != 0) {
+			close(child);
+			break;
+		}
+		close(parent);
+		closedir(d); /* after push_level: de points into the stream */
+		d = NULL;
 	}
-	free(names);
+	if (d)
+		closedir(d);
+	if (w.depth > 0 && w.cur >= 0 && w.cur != pfd)
+		close(w.cur);
+	for (size_t i = 0; i < w.depth; i++)
+		free(w.lv[i].name);
+	free(w.lv);
 }
 
 int glsb_rmtree(const char *path, char *err, size_t errlen, const char **code)
@@ -246,8 +348,12 @@ int glsb_rmtree(const char *path, char *err, size_t errlen, const char **code)
 	}
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		r.dev = st.st_dev;
-		if (rm_push(&r, path, n) == 0)
-			rm_entry(&r, pfd, name);
+		if (!S_ISDIR(st.st_mode)) {
+			if (rm_push(&r, path, n) == 0 && unlinkat(pfd, name, 0) != 0 && errno != ENOENT)
+				rm_fail(&r, "cannot remove", errno);
+		} else {
+			rm_dir(&r, pfd, name, path, &st);
+		}
 	} else if (errno != ENOENT) {
 		int e = errno;
 		snprintf(err, errlen, "rmtree: %s: %s", path, strerror(e));
