@@ -21,12 +21,14 @@ LUA_LIBS    := $(shell $(PKG_CONFIG) --libs lua$(LUA_VERSION) 2>/dev/null)
 CURL_LIBS   := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null || echo -lcurl)
 ARCH_LIBS   := $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null || echo -larchive)
 CRYPTO_LIBS := $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null || echo -lcrypto)
+# redis.c: hiredis formats commands and parses replies; libssl drives rediss:// (Debian's hiredis 0.14 has no TLS)
+REDIS_LIBS  := $(shell $(PKG_CONFIG) --libs hiredis libssl 2>/dev/null || echo -lhiredis -lssl)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN)
 CORE_CFLAGS := $(CFLAGS) -fPIC $(LUA_CFLAGS) -Isrc/core
-CORE_LIBS   := $(CURL_LIBS) $(ARCH_LIBS) $(CRYPTO_LIBS) -lm
+CORE_LIBS   := $(CURL_LIBS) $(ARCH_LIBS) $(REDIS_LIBS) $(CRYPTO_LIBS) -lm
 
 CORE_SRC := $(sort $(wildcard src/core/*.c))
 CORE_HDR := $(wildcard src/core/*.h)

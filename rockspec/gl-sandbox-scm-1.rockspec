@@ -28,6 +28,8 @@ dependencies = {
 external_dependencies = {
   CURL = { library = "curl" },
   ARCHIVE = { header = "archive.h", library = "archive" },
+  HIREDIS = { header = "hiredis/hiredis.h", library = "hiredis" },
+  OPENSSL = { header = "openssl/ssl.h", library = "ssl" },
 }
 
 build = {
