@@ -14,6 +14,7 @@ void glsb_open_archive(lua_State *L); /* archive.c: tar_pack, tar_unpack */
 void glsb_open_codec(lua_State *L);   /* codec.c: sha256, hmac_sha256, b64encode, b64decode, crc32 */
 void glsb_open_fs(lua_State *L);      /* fs.c: mkdtemp, rmtree, write_file_atomic, realpath, getpid, module_path */
 void glsb_open_codes(lua_State *L);   /* codes.c: codes */
+void glsb_open_redis(lua_State *L);   /* redis.c: redis_connect */
 
 int luaopen_glsb_core(lua_State *L);
 
