@@ -1,5 +1,5 @@
 -- spec/support/core_smoke.lua: drives every Lua-facing part of glsb.core once (HTTP with each framer and
--- each failure phase, processes, archives, codecs, files) so that `make check-c` can run it under
+-- each failure phase, processes, archives, codecs, files, Redis connections) so that `make check-c` can run it under
 -- valgrind and ASan: the C code behind Lua must free everything when the state closes.
 --   build/glsb-lua spec/support/core_smoke.lua
 package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
@@ -54,6 +54,30 @@ local ok, err = pcall(function()
   core.write_file_atomic(dir .. "/f", "data")
   assert(core.rmtree(dir))
   assert(core.module_path())
+
+  -- redis.c: a connection per transport, a failure per stage, a lookup abandoned mid-flight, one left to __gc
+  local rconn = require "glsb.pool.redis_conn"
+  local rurl = require "glsb.pool.url"
+  local rs = require("support.redis").start({ password = "smoke", tls = true })
+  local rok, rerr = pcall(function()
+    for _, o in ipairs({ { rs.url }, { rs.tls_url, { tls_ca = rs.ca } } }) do
+      local c = loop.run(rconn.open, rurl.parse(o[1]), o[2] or {})
+      local r = loop.run(function() return c:pipeline({ { "SET", "k", "v" }, { "GET", "k" }, { "LRANGE", "k", 0, 1 } }) end)
+      assert(r[2] == "v" and r[3].err)
+      c:close()
+    end
+    assert(not pcall(loop.run, rconn.open, rurl.parse(rs.tls_url), {}))                   -- certificate refused
+    assert(not pcall(loop.run, rconn.open, rurl.parse("redis://127.0.0.1:1"), {}))        -- refused
+    assert(not pcall(loop.run, rconn.open, rurl.parse("redis://no-such-host.invalid"), {})) -- lookup failed
+    local pending = core.redis_connect({ host = "localhost", port = 1 })                  -- lookup in flight
+    if pending then pending:close() end
+    local leaked = core.redis_connect({ path = rs.socket })                               -- left to __gc
+    assert(leaked.token)
+    -- the lookup threads free glibc's resolver state as they exit, right after answering
+    loop.run(function() loop.sleep(0.2) end)
+  end)
+  rs:stop()
+  if not rok then error(rerr, 0) end
 end)
 srv.stop()
 if not ok then error(err, 0) end
