@@ -96,12 +96,12 @@ local function resolve_class(provider)
   return mod.Sandbox, tostring(name or mod.Sandbox.provider_name)
 end
 
-local function open_store(o, provider)
+local function open_store(o, provider, cls)
   local store, owned = o.store, true
   local shared = type(store) == "string" and store ~= "memory" or type(store) == "table" and store.shared
-  if shared and PROCESS_BOUND[provider] then
-    error(string.format("glsb.pool: provider '%s' cannot share sandboxes between processes (its sandboxes "
-      .. "belong to the process that created them); use store = \"memory\"", provider), 3)
+  if shared and (PROCESS_BOUND[provider] or cls.attach_unsupported) then
+    error(string.format("glsb.pool: provider '%s' cannot share sandboxes between processes (%s); use store = "
+      .. "\"memory\"", provider, cls.attach_unsupported or "its sandboxes belong to the process that created them"), 3)
   end
   if store == "memory" then
     store = require("glsb.pool.memory").new()
@@ -135,7 +135,7 @@ end
 function M.new(provider, opts)
   local cls, provider_name = resolve_class(provider)
   local o = options.check(opts, 2)
-  local store, owned = open_store(o, provider_name)
+  local store, owned = open_store(o, provider_name, cls)
   if store.shared and type(cls.connect) ~= "function" then
     if owned and store.close then store:close() end
     error(string.format("glsb.pool: provider '%s' cannot reconnect to a sandbox (no Sandbox.connect), so it "
@@ -303,7 +303,7 @@ local function warm_one(self)
   if not renew_lock(self) then return orphan("the primary lock was lost") end
   local entry = { id = sb.sandbox_id, sandbox = nil, ref = nil }
   if self.store.shared then
-    entry.ref = sb:ref()
+    entry.ref = type(sb.ref) == "function" and sb:ref() or { provider = self.provider, sandbox_id = sb.sandbox_id }
     self.handles[entry.id] = sb
   else
     entry.sandbox = sb
@@ -478,7 +478,11 @@ local function hand_over(self, sb, lease)
 end
 
 local function acquire_body(self, policy, deadline, lease)
-  local ok, entry, discarded = store_call(self, "take_idle", self.opts.acquire_min_remaining_ttl)
+  local ok, entry, discarded, destroyed = store_call(self, "take_idle", self.opts.acquire_min_remaining_ttl)
+  if ok and destroyed == "destroyed" then
+    self.lifecycle = "destroyed"
+    running(self, "acquire")
+  end
   if not ok then
     if policy == M.Policy.FAIL_FAST then error(entry, 0) end
     log.warn("pool: the store is unavailable; creating a sandbox directly: " .. entry.message, { pool = self.name })
@@ -676,7 +680,7 @@ function Pool:destroy()
   end
   local killed = self:release_all_idle()
   if self.store.destroy then
-    local ok, err = loop.run(store_call, self, "destroy")
+    local ok, err = loop.run(store_call, self, "destroy", self.owner)
     if not ok then error(err, 0) end
   end
   self.lifecycle = "destroyed"
