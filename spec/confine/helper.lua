@@ -6,7 +6,8 @@ local M = require("support.shell").extend({})
 
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 M.root = here .. "/../.."
-M.bin = M.root .. "/build/glsb-confine"
+-- GLSB_CONFINE runs the specs against another build (e.g. main's, to see a new spec fail there).
+M.bin = os.getenv("GLSB_CONFINE") or (M.root .. "/build/glsb-confine")
 
 function M.require_binary()
   local f = io.open(M.bin, "rb")

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -22,6 +21,7 @@
 #include "confine.h"
 #include "ws_json.h"
 #include "ws_path.h"
+#include "ws_run_args.h"
 #include "ws_util.h"
 #include "sbutil.h"
 
@@ -32,9 +32,6 @@
 #define PR_SET_CHILD_SUBREAPER 36
 #endif
 
-#define DEFAULT_TIMEOUT 30.0
-#define DEFAULT_MAX_OUTPUT (1024ULL * 1024)
-#define MAX_MAX_OUTPUT (1ULL << 31)
 /* After the timeout kill, how long a descendant that escaped the process group
  * may keep a pipe open before the counts are declared incomplete. */
 #define DRAIN_SECONDS 2.0
@@ -71,108 +68,22 @@ static const char run_usage[] =
 	"  dotdot_component, name_too_long, not_found, exec_failed, interrupted,\n"
 	"  out_of_memory, io_error\n";
 
-struct run_req {
-	const char *root;
-	const char **cwd;
-	size_t ncwd;
-	char **env; /* NULL-terminated */
-	size_t nenv;
-	char **allow; /* environ entries named by --env-allow */
-	size_t nallow;
-	double timeout;
-	unsigned long long max_output;
-	char **argv; /* NULL-terminated, from the caller's argv */
-};
-
-static int parse_timeout(const char *s, double *out)
+/* Parse, or print the usage / the error. 0 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct glsb_ws_run_req *rq)
 {
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (!*s || *end || errno == ERANGE || !isfinite(v))
+	struct glsb_ws_run_err err;
+	int rc = glsb_ws_run_parse(argc, argv, environ, rq, &err);
+	if (rc == 1) {
+		fputs(run_usage, stdout);
 		return -1;
-	*out = v;
-	return 0;
-}
-
-static int parse_args(int argc, char **argv, struct run_req *rq)
-{
-	rq->timeout = DEFAULT_TIMEOUT;
-	rq->max_output = DEFAULT_MAX_OUTPUT;
-	rq->cwd = calloc((size_t)argc, sizeof *rq->cwd);
-	rq->env = calloc((size_t)argc * 2, sizeof *rq->env); /* --env values, then --env-allow ones */
-	rq->allow = calloc((size_t)argc, sizeof *rq->allow);
-	if (!rq->cwd || !rq->env || !rq->allow)
-		return glsb_ws_fail("out_of_memory", "parsing arguments");
-	int i = 1;
-	for (; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--"))
-			break;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(run_usage, stdout);
-			exit(0);
-		} else if (i + 1 < argc && !strcmp(a, "--root")) {
-			rq->root = argv[++i];
-		} else if (i + 1 < argc && !strcmp(a, "--cwd")) {
-			const char *c = argv[++i];
-			enum glsb_ws_path_err e = glsb_ws_name_check(c, strlen(c));
-			if (e == GLSB_WS_PATH_EMPTY_COMPONENT)
-				return glsb_ws_fail("empty_component", "a --cwd component is empty");
-			if (e != GLSB_WS_PATH_OK)
-				return glsb_ws_fail(glsb_ws_path_code(e), "--cwd component '%s': %s", c,
-						    glsb_ws_path_message(e));
-			rq->cwd[rq->ncwd++] = c;
-		} else if (i + 1 < argc && !strcmp(a, "--env")) {
-			char *kv = argv[++i];
-			char *eq = strchr(kv, '=');
-			if (!eq || eq == kv)
-				return glsb_ws_fail("usage", "--env wants KEY=VALUE with a non-empty KEY, got '%s'", kv);
-			size_t kl = (size_t)(eq - kv) + 1;
-			for (size_t j = 0; j < rq->nenv; j++)
-				if (!strncmp(rq->env[j], kv, kl))
-					return glsb_ws_fail("usage", "--env %.*s given twice", (int)kl - 1, kv);
-			rq->env[rq->nenv++] = kv;
-		} else if (i + 1 < argc && !strcmp(a, "--env-allow")) {
-			/* Taken from our own environment: environ entries already are "NAME=value". */
-			const char *name = argv[++i];
-			size_t nl = strlen(name);
-			if (!nl || strchr(name, '='))
-				return glsb_ws_fail("usage", "--env-allow wants a variable name, got '%s'", name);
-			for (char **e = environ; *e; e++)
-				if (!strncmp(*e, name, nl) && (*e)[nl] == '=')
-					rq->allow[rq->nallow++] = *e;
-		} else if (i + 1 < argc && !strcmp(a, "--timeout")) {
-			if (parse_timeout(argv[++i], &rq->timeout))
-				return glsb_ws_fail("usage", "--timeout wants a number of seconds, got '%s'", argv[i]);
-		} else if (i + 1 < argc && !strcmp(a, "--max-output")) {
-			if (glsb_ws_parse_u64(argv[++i], &rq->max_output) || rq->max_output > MAX_MAX_OUTPUT)
-				return glsb_ws_fail("usage", "--max-output wants a decimal integer in [0, 2^31], got '%s'",
-						    argv[i]);
-		} else {
-			return glsb_ws_fail("usage", "unknown or incomplete option '%s' (see glsb-confine run --help)", a);
-		}
 	}
-	for (size_t a = 0; a < rq->nallow; a++) {
-		size_t kl = (size_t)(strchr(rq->allow[a], '=') - rq->allow[a]) + 1;
-		int given = 0;
-		for (size_t j = 0; j < rq->nenv && !given; j++)
-			given = !strncmp(rq->env[j], rq->allow[a], kl);
-		if (!given)
-			rq->env[rq->nenv++] = rq->allow[a];
-	}
-	if (!rq->root)
-		return glsb_ws_fail("usage", "--root is required");
-	if (i >= argc || i + 1 >= argc)
-		return glsb_ws_fail("usage", "the program goes after '--': glsb-confine run [options] -- ARGV...");
-	if (!argv[i + 1][0])
-		return glsb_ws_fail("not_found", "the program name (argv[0]) is empty");
-	rq->argv = argv + i + 1;
+	if (rc < 0)
+		return glsb_ws_fail(err.code, "%s", err.message);
 	return 0;
 }
 
 /* Resolve ROOT/cwd... without following any link; returns an O_PATH fd or -1. */
-static int open_cwd(const struct run_req *rq)
+static int open_cwd(const struct glsb_ws_run_req *rq)
 {
 	int root = open(rq->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0) {
@@ -378,7 +289,7 @@ struct spawned {
 	struct capture out, err;
 };
 
-static int spawn(const struct run_req *rq, const char *prog, int cwdfd, struct spawned *sp)
+static int spawn(const struct glsb_ws_run_req *rq, const char *prog, int cwdfd, struct spawned *sp)
 {
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
 	if (make_pipe(in) || make_pipe(out) || make_pipe(err)) {
@@ -427,7 +338,7 @@ static int spawn(const struct run_req *rq, const char *prog, int cwdfd, struct s
 }
 
 /* Wait for the program and both pipes, enforcing the timeout; fills r. */
-static void supervise(const struct run_req *rq, struct spawned *sp, const sigset_t *waitmask,
+static void supervise(const struct glsb_ws_run_req *rq, struct spawned *sp, const sigset_t *waitmask,
 		      struct glsb_ws_run_result *r)
 {
 	int pidfd = (int)glsb_sys_pidfd_open(sp->pid, 0);
@@ -502,12 +413,15 @@ static void supervise(const struct run_req *rq, struct spawned *sp, const sigset
 
 int glsb_cmd_run(int argc, char **argv)
 {
-	struct run_req rq = {0};
+	struct glsb_ws_run_req rq = {0};
 	struct spawned sp = {.pid = -1, .out = {.fd = -1}, .err = {.fd = -1}};
 	char *prog = NULL;
-	int cwdfd = -1, rc = 1;
-	if (parse_args(argc, argv, &rq))
+	int cwdfd = -1, rc = parse_args(argc, argv, &rq);
+	if (rc) {
+		rc = rc < 0 ? 0 : rc; /* -1: --help was printed */
 		goto out;
+	}
+	rc = 1;
 	cloexec_inherited();
 	cwdfd = open_cwd(&rq);
 	if (cwdfd < 0)
@@ -568,8 +482,6 @@ out:
 	free(prog);
 	if (cwdfd >= 0)
 		close(cwdfd);
-	free(rq.cwd);
-	free(rq.env);
-	free(rq.allow);
+	glsb_ws_run_req_free(&rq);
 	return rc;
 }
