@@ -1,10 +1,12 @@
 /* seccomp.c: the sandbox's seccomp-bpf filter: allow by default, EPERM for what a code
- * interpreter never needs (mounts, namespaces, tracing, kernel modules, clocks, keys, ...). */
+ * interpreter never needs (mounts, namespaces, tracing, kernel modules, clocks, keys, ...), and
+ * an allowlist of socket families (everything else EAFNOSUPPORT). */
 #include <errno.h>
 #include <sched.h>
 #include <stddef.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
 #include <linux/audit.h>
@@ -95,7 +97,8 @@ static const int denied[] = {
 
 int glsb_sb_seccomp_rule_count(void)
 {
-	return (int)(sizeof denied / sizeof denied[0]) + 3; /* + clone flags, clone3, ioctl */
+	/* + clone flags, clone3, ioctl, the socket families of socket and socketpair */
+	return (int)(sizeof denied / sizeof denied[0]) + 5;
 }
 
 int glsb_sb_seccomp_install(void)
@@ -138,6 +141,24 @@ int glsb_sb_seccomp_install(void)
 	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 0, 1));
 	EMIT(BPF_STMT(BPF_RET | BPF_K, eperm));
 	EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+	/* Socket families: unix, IPv4/IPv6 (in the sandbox's own net namespace unless --network
+	 * shares the host's) and netlink's NETLINK_ROUTE (glibc's getaddrinfo asks it which
+	 * address families are configured). Everything else (AF_VSOCK reaches the host's vsock
+	 * port space, AF_PACKET, AF_ALG, AF_XDP, other netlink protocols, ...) is EAFNOSUPPORT,
+	 * which libraries treat as "not built in". The family is an int: the low word. */
+	const unsigned noafs = SECCOMP_RET_ERRNO | EAFNOSUPPORT;
+	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 1, 0));
+	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socketpair, 0, 10));
+	EMIT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
+	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 3, 0));
+	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 2, 0));
+	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 1, 0));
+	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_NETLINK, 1, 4));
+	EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+	EMIT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)));
+	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0 /* NETLINK_ROUTE */, 0, 1));
+	EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+	EMIT(BPF_STMT(BPF_RET | BPF_K, noafs)); /* family, or netlink protocol, not allowed */
 	EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
 #undef EMIT
 
