@@ -7,7 +7,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
 
 #include "sbutil.h"
 
@@ -114,57 +119,138 @@ int glsb_sb_mkdirs(const char *path, mode_t mode)
 	return 0;
 }
 
-/* Empty the directory open at dfd (which this function closes), depth-first. */
-static int remove_children(int dfd, int depth)
-{
-	DIR *d = fdopendir(dfd);
-	int rc = 0;
+/* Removal keeps at most RM_OPEN directories open, however deep the tree: a directory found
+ * deeper is moved up into the root under a fresh name (".glsb-rm-N") and removed by a later
+ * pass over the root. No recursion, no "..", no path longer than a name: a 20,000-deep chain
+ * costs passes, not stack or descriptors. Never follows a symlink, never crosses into another
+ * filesystem (a mount point below the root is left, and the removal reports failure). */
+#define RM_OPEN 24
 
-	if (!d) {
-		close(dfd);
+struct rm_level {
+	DIR *d;
+	char name[256]; /* this directory's name in the level above */
+};
+
+/* Open name below dirfd as a directory we may empty (made 0700: the sandbox may leave a
+ * directory without permissions); -1 if it is not one, or on another filesystem. */
+static int open_subdir(int dirfd, const char *name, dev_t dev)
+{
+	struct stat st;
+	int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub < 0 && errno == EACCES) {
+		/* the name is a directory (unlink said so) and nothing else runs: chmod is safe */
+		fchmodat(dirfd, name, 0700, 0);
+		sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (sub < 0)
+		return -1;
+	if (fstat(sub, &st) < 0 || st.st_dev != dev) {
+		close(sub);
+		errno = EXDEV;
 		return -1;
 	}
-	for (struct dirent *e; (e = readdir(d));) {
+	fchmod(sub, 0700);
+	return sub;
+}
+
+struct rm_state {
+	int rootfd;
+	dev_t dev;
+	unsigned long moved; /* directories moved up so far */
+	unsigned long next;  /* for fresh names */
+};
+
+/* Move the directory dirfd/name up into the root under a fresh name. 0 or -1. */
+static int move_up(int dirfd, const char *name, struct rm_state *rs)
+{
+	char fresh[48];
+	for (int tries = 0; tries < 1000; tries++) {
+		glsb_sb_fmt(fresh, sizeof fresh, ".glsb-rm-%lu", rs->next++);
+		if (syscall(SYS_renameat2, dirfd, name, rs->rootfd, fresh, RENAME_NOREPLACE) == 0) {
+			rs->moved++;
+			return 0;
+		}
+		if (errno != EEXIST)
+			return -1;
+	}
+	return -1;
+}
+
+/* One pass: empty the root as deep as RM_OPEN levels, moving deeper directories up. */
+static int remove_pass(struct rm_state *rs)
+{
+	static struct rm_level st[RM_OPEN];
+	int depth = 0, rc = 0;
+	int fd = fcntl(rs->rootfd, F_DUPFD_CLOEXEC, 3);
+
+	if (fd < 0 || lseek(fd, 0, SEEK_SET) < 0 || !(st[0].d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	st[0].name[0] = '\0';
+	while (depth >= 0) {
+		DIR *d = st[depth].d;
+		struct dirent *e = readdir(d);
+		if (!e) {
+			closedir(d);
+			if (--depth >= 0 && unlinkat(dirfd(st[depth].d), st[depth + 1].name, AT_REMOVEDIR) < 0 &&
+			    errno != ENOENT)
+				rc = -1;
+			continue;
+		}
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0 || errno == ENOENT)
 			continue;
-		if (errno == EISDIR || errno == EPERM) {
-			if (depth > 256) {
-				rc = -1;
-				continue;
-			}
-			int sub = openat(dirfd(d), e->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub < 0 && errno == EACCES) {
-				/* The sandbox may leave a directory without permissions (owner-only case). */
-				fchmodat(dirfd(d), e->d_name, 0700, 0);
-				sub = openat(dirfd(d), e->d_name,
-					     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			}
-			if (sub < 0) {
-				rc = -1;
-				continue;
-			}
-			fchmod(sub, 0700);
-			if (remove_children(sub, depth + 1) < 0)
-				rc = -1;
-			if (unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) < 0)
-				rc = -1;
-		} else {
+		if (errno != EISDIR && errno != EPERM) {
 			rc = -1;
+			continue;
 		}
+		int sub = open_subdir(dirfd(d), e->d_name, rs->dev);
+		if (sub < 0) {
+			rc = -1;
+			continue;
+		}
+		if (depth + 1 >= RM_OPEN) {
+			close(sub);
+			if (move_up(dirfd(d), e->d_name, rs) < 0)
+				rc = -1;
+			continue;
+		}
+		DIR *sd = fdopendir(sub);
+		if (!sd) {
+			close(sub);
+			rc = -1;
+			continue;
+		}
+		depth++;
+		st[depth].d = sd;
+		glsb_sb_fmt(st[depth].name, sizeof st[depth].name, "%s", e->d_name);
 	}
-	closedir(d);
 	return rc;
 }
 
 int glsb_sb_remove_tree(const char *path)
 {
-	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
+	struct stat st;
+	int rootfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rootfd < 0)
 		return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
-	int rc = remove_children(dfd, 0);
+	if (fstat(rootfd, &st) < 0) {
+		close(rootfd);
+		return -1;
+	}
+	fchmod(rootfd, 0700);
+	/* Passes until one moved nothing up: that one saw every entry that was left. */
+	struct rm_state rs = {.rootfd = rootfd, .dev = st.st_dev};
+	unsigned long before;
+	int rc;
+	do {
+		before = rs.moved;
+		rc = remove_pass(&rs);
+	} while (rs.moved != before);
+	close(rootfd);
 	if (rmdir(path) < 0)
 		rc = -1;
 	return rc;
