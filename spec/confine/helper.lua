@@ -20,7 +20,8 @@ function M.mktemp_dir() return shell_mktemp("confine") end
 
 -- Run `glsb-confine sandbox OPTS -- ARGV` with stdout+stderr captured. opts.workspace defaults
 -- to a fresh temporary directory (removed afterwards unless keep is set; the caller then owns it).
--- Returns output, exit code, the parsed --report-fd line (or nil), the workspace.
+-- Returns output, exit code, the parsed --report-fd set-up line (or nil), the workspace, and the
+-- parsed exit line's "exit" object (or nil; REPORT.md).
 function M.sandbox(argv, opts)
   opts = opts or {}
   local ws = opts.workspace or M.mktemp_dir()
@@ -33,11 +34,21 @@ function M.sandbox(argv, opts)
   if opts.stdin then cmd = "printf %s " .. M.q(opts.stdin) .. " | " .. cmd end
   if opts.timeout then cmd = "timeout -s KILL " .. opts.timeout .. " " .. cmd end
   local out, code = M.sh(cmd)
-  local line = M.read(report_file)
+  local report, exit = M.decode_report(M.read(report_file))
   os.remove(report_file)
-  local report = line and line ~= "" and cjson.decode(line) or nil
   if not opts.workspace and not opts.keep then M.rm_rf(ws) end
-  return out, code, report, ws
+  return out, code, report, ws, exit
+end
+
+-- The lines of a --report-fd stream: the set-up line (ok true/false) and, after a start, the exit
+-- line. Returns the set-up object and the exit line's "exit" object (either may be nil).
+function M.decode_report(text)
+  local report, exit
+  for line in (text or ""):gmatch("[^\n]+") do
+    local doc = cjson.decode(line)
+    if doc.exit then exit = doc.exit else report = report or doc end
+  end
+  return report, exit
 end
 
 function M.python(code, opts)

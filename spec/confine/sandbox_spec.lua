@@ -55,7 +55,7 @@ describe("glsb-confine sandbox #confine", function()
           "sh", "-c", "id -u; echo hi > /home/user/f" }) .. " 3>" .. H.q(report_file) .. " 2>&1")
       assert.are.equal(0, code, out)
       assert.are.equal("1000\n", out)
-      local report = require("cjson").decode(H.read(report_file))
+      local report = H.decode_report(H.read(report_file))
       assert.are.equal(65534, report.applied.host_uid)
       assert.are.equal("65534\n", H.sh("stat -c %u " .. H.q(base .. "/ws/home/f")))
     end)
@@ -123,7 +123,7 @@ describe("glsb-confine sandbox #confine", function()
           words[#words + 1] = "--"
           words[#words + 1] = "true"
           local out, code = H.sh(H.join(words) .. " 9<" .. H.q(filter) .. " 3>&1 2>/dev/null")
-          local report = cjson.decode(out)
+          local report = H.decode_report(out)
           assert.are.same({ feature }, report.missing)
           if degraded then
             assert.are.equal(0, code, out)

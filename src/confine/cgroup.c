@@ -1,6 +1,16 @@
-/* cgroup.c: per-sandbox memory and pids limits in a leaf cgroup glsb/<name> below the caller's
- * own cgroup: cgroup v2 when memory and pids can be enabled there, else the v1 hierarchies. */
+/* cgroup.c: per-sandbox limits in a leaf cgroup glsb/<name> below the caller's own cgroup:
+ * memory (socket buffers included), pids and a CPU quota; cgroup v2 when memory and pids can be
+ * enabled there, else the v1 hierarchies. Also reads the OOM-kill counter of the leaf.
+ * Files written (Documentation/admin-guide/cgroup-v2.rst, cgroup-v1/memory.rst, sched-bwc.rst):
+ *   v2: cgroup.subtree_control (+memory +pids, +cpu), memory.max, memory.swap.max, pids.max,
+ *       cpu.max ("QUOTA PERIOD"); TCP/UDP buffers are charged to memory.max by the kernel
+ *       ("sock" in memory.stat); OOM kills are counted in memory.events (oom_kill).
+ *   v1: memory.limit_in_bytes, memory.memsw.limit_in_bytes, memory.kmem.tcp.limit_in_bytes
+ *       (socket buffers have their own counter in v1), pids.max, cpu.cfs_period_us and
+ *       cpu.cfs_quota_us; OOM kills are counted in memory.oom_control (oom_kill). */
 #include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -82,10 +92,26 @@ static int own_dir(const char *want, char *out, size_t cap)
 	return 1;
 }
 
+/* GLSB_CONFINE_CGROUP2_ROOT=DIR (a test hook): DIR stands for the cgroup2 mount and our own
+ * cgroup, and knobs are plain files there, each write appended as a line, so a spec can check
+ * what the v2 path writes on a machine whose cgroup2 hierarchy has no controllers. v1 is not
+ * tried then. */
+static const char *fake_v2_root;
+
 static int knob(const char *dir, const char *name, const char *value)
 {
 	char p[640];
 	glsb_sb_fmt(p, sizeof p, "%s/%s", dir, name);
+	if (fake_v2_root) {
+		int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (fd < 0)
+			return -1;
+		int rc = glsb_sb_write_all(fd, value, strlen(value));
+		if (rc == 0)
+			rc = glsb_sb_write_all(fd, "\n", 1);
+		close(fd);
+		return rc;
+	}
 	return glsb_sb_write_knob(p, value);
 }
 
@@ -132,10 +158,34 @@ static int make_leaf(const char *parent, const char *name, char *out, size_t cap
 	return mkdir(out, 0755);
 }
 
+static void set_cpu_quota(struct glsb_sb_cgroup *cg, const char *dir,
+			  const struct glsb_sb_limits *lim)
+{
+	char val[64];
+	int rc;
+
+	if (cg->version == 2) {
+		glsb_sb_fmt(val, sizeof val, "%ld %ld", lim->cpu_quota_us, lim->cpu_period_us);
+		rc = knob(dir, "cpu.max", val);
+	} else {
+		glsb_sb_fmt(val, sizeof val, "%ld", lim->cpu_period_us);
+		rc = knob(dir, "cpu.cfs_period_us", val);
+		glsb_sb_fmt(val, sizeof val, "%ld", lim->cpu_quota_us);
+		if (rc == 0)
+			rc = knob(dir, "cpu.cfs_quota_us", val);
+	}
+	if (rc == 0)
+		cg->cpu = 1;
+	else
+		glsb_sb_fmt(cg->cpu_why, sizeof cg->cpu_why, "setting the CPU quota in %s: %s", dir,
+			    strerror(errno));
+}
+
 static int try_v2_at(struct glsb_sb_cgroup *cg, const char *base, const char *name,
-		     long memory_mb, long pids)
+		     const struct glsb_sb_limits *lim)
 {
 	char glsb[560], val[32];
+	int want_cpu = lim->cpu_quota_us > 0;
 
 	if (!has_controllers(base, "cgroup.controllers", "memory", "pids")) {
 		glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: memory/pids not delegated to %s", base);
@@ -152,20 +202,36 @@ static int try_v2_at(struct glsb_sb_cgroup *cg, const char *base, const char *na
 	glsb_sb_fmt(glsb, sizeof glsb, "%s/glsb", base);
 	if ((mkdir(glsb, 0755) < 0 && errno != EEXIST) ||
 	    (!has_controllers(glsb, "cgroup.subtree_control", "memory", "pids") &&
-	     knob(glsb, "cgroup.subtree_control", "+memory +pids") < 0) ||
-	    make_leaf(base, name, cg->dirs[0], sizeof cg->dirs[0]) < 0) {
+	     knob(glsb, "cgroup.subtree_control", "+memory +pids") < 0)) {
+		glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: %s: %s", glsb, strerror(errno));
+		return -1;
+	}
+	/* The CPU controller is optional: its own write, so that memory and pids hold without it. */
+	if (want_cpu && !(has_controllers(base, "cgroup.controllers", "cpu", "cpu") &&
+			  (has_controllers(base, "cgroup.subtree_control", "cpu", "cpu") ||
+			   knob(base, "cgroup.subtree_control", "+cpu") == 0) &&
+			  (has_controllers(glsb, "cgroup.subtree_control", "cpu", "cpu") ||
+			   knob(glsb, "cgroup.subtree_control", "+cpu") == 0))) {
+		glsb_sb_fmt(cg->cpu_why, sizeof cg->cpu_why, "cgroup v2: cpu not delegated to %s", base);
+		want_cpu = 0;
+	}
+	if (make_leaf(base, name, cg->dirs[0], sizeof cg->dirs[0]) < 0) {
 		glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: %s: %s", glsb, strerror(errno));
 		return -1;
 	}
 	cg->ndirs = 1;
 	cg->version = 2;
-	glsb_sb_fmt(val, sizeof val, "%ld", memory_mb * 1024 * 1024);
+	cg->mem_idx = 0;
+	glsb_sb_fmt(val, sizeof val, "%ld", lim->memory_mb * 1024 * 1024);
 	if (knob(cg->dirs[0], "memory.max", val) < 0)
 		goto fail;
+	cg->sockets = 1; /* v2 charges socket buffers to memory.max */
 	knob(cg->dirs[0], "memory.swap.max", "0"); /* absent without swap accounting */
-	glsb_sb_fmt(val, sizeof val, "%ld", pids);
+	glsb_sb_fmt(val, sizeof val, "%ld", lim->pids);
 	if (knob(cg->dirs[0], "pids.max", val) < 0)
 		goto fail;
+	if (want_cpu)
+		set_cpu_quota(cg, cg->dirs[0], lim);
 	return 0;
 fail:
 	glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: setting limits in %s: %s", cg->dirs[0],
@@ -174,15 +240,17 @@ fail:
 	return -1;
 }
 
-static int try_v2(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, long pids)
+static int try_v2(struct glsb_sb_cgroup *cg, const char *name, const struct glsb_sb_limits *lim)
 {
 	char base[512], mnt[512], root[512], why[256];
 
+	if (fake_v2_root)
+		return try_v2_at(cg, fake_v2_root, name, lim);
 	if (!own_dir(NULL, base, sizeof base)) {
 		glsb_sb_fmt(cg->why, sizeof cg->why, "no cgroup2 mount");
 		return -1;
 	}
-	if (try_v2_at(cg, base, name, memory_mb, pids) == 0)
+	if (try_v2_at(cg, base, name, lim) == 0)
 		return 0;
 	/* Our own cgroup usually holds processes (a service or session scope), so it cannot
 	 * enable controllers for children; root may use the top of the hierarchy instead. */
@@ -190,33 +258,52 @@ static int try_v2(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, l
 	    access(mnt, W_OK) < 0)
 		return -1;
 	glsb_sb_fmt(why, sizeof why, "%s", cg->why);
-	if (try_v2_at(cg, mnt, name, memory_mb, pids) == 0)
+	if (try_v2_at(cg, mnt, name, lim) == 0)
 		return 0;
 	glsb_sb_fmt(cg->why, sizeof cg->why, "%s; at the top: %s", why, cg->why);
 	return -1;
 }
 
-static int try_v1(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, long pids)
+static int try_v1(struct glsb_sb_cgroup *cg, const char *name, const struct glsb_sb_limits *lim)
 {
-	static const char *const ctl[] = {"memory", "pids"};
+	static const char *const ctl[] = {"memory", "pids", "cpu"};
 	char base[512], val[32];
+	int limited = 0; /* memory or pids */
 
-	for (int i = 0; i < 2; i++) {
-		if (!own_dir(ctl[i], base, sizeof base))
+	cg->version = 1;
+	for (int i = 0; i < 3; i++) {
+		if (i == 2 && lim->cpu_quota_us <= 0)
+			break;
+		if (!own_dir(ctl[i], base, sizeof base)) {
+			if (i == 2)
+				glsb_sb_fmt(cg->cpu_why, sizeof cg->cpu_why, "no cgroup v1 cpu hierarchy");
 			continue;
+		}
 		char *dir = cg->dirs[cg->ndirs];
-		if (make_leaf(base, name, dir, sizeof cg->dirs[0]) < 0)
+		if (make_leaf(base, name, dir, sizeof cg->dirs[0]) < 0) {
+			if (i == 2)
+				glsb_sb_fmt(cg->cpu_why, sizeof cg->cpu_why, "cgroup v1: %s/glsb: %s", base,
+					    strerror(errno));
 			continue;
+		}
 		cg->ndirs++;
-		int rc;
+		int rc = 0;
 		if (i == 0) {
-			glsb_sb_fmt(val, sizeof val, "%ld", memory_mb * 1024 * 1024);
+			cg->mem_idx = cg->ndirs - 1;
+			glsb_sb_fmt(val, sizeof val, "%ld", lim->memory_mb * 1024 * 1024);
 			rc = knob(dir, "memory.limit_in_bytes", val);
 			knob(dir, "memory.memsw.limit_in_bytes", val); /* absent without swap accounting */
-		} else {
-			glsb_sb_fmt(val, sizeof val, "%ld", pids);
+			/* v1 keeps socket buffers out of memory.usage: they get their own limit, the same
+			 * size (a TCP/UDP buffer flood stalls on it instead of the host's memory). */
+			if (rc == 0)
+				cg->sockets = knob(dir, "memory.kmem.tcp.limit_in_bytes", val) == 0;
+		} else if (i == 1) {
+			glsb_sb_fmt(val, sizeof val, "%ld", lim->pids);
 			rc = knob(dir, "pids.max", val);
+		} else {
+			set_cpu_quota(cg, dir, lim);
 		}
+		limited |= i < 2 && rc == 0;
 		if (rc < 0) {
 			glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v1: setting limits in %s: %s", dir,
 				 strerror(errno));
@@ -224,25 +311,54 @@ static int try_v1(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, l
 			return -1;
 		}
 	}
-	if (cg->ndirs == 0)
+	if (!limited) {
+		/* neither memory nor pids: a CPU quota alone is not what `sandbox` calls limits */
+		glsb_sb_cgroup_remove(cg);
+		cg->cpu = 0;
 		return -1;
-	cg->version = 1;
+	}
 	return 0;
 }
 
-int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, long pids)
+int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name,
+			  const struct glsb_sb_limits *lim)
 {
 	char why2[256];
 
 	memset(cg, 0, sizeof *cg);
-	if (try_v2(cg, name, memory_mb, pids) == 0)
-		return 0;
+	cg->mem_idx = -1;
+	fake_v2_root = getenv("GLSB_CONFINE_CGROUP2_ROOT");
+	if (fake_v2_root && !*fake_v2_root)
+		fake_v2_root = NULL;
+	if (lim->cpu_quota_us <= 0)
+		glsb_sb_fmt(cg->cpu_why, sizeof cg->cpu_why, "no CPU quota asked (--cpus 0)");
+	if (try_v2(cg, name, lim) == 0 || fake_v2_root)
+		return cg->version ? 0 : -1;
 	glsb_sb_fmt(why2, sizeof why2, "%s", cg->why);
-	if (try_v1(cg, name, memory_mb, pids) == 0)
+	cg->cpu_why[0] = '\0';
+	if (try_v1(cg, name, lim) == 0)
 		return 0;
+	cg->version = 0;
 	if (!cg->why[0] || strncmp(cg->why, "cgroup v1", 9))
 		glsb_sb_fmt(cg->why, sizeof cg->why, "%s; no usable cgroup v1 memory/pids hierarchy",
 			 why2);
+	return -1;
+}
+
+long glsb_sb_cgroup_oom_kills(const struct glsb_sb_cgroup *cg)
+{
+	char p[640], buf[1024];
+
+	if (!cg->version || cg->mem_idx < 0)
+		return -1;
+	glsb_sb_fmt(p, sizeof p, "%s/%s", cg->dirs[cg->mem_idx],
+		    cg->version == 2 ? "memory.events" : "memory.oom_control");
+	if (glsb_sb_read_file(p, buf, sizeof buf) < 0)
+		return -1;
+	/* one "name value" per line; the kernel counts kills as "oom_kill N" in both files */
+	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+		if (!strncmp(line, "oom_kill ", 9))
+			return strtol(line + 9, NULL, 10);
 	return -1;
 }
 

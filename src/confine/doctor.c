@@ -59,7 +59,9 @@ int glsb_cmd_doctor(int argc, char **argv)
 		      "Print one JSON object: each confinement feature (namespaces, Landlock ABI,\n"
 		      "seccomp, no_new_privs, openat2, pidfd, cgroup v2 and v1) as true/false/number;\n"
 		      "\"cgroup_limits\": what `sandbox` would use (\"v2\", \"v1\" or false; probed by\n"
-		      "creating and removing a leaf cgroup); \"reasons\" for the false ones; and\n"
+		      "creating and removing a leaf cgroup), with \"cgroup_cpu\" (a CPU quota can be set)\n"
+		      "and \"cgroup_sockets\" (socket buffers are charged); \"reasons\" for the false ones;\n"
+		      "and\n"
 		      "\"sandbox_ready\": whether `sandbox` can run without --allow-degraded.\n",
 		      stdout);
 		return 0;
@@ -120,12 +122,22 @@ int glsb_cmd_doctor(int argc, char **argv)
 	struct glsb_sb_cgroup cg;
 	char name[64];
 	glsb_sb_fmt(name, sizeof name, "sb-%d-doctor", (int)getpid());
-	if (glsb_sb_cgroup_create(&cg, name, 64, 16) == 0) {
-		glsb_ws_buf_printf(&b, ",\"cgroup_limits\":\"v%d\"", cg.version);
+	struct glsb_sb_limits lim = {.memory_mb = 64, .pids = 16, .cpu_quota_us = 50000,
+				     .cpu_period_us = 100000};
+	if (glsb_sb_cgroup_create(&cg, name, &lim) == 0) {
+		glsb_ws_buf_printf(&b, ",\"cgroup_limits\":\"v%d\",\"cgroup_cpu\":%s,\"cgroup_sockets\":%s",
+				   cg.version, cg.cpu ? "true" : "false", cg.sockets ? "true" : "false");
+		if (!cg.cpu)
+			reason("cgroup_cpu", cg.cpu_why);
+		if (!cg.sockets)
+			reason("cgroup_sockets", "socket buffers are not charged to the memory cgroup "
+					      "(v1 without memory.kmem.tcp.limit_in_bytes)");
 		glsb_sb_cgroup_remove(&cg);
 	} else {
-		glsb_ws_buf_printf(&b, ",\"cgroup_limits\":false");
+		glsb_ws_buf_printf(&b, ",\"cgroup_limits\":false,\"cgroup_cpu\":false,\"cgroup_sockets\":false");
 		reason("cgroup_limits", cg.why);
+		reason("cgroup_cpu", cg.why);
+		reason("cgroup_sockets", cg.why);
 	}
 	glsb_ws_buf_printf(&b, ",\"sandbox_ready\":%s,\"reasons\":{%s}}\n",
 			   required_ok ? "true" : "false", reasons);

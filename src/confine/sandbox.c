@@ -142,8 +142,7 @@ __attribute__((noreturn)) static void child_main(struct sb *sb)
 		glsb_sb_child_fail(sb, "program %s: %s", sb->opt.argv[0], strerror(errno));
 
 	glsb_sb_report_applied(sb, &a);
-	close(sb->status_wr);
-	close(sb->sync_rd);
+	close(sb->sync_rd); /* status_wr stays: init reports PROGRAM's raw wait status on it */
 	glsb_sb_run_init(sb, prog, envp);
 }
 
@@ -207,10 +206,20 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	if (sb->root_mode)
 		glsb_sb_give_stdio(sb);
 	glsb_sb_fmt(name, sizeof name, "sb-%d-%ld", (int)getpid(), (long)time(NULL));
-	if (glsb_sb_cgroup_create(&sb->cgroup, name, sb->opt.memory_mb, sb->opt.nproc) == 0)
+	struct glsb_sb_limits lim = {.memory_mb = sb->opt.memory_mb, .pids = sb->opt.nproc,
+				     .cpu_quota_us = (long)(sb->opt.cpus * 100000 + 0.5),
+				     .cpu_period_us = 100000};
+	sb->oom_kills_at_start = -1;
+	if (glsb_sb_cgroup_create(&sb->cgroup, name, &lim) == 0) {
 		sb->have_cgroup = 1;
-	else
+		sb->oom_kills_at_start = 0; /* a new leaf: the kernel's counter starts at 0 */
+		if (lim.cpu_quota_us > 0 && !sb->cgroup.cpu)
+			glsb_sb_add_missing(sb, "cgroup_cpu", 0);
+		if (!sb->cgroup.sockets)
+			glsb_sb_add_missing(sb, "cgroup_sockets", 0);
+	} else {
 		glsb_sb_add_missing(sb, "cgroup", 0);
+	}
 	if (pipe2(pipes[0], O_CLOEXEC) < 0 || pipe2(pipes[1], O_CLOEXEC) < 0 ||
 	    (sb->sup_sfd = signalfd(-1, &sigs, SFD_CLOEXEC)) < 0) {
 		glsb_sb_fmt(err, sizeof err, "pipe/signalfd: %s", strerror(errno));

@@ -40,6 +40,7 @@ struct sb_options {
 	int nenv;
 	int network, degraded, cleanup, report_fd;
 	long memory_mb, cpu_s, nproc, file_mb, disk_mb, nofile, id_base;
+	double cpus; /* CPU quota in CPUs; 0: none */
 	char **argv; /* PROGRAM and its arguments */
 };
 
@@ -73,6 +74,10 @@ struct sb {
 	int clone_flags;              /* namespaces the child was created with */
 	struct glsb_sb_cgroup cgroup;
 	int have_cgroup;
+	int reported_ok;              /* the ok:true line went out: an exit line follows */
+	int failed_setup;             /* the child sent an 'E' line */
+	int program_status;           /* PROGRAM's raw wait status from init's 'X' line, or -1 */
+	long oom_kills_at_start;      /* the leaf's OOM-kill counter before PROGRAM ran, or -1 */
 	char missing[512];            /* JSON array body of required features missing */
 	char opt_missing[512];        /* JSON array body of optional features missing */
 	/* supervisor <-> child */
@@ -93,11 +98,18 @@ __attribute__((noreturn, format(printf, 2, 3))) void glsb_sb_child_fail(struct s
 									 const char *fmt, ...);
 /* Child: send the 'O' message (what was applied) to the supervisor. */
 void glsb_sb_report_applied(struct sb *sb, const struct sb_applied *a);
-/* Supervisor: read what the child wrote to the status pipe: 0 while more may come, 1 at EOF. */
+/* The status pipe (child -> supervisor) carries lines: "O" + the applied JSON body, or "E" +
+ * the error JSON body (set-up), then from init "X" + PROGRAM's raw wait status.
+ * Supervisor: read what is there into msg: 0 while more may come, 1 at EOF. */
 int glsb_sb_read_status(int fd, struct glsb_ws_buf *msg);
-/* Supervisor: turn the child's message into the report line (the child cannot know its host
- * pid) and close the report fd. */
-void glsb_sb_forward_status(struct sb *sb, const struct glsb_ws_buf *msg, pid_t pid);
+/* Supervisor: take the next complete line out of msg (1), or 0 if there is none yet. */
+int glsb_sb_take_status(struct glsb_ws_buf *msg, char *line, size_t cap);
+/* Supervisor: turn an 'O'/'E' line into the report line (the child cannot know its host pid).
+ * After 'E' the report fd is closed; after 'O' it stays open for the exit line. */
+void glsb_sb_forward_status(struct sb *sb, const char *msg, pid_t pid);
+/* Supervisor: the exit line (status as from waitpid, and the OOM kills seen), then close the
+ * report fd. */
+void glsb_sb_report_exit(struct sb *sb, int status);
 
 /* sb_mounts.c */
 int glsb_sb_plan_mounts(struct sb *sb, char *err, size_t errcap);   /* supervisor */

@@ -58,6 +58,9 @@ void glsb_sb_run_init(struct sb *sb, const char *prog, char **envp)
 			if (w <= 0)
 				break;
 			if (w == pid) {
+				char line[32];
+				int n = snprintf(line, sizeof line, "X%d\n", st);
+				glsb_sb_write_all(sb->status_wr, line, (size_t)n);
 				code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 				_exit(code);
 			}

@@ -43,7 +43,11 @@ static const char usage_text[] =
 	"                       HOME=/home/user PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8\n"
 	"                       unless given\n"
 	"  --network            share the host network (default: own net namespace, loopback only)\n"
-	"  --memory-mb N        default 1024: cgroup memory limit and RLIMIT_DATA\n"
+	"  --memory-mb N        default 1024: cgroup memory limit (socket buffers included: v2\n"
+	"                       charges them to memory.max, v1 gets the same limit in\n"
+	"                       memory.kmem.tcp.limit_in_bytes) and RLIMIT_DATA\n"
+	"  --cpus F             default 1: cgroup CPU quota in CPUs (v2 cpu.max, v1\n"
+	"                       cpu.cfs_quota_us per 100 ms cpu.cfs_period_us); 0: none\n"
 	"  --cpu-seconds N      default 3600: RLIMIT_CPU, per process\n"
 	"  --max-processes N    default 256: cgroup pids limit and RLIMIT_NPROC\n"
 	"  --max-file-mb N      default 512: RLIMIT_FSIZE (capped at --disk-mb)\n"
@@ -54,12 +58,16 @@ static const char usage_text[] =
 	"  --id-base N          ids when run as root, see below (default 1879048192)\n"
 	"  --allow-degraded     start even if a required feature is missing (it is listed in\n"
 	"                       \"missing\"); user, mount and pid namespaces are always required\n"
-	"  --report-fd N        write one JSON line to fd N, then close it. Just before PROGRAM\n"
+	"  --report-fd N        write JSON lines to fd N (REPORT.md). Just before PROGRAM\n"
 	"                       starts: {\"ok\":true,\"pid\":HOST_PID_OF_SANDBOX_INIT,\"applied\":{\n"
 	"                       userns,mountns,pidns,netns,ipcns,utsns,cgroupns,timens: bool,\n"
 	"                       no_new_privs, seccomp: bool, landlock_abi: N, cgroup: \"v2\"|\"v1\"|\n"
 	"                       false, cgroup_dirs | cgroup_reason, rlimits, tmp_mb, network,\n"
-	"                       uid, host_uid, host_gid},\"missing\":[...],\"optional_missing\":[...]}\n"
+	"                       cgroup_cpus: F|false, cgroup_sockets: bool, uid, host_uid,\n"
+	"                       host_gid},\"missing\":[...],\"optional_missing\":[...]}; when it\n"
+	"                       ends: {\"exit\":{\"code\":N|null,\"signal\":N|null,\"oom_kills\":N|null,\n"
+	"                       \"oom_killed\":BOOL}} (PROGRAM's own status; oom_killed: SIGKILLed\n"
+	"                       while the OOM killer worked in its cgroup), then fd N is closed.\n"
 	"                       On failure {\"ok\":false,\"error\":MSG,\"missing\":[...]}, exit 125.\n"
 	"                       Without --report-fd, errors go to stderr.\n"
 	"  --cleanup            remove DIR (recursively, not following symlinks) at the end\n"
@@ -73,8 +81,13 @@ static const char usage_text[] =
 	"\n"
 	"Required: user/mount/pid/net(unless --network)/ipc/uts namespaces, Landlock, seccomp,\n"
 	"no_new_privs. Optional (listed in optional_missing): cgroup and time namespaces, cgroup\n"
-	"limits: v2 memory+pids in a leaf glsb/sb-<pid>-<time> below our cgroup when they can be\n"
-	"enabled there (else, as root, below the hierarchy's top), else v1 memory/pids hierarchies.\n"
+	"limits: v2 memory+pids(+cpu) in a leaf glsb/sb-<pid>-<time> below our cgroup when they can\n"
+	"be enabled there (else, as root, below the hierarchy's top), else v1 memory/pids/cpu\n"
+	"hierarchies (\"cgroup\"); the CPU quota (\"cgroup_cpu\"); socket buffers charged\n"
+	"(\"cgroup_sockets\"). Unix-socket queues are charged to no cgroup by the kernel: they are\n"
+	"bounded only by --max-open-files x --max-processes x net.core.wmem_max.\n"
+	"GLSB_CONFINE_CGROUP2_ROOT=DIR (for tests): DIR stands for the cgroup2 hierarchy and our\n"
+	"own cgroup; knobs missing there are created as files; v1 is not tried.\n"
 	"Empty leaves of supervisors that were SIGKILLed are removed by the next sandbox.\n"
 	"Exit: PROGRAM's status; 125 if the sandbox could not be set up; 2 on usage errors.\n";
 
@@ -96,7 +109,7 @@ int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 
 	*o = (struct sb_options){.report_fd = -1, .memory_mb = 1024, .cpu_s = 3600, .nproc = 256,
 				 .file_mb = 512, .disk_mb = 1024, .nofile = 1024,
-				 .id_base = DEFAULT_ID_BASE};
+				 .id_base = DEFAULT_ID_BASE, .cpus = 1.0};
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int more = argc - i - 1;
@@ -124,6 +137,16 @@ int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 			}
 			o->binds[o->nbinds++] = (struct sb_bind){argv[i + 1], dst, a[2] == 'b'};
 			i += 2;
+		} else if (!strcmp(a, "--cpus") && more >= 1) {
+			/* cpu.max / cfs_quota_us take at least 1 ms per 100 ms period */
+			char *end;
+			double v = strtod(argv[++i], &end);
+			if (end == argv[i] || *end || !(v == 0 || (v >= 0.01 && v <= 4096))) {
+				fprintf(stderr, "glsb-confine sandbox: bad option --cpus %s (0, or 0.01 to 4096)\n",
+					argv[i]);
+				return EXIT_USAGE;
+			}
+			o->cpus = v;
 		} else if (!strcmp(a, "--env") && more >= 1) {
 			if (!strchr(argv[i + 1], '=') || o->nenv >= 256) {
 				fprintf(stderr, "glsb-confine sandbox: bad --env %s\n", argv[i + 1]);

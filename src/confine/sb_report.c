@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sandbox.h"
@@ -52,7 +54,7 @@ void glsb_sb_child_fail(struct sb *sb, const char *fmt, ...)
 	va_end(ap);
 	glsb_ws_buf_puts(&b, "E\"error\":");
 	glsb_ws_json_cstr(&b, msg);
-	glsb_ws_buf_printf(&b, ",\"missing\":[%s]", sb->missing);
+	glsb_ws_buf_printf(&b, ",\"missing\":[%s]\n", sb->missing);
 	if (!b.failed)
 		glsb_sb_write_all(sb->status_wr, b.p, b.len);
 	if (sb->opt.report_fd < 0) {
@@ -100,9 +102,15 @@ void glsb_sb_report_applied(struct sb *sb, const struct sb_applied *a)
 			   "\"nofile\":%ld,\"nproc\":%ld},\"tmp_mb\":%ld,\"network\":\"%s\"",
 			   o->cpu_s, o->memory_mb, a->fsize_mb, o->nofile, o->nproc, o->disk_mb,
 			   o->network ? "host" : "loopback");
+	glsb_ws_buf_puts(&b, ",\"cgroup_cpus\":");
+	if (cg->cpu)
+		glsb_ws_buf_printf(&b, "%g", o->cpus);
+	else
+		glsb_ws_buf_puts(&b, "false");
+	glsb_ws_buf_printf(&b, ",\"cgroup_sockets\":%s", cg->sockets ? "true" : "false");
 	glsb_ws_buf_printf(&b, ",\"uid\":%d,\"host_uid\":%ld,\"host_gid\":%ld}", SANDBOX_UID,
 			   sb->host_uid, sb->host_gid);
-	glsb_ws_buf_printf(&b, ",\"missing\":[%s],\"optional_missing\":[%s]", sb->missing,
+	glsb_ws_buf_printf(&b, ",\"missing\":[%s],\"optional_missing\":[%s]\n", sb->missing,
 			   sb->opt_missing);
 	if (b.failed)
 		glsb_sb_child_fail(sb, "report: out of memory");
@@ -116,7 +124,7 @@ int glsb_sb_read_status(int fd, struct glsb_ws_buf *msg)
 	ssize_t n = read(fd, chunk, sizeof chunk);
 	if (n < 0 && errno == EINTR)
 		return 0;
-	/* The child's message is a few KiB; more would be a bug, not something to keep. */
+	/* The child's messages are a few KiB; more would be a bug, not something to keep. */
 	if (n > 0 && msg->len < 65536) {
 		glsb_ws_buf_put(msg, chunk, (size_t)n);
 		return 0;
@@ -124,21 +132,74 @@ int glsb_sb_read_status(int fd, struct glsb_ws_buf *msg)
 	return n > 0 ? 0 : 1;
 }
 
-void glsb_sb_forward_status(struct sb *sb, const struct glsb_ws_buf *msg, pid_t pid)
+int glsb_sb_take_status(struct glsb_ws_buf *msg, char *line, size_t cap)
+{
+	char *nl = msg->len ? memchr(msg->p, '\n', msg->len) : NULL;
+	if (!nl)
+		return 0;
+	size_t n = (size_t)(nl - msg->p);
+	glsb_sb_fmt(line, cap, "%.*s", (int)n, msg->p);
+	memmove(msg->p, nl + 1, msg->len - n - 1);
+	msg->len -= n + 1;
+	return 1;
+}
+
+void glsb_sb_forward_status(struct sb *sb, const char *msg, pid_t pid)
 {
 	struct glsb_ws_buf line = {0};
 
-	if (msg->len == 0 || sb->opt.report_fd < 0)
+	if (!msg[0] || sb->opt.report_fd < 0)
 		return;
-	if (msg->p[0] == 'O')
+	if (msg[0] == 'O')
 		glsb_ws_buf_printf(&line, "{\"ok\":true,\"pid\":%d,", (int)pid);
 	else
 		glsb_ws_buf_puts(&line, "{\"ok\":false,");
-	glsb_ws_buf_put(&line, msg->p + 1, msg->len - 1);
+	glsb_ws_buf_puts(&line, msg + 1);
 	glsb_ws_buf_puts(&line, "}\n");
 	if (!line.failed)
 		glsb_sb_write_all(sb->opt.report_fd, line.p, line.len);
 	glsb_ws_buf_free(&line);
+	if (msg[0] == 'O') {
+		sb->reported_ok = 1;
+		return;
+	}
+	close(sb->opt.report_fd);
+	sb->opt.report_fd = -1;
+}
+
+void glsb_sb_report_exit(struct sb *sb, int status)
+{
+	/* init passed on PROGRAM's own wait status (it exits 128+signal itself) */
+	if (sb->program_status >= 0)
+		status = sb->program_status;
+	struct glsb_ws_buf b = {0};
+	long kills = sb->have_cgroup ? glsb_sb_cgroup_oom_kills(&sb->cgroup) : -1;
+	int killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+
+	if (sb->opt.report_fd < 0)
+		return;
+	glsb_ws_buf_puts(&b, "{\"exit\":{\"code\":");
+	if (WIFEXITED(status))
+		glsb_ws_buf_printf(&b, "%d", WEXITSTATUS(status));
+	else
+		glsb_ws_buf_puts(&b, "null");
+	glsb_ws_buf_puts(&b, ",\"signal\":");
+	if (WIFSIGNALED(status))
+		glsb_ws_buf_printf(&b, "%d", WTERMSIG(status));
+	else
+		glsb_ws_buf_puts(&b, "null");
+	glsb_ws_buf_puts(&b, ",\"oom_kills\":");
+	if (kills >= 0 && sb->oom_kills_at_start >= 0)
+		glsb_ws_buf_printf(&b, "%ld", kills - sb->oom_kills_at_start);
+	else
+		glsb_ws_buf_puts(&b, "null");
+	/* PROGRAM itself died of SIGKILL while the kernel's OOM killer was at work in the leaf */
+	glsb_ws_buf_printf(&b, ",\"oom_killed\":%s}}\n",
+			   killed && kills > sb->oom_kills_at_start && sb->oom_kills_at_start >= 0
+			   ? "true" : "false");
+	if (!b.failed)
+		glsb_sb_write_all(sb->opt.report_fd, b.p, b.len);
+	glsb_ws_buf_free(&b);
 	close(sb->opt.report_fd);
 	sb->opt.report_fd = -1;
 }

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -71,12 +72,28 @@ pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(str
 	return -1;
 }
 
+/* Act on every complete line the child sent on the status pipe. */
+static void handle_status(struct sb *sb, struct glsb_ws_buf *msg, pid_t pid)
+{
+	static char line[16384];
+	while (glsb_sb_take_status(msg, line, sizeof line)) {
+		if (line[0] == 'X') {
+			sb->program_status = atoi(line + 1);
+			continue;
+		}
+		if (line[0] == 'E')
+			sb->failed_setup = 1;
+		glsb_sb_forward_status(sb, line, pid);
+	}
+}
+
 int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 {
 	struct glsb_ws_buf msg = {0};
 	int terms = 0, st = 0, exit_code;
 	char err[128];
 
+	sb->program_status = -1;
 	for (;;) {
 		struct pollfd p[2] = {{sb->sup_sfd, POLLIN, 0}, {status_fd, POLLIN, 0}};
 		if (poll(p, status_fd >= 0 ? 2 : 1, -1) < 0) {
@@ -85,11 +102,11 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 			break;
 		}
 		if (status_fd >= 0 && p[1].revents) {
-			if (glsb_sb_read_status(status_fd, &msg) == 0)
-				continue;
-			close(status_fd);
-			status_fd = -1;
-			glsb_sb_forward_status(sb, &msg, pid);
+			if (glsb_sb_read_status(status_fd, &msg)) {
+				close(status_fd);
+				status_fd = -1;
+			}
+			handle_status(sb, &msg, pid);
 		}
 		if (p[0].revents) {
 			struct signalfd_siginfo si;
@@ -110,16 +127,18 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 		while (glsb_sb_read_status(status_fd, &msg) == 0)
 			;
 		close(status_fd);
-		glsb_sb_forward_status(sb, &msg, pid);
+		handle_status(sb, &msg, pid);
 	}
 	exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	if (sb->opt.report_fd >= 0) {
+	if (!sb->reported_ok && sb->opt.report_fd >= 0) {
 		/* Died before reporting (e.g. killed during set-up). */
 		glsb_sb_fmt(err, sizeof err, "sandbox set-up ended early (status %d)", exit_code);
 		glsb_sb_report_failure(sb, err);
 		exit_code = EXIT_SETUP;
+	} else if (sb->reported_ok) {
+		glsb_sb_report_exit(sb, st);
 	}
-	if (msg.len > 0 && msg.p[0] == 'E')
+	if (sb->failed_setup)
 		exit_code = EXIT_SETUP;
 	glsb_ws_buf_free(&msg);
 	return exit_code;

@@ -75,15 +75,28 @@ int glsb_sb_seccomp_install(void);
 int glsb_sb_seccomp_rule_count(void);
 
 /* --- cgroups (cgroup.c) --- */
+struct glsb_sb_limits {
+	long memory_mb;                   /* memory.max / limit_in_bytes (and v1's TCP buffers) */
+	long pids;                        /* pids.max */
+	long cpu_quota_us, cpu_period_us; /* CPU bandwidth; quota 0: no CPU limit */
+};
 struct glsb_sb_cgroup {
 	int version;       /* 0 none, 1, 2 */
 	int ndirs;
-	char dirs[2][512]; /* created leaf cgroups: v2 one, v1 memory and/or pids */
+	char dirs[3][512]; /* created leaf cgroups: v2 one, v1 memory, pids and/or cpu */
+	int mem_idx;       /* index of the memory leaf in dirs, or -1 */
+	int cpu;           /* the CPU quota is set */
+	int sockets;       /* socket buffers are charged (v2: memory.max; v1: kmem.tcp limit) */
 	char why[256];     /* why nothing was created */
+	char cpu_why[256]; /* why no CPU quota */
 };
-/* Create a leaf cgroup glsb/<name> below this process's cgroup with memory and pids limits
- * (v2 when memory and pids can be enabled there, else v1 memory/pids). 0, or -1 with why set. */
-int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name, long memory_mb, long pids);
+/* Create a leaf cgroup glsb/<name> below this process's cgroup with the limits (v2 when memory
+ * and pids can be enabled there, else v1 memory/pids/cpu). 0, or -1 with why set. A CPU quota
+ * that cannot be set leaves cpu 0 and cpu_why set, and is not a failure. */
+int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name,
+			  const struct glsb_sb_limits *lim);
+/* The leaf's OOM-kill counter (v2 memory.events, v1 memory.oom_control), or -1 if unknown. */
+long glsb_sb_cgroup_oom_kills(const struct glsb_sb_cgroup *cg);
 /* Move pid into the created cgroup(s). 0 or -1 with errno. */
 int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid);
 /* Remove the created cgroup(s); waits briefly for the kernel to release them. */
