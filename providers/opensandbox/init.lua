@@ -51,15 +51,42 @@ Sandbox.workspace_root = "/workspace"
 -- Options
 ---------------------------------------------------------------------------
 
--- Every create option, with its type (the base class's own options included).
-M.OPTIONS = {
-  domain = "string", api_key = "string", protocol = "string", image = "string", entrypoint = "table",
-  env = "table", metadata = "table", resources = "table", network_policy = "table", timeout = "number",
-  template = { "string", "table" }, use_server_proxy = "boolean", request_timeout = "number",
-  ready_timeout = "number", cainfo = "string",
-  language = "string", additional_packages = "table", retry = { "boolean", "table" },
-  package_install_timeout = "number",
+-- The provider's options, declared once in glsb.options' form ({type, what it does, default = shown}):
+-- PROVIDER for create, connect, list and the template builder; CREATE for create only.
+M.PROVIDER_OPTIONS = {
+  domain = { "string", "the lifecycle server, `host[:port][/prefix]` or a URL (its scheme wins over `protocol`)",
+    default = "$OPEN_SANDBOX_DOMAIN or localhost:8080" },
+  api_key = { "string", "sent as `OPEN-SANDBOX-API-KEY` on lifecycle calls (never to execd)",
+    default = "$OPEN_SANDBOX_API_KEY" },
+  protocol = { "string", "`http` or `https`, also for execd's endpoint", default = "$OPEN_SANDBOX_PROTOCOL or http" },
+  use_server_proxy = { "boolean", "reach execd through the server's `/sandboxes/{id}/proxy/44772` route",
+    default = "$OPEN_SANDBOX_USE_SERVER_PROXY or false" },
+  request_timeout = { "positive", "seconds per lifecycle request", default = "$OPEN_SANDBOX_REQUEST_TIMEOUT or 30" },
+  cainfo = { "string", "a CA bundle to check the server's certificate with" },
 }
+M.CREATE_OPTIONS = {
+  image = { "string", "the sandbox's image (`execute_code` needs a code-interpreter image)", default = "" },
+  entrypoint = { "string_list", "the sandbox's entry process", default = "" },
+  resources = { "string_map", "`resourceLimits`", default = "{cpu = \"1\", memory = \"2Gi\"}" },
+  network_policy = { "table", "`{default_action = \"deny\"|\"allow\", egress = {{action, target}, ...}}`" },
+  ready_timeout = { "positive", "seconds to wait for execd's `/ping` after create or connect", default = "30" },
+}
+M.CREATE_OPTIONS.image.default = M.DEFAULT_IMAGE
+M.CREATE_OPTIONS.entrypoint.default = table.concat(M.DEFAULT_ENTRYPOINT, " ")
+Sandbox.options = {
+  provider = M.PROVIDER_OPTIONS,
+  create = M.CREATE_OPTIONS,
+  connect = { ready_timeout = M.CREATE_OPTIONS.ready_timeout },
+}
+
+-- Until glsb.options checks declared options in the base class, this file checks its own (the same
+-- rules: an unknown key names the closest known one, a wrong type the expected one).
+local HAS_OPTIONS_MODULE = pcall(require, "glsb.options")
+local BASE_OPTIONS = { timeout = "number", template = "string|table", env = "table", metadata = "table",
+  retry = "boolean|table", language = "string", additional_packages = "table", package_install_timeout = "number" }
+local LUA_TYPE = { string = "string", boolean = "boolean", table = "table", number = "number", positive = "number",
+  seconds = "number", integer = "number", count = "number", string_map = "table", string_list = "table",
+  ["function"] = "function" }
 
 local function distance(a, b)
   local prev = {}
@@ -74,32 +101,40 @@ local function distance(a, b)
   return prev[#b]
 end
 
--- check_options(opts, level): an unknown key or a wrong type is a plain argument error naming it.
-function M.check_options(opts, level)
+-- check_options(opts, level, schemas...): plain argument errors for an unknown key or a wrong type.
+function M.check_options(opts, level, ...)
+  local known = {}
+  for _, schema in ipairs({ ... }) do
+    for k, d in pairs(schema) do known[k] = type(d) == "table" and d[1] or d end
+  end
   for k, v in pairs(opts) do
-    local want = M.OPTIONS[k]
+    local want = known[k]
     if want == nil then
       local best, bd = nil, math.huge
-      for name in pairs(M.OPTIONS) do
+      for name in pairs(known) do
         local d = distance(tostring(k), name)
         if d < bd or (d == bd and name < best) then best, bd = name, d end
       end
       error(string.format("opensandbox: unknown option '%s'%s", tostring(k),
         bd <= 3 and (" (did you mean '" .. best .. "'?)") or ""), level + 1)
     end
-    local kinds = type(want) == "table" and want or { want }
-    local ok = false
-    for _, t in ipairs(kinds) do if type(v) == t then ok = true end end
+    local ok, names = false, {}
+    for t in want:gmatch("[^|]+") do
+      names[#names + 1] = LUA_TYPE[t] or t
+      if type(v) == (LUA_TYPE[t] or t) then ok = true end
+    end
     if not ok then
-      error(string.format("opensandbox: option '%s' must be a %s, got %s", k, table.concat(kinds, " or "), type(v)),
+      error(string.format("opensandbox: option '%s' must be a %s, got %s", k, table.concat(names, " or "), type(v)),
         level + 1)
     end
   end
 end
 
-function Sandbox._prepare_create(sopts, level)
-  M.check_options(sopts, level + 1)
-  sandbox.CodeInterpreterSandbox._prepare_create(sopts, level + 1)
+if not HAS_OPTIONS_MODULE then
+  function Sandbox._prepare_create(sopts, level)
+    M.check_options(sopts, level + 1, BASE_OPTIONS, M.PROVIDER_OPTIONS, M.CREATE_OPTIONS)
+    sandbox.CodeInterpreterSandbox._prepare_create(sopts, level + 1)
+  end
 end
 
 local function string_map(t, what)

@@ -29,6 +29,8 @@ local packages = require "glsb.packages"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 local snapshot = require "glsb.providers.opensandbox.snapshot"
 local files = require "glsb.providers.opensandbox.files"
+-- (init.lua loads this module lazily, on first use of M.Template: requiring it here is no cycle)
+local opensandbox = require "glsb.providers.opensandbox"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
@@ -96,18 +98,22 @@ end
 local Template = template.TemplateBuilder:extend("opensandbox")
 M.Template = Template
 
-local BUILDER_OPTIONS = {
-  domain = "string", api_key = "string", protocol = "string", use_server_proxy = "boolean",
-  request_timeout = "number", image = "string", resources = "table", on_log = "function",
-  progress = "boolean", build_timeout = "number", step_timeout = "number", cainfo = "string",
+-- The builder's own options (glsb.options form); the provider's connection options come from init.lua.
+M.BUILDER_OPTIONS = {
+  image = { "string", "the base of a spec without base_image / base_template" },
+  resources = { "string_map", "`resourceLimits` of the build sandbox" },
+  on_log = { "function", "called with every log entry `{timestamp, level, message, step}`" },
+  progress = { "boolean", "one line per step on stdout", default = "when stdout is a terminal" },
+  build_timeout = { "positive", "seconds a build may take", default = "3600" },
+  step_timeout = { "positive", "seconds one step may take", default = "1800" },
 }
 
+Template.options = { provider = opensandbox.PROVIDER_OPTIONS, builder = M.BUILDER_OPTIONS }
+
 function Template:_init(opts)
-  for k, v in pairs(opts) do
-    if BUILDER_OPTIONS[k] == nil then error("opensandbox template: unknown option '" .. tostring(k) .. "'", 4) end
-    if type(v) ~= BUILDER_OPTIONS[k] then
-      error(string.format("opensandbox template: option '%s' must be a %s, got %s", k, BUILDER_OPTIONS[k], type(v)), 4)
-    end
+  if not pcall(require, "glsb.options") then
+    -- until the base class checks declared options itself (glsb.options)
+    opensandbox.check_options(opts, 4, opensandbox.PROVIDER_OPTIONS, M.BUILDER_OPTIONS)
   end
   self._cfg = lifecycle.config(opts)
   self._sandbox_opts = {}
@@ -178,7 +184,7 @@ function Template:_build_sandbox(spec)
     if spec.memory_mb then res.memory = tostring(spec.memory_mb) .. "Mi" end
   end
   opts.resources = res
-  return require("glsb.providers.opensandbox").Sandbox.create(opts)
+  return opensandbox.Sandbox.create(opts)
 end
 
 -- Runs one step in the build sandbox; raises TemplateBuildError naming it when it fails.
