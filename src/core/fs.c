@@ -1,4 +1,4 @@
-/* fs.c: temp directories, symlink-safe tree removal, atomic file writes and where the core lives on disk. */
+/* fs.c: temp directories, symlink-safe tree removal and moves, atomic file writes and where the core lives on disk. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -507,6 +507,180 @@ fail:
 	return glsb_push_errno(L, "write_file_atomic", path, e);
 }
 
+/* ---- move_dir_beneath ---- */
+
+/* Is fd the root of a mount (another mount, or a bind mount of the same file system)? */
+static int fd_is_mount_root(int fd, dev_t dev)
+{
+	struct statx sx;
+	struct stat st;
+
+	if (fstat(fd, &st) != 0 || st.st_dev != dev)
+		return 1;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &sx) == 0 &&
+	    (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+	return 0;
+}
+
+/* A component of a path someone else wrote: not empty, ".", ".." nor too long. Copies it to name. */
+static const char *check_component(const char *p, size_t n, char name[NAME_MAX + 1])
+{
+	if (n == 0)
+		return "empty component";
+	if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+		return "'.' or '..' component";
+	if (n > NAME_MAX)
+		return "component too long";
+	memcpy(name, p, n);
+	name[n] = '\0';
+	return NULL;
+}
+
+/* Why the entry name in dirfd cannot be walked into or moved, or NULL when it is a directory. */
+static const char *not_a_dir(int dirfd, const char *name, struct stat *st, int *e)
+{
+	if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) != 0) {
+		*e = errno;
+		return "cannot stat";
+	}
+	if (S_ISLNK(st->st_mode))
+		return "is a symlink (not followed)";
+	if (!S_ISDIR(st->st_mode))
+		return "is not a directory";
+	return NULL;
+}
+
+/*
+ * Opens the directory rel below rootfd one component at a time (O_NOFOLLOW, O_DIRECTORY), so that
+ * nothing in a tree someone else wrote can redirect the walk: a symlink, a "..", another mount is
+ * refused. Returns the fd, or -1 with *why (and *e, an errno, when there is one).
+ */
+static int open_dir_beneath(int rootfd, const char *rel, size_t len, const char **why, int *e)
+{
+	struct stat root;
+	const char *p = rel, *end = rel + len;
+	int fd;
+
+	if (fstat(rootfd, &root) != 0 || (fd = fcntl(rootfd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		*e = errno;
+		*why = "cannot open the root";
+		return -1;
+	}
+	while (p < end) {
+		const char *slash = memchr(p, '/', (size_t)(end - p));
+		size_t n = slash ? (size_t)(slash - p) : (size_t)(end - p);
+		char name[NAME_MAX + 1];
+		struct stat st;
+		int next;
+
+		*why = check_component(p, n, name);
+		if (!*why)
+			*why = not_a_dir(fd, name, &st, e);
+		if (*why) {
+			close(fd);
+			return -1;
+		}
+		next = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		if (next < 0) {
+			*e = errno;
+			*why = "cannot open";
+			return -1;
+		}
+		if (fd_is_mount_root(next, root.st_dev)) {
+			close(next);
+			*why = "is another mount (not crossed)";
+			return -1;
+		}
+		fd = next;
+		p += n + (slash ? 1 : 0);
+	}
+	return fd;
+}
+
+static int push_refusal(lua_State *L, const char *root, const char *rel, const char *why, int e)
+{
+	lua_pushnil(L);
+	if (e)
+		lua_pushfstring(L, "move_dir_beneath: %s/%s: %s: %s", root, rel, why, strerror(e));
+	else
+		lua_pushfstring(L, "move_dir_beneath: %s/%s: %s", root, rel, why);
+	return 2;
+}
+
+/*
+ * core.move_dir_beneath(root, rel, dest) -> true, or nil, message. Moves the directory root/rel to
+ * dest (which must not exist) for a caller that trusts root and dest's parent but not what is below
+ * root (a tree a sandbox wrote): rel is walked component by component without following a symlink,
+ * "." or "..", or entering another mount; rel itself must be a directory, not a symlink to one; the
+ * rename never replaces anything (RENAME_NOREPLACE) and is undone if what arrived is not the
+ * directory that was checked (swapped in between).
+ */
+static int l_move_dir_beneath(lua_State *L)
+{
+	const char *root = luaL_checkstring(L, 1);
+	size_t rlen;
+	const char *rel = luaL_checklstring(L, 2, &rlen);
+	const char *dest = luaL_checkstring(L, 3);
+	const char *last = rel + rlen, *dslash = strrchr(dest, '/');
+	char name[NAME_MAX + 1], dname[NAME_MAX + 1], ddir[PATH_MAX];
+	const char *why = NULL;
+	struct stat before, after;
+	int rootfd, parent, dfd, e = 0;
+
+	while (last > rel && last[-1] != '/')
+		last--;
+	luaL_argcheck(L, rlen > 0 && rel[0] != '/' && memchr(rel, '\0', rlen) == NULL, 2,
+		      "must be a non-empty relative path");
+	luaL_argcheck(L, dslash && dslash[1] && (size_t)(dslash - dest) < sizeof ddir, 3,
+		      "must be an absolute path naming an entry");
+	if ((why = check_component(last, (size_t)(rel + rlen - last), name)) != NULL ||
+	    (memmem(rel, rlen, "//", 2) && (why = "empty component")))
+		return push_refusal(L, root, rel, why, 0);
+	memcpy(ddir, dest, (size_t)(dslash - dest));
+	ddir[dslash == dest ? 1 : dslash - dest] = '\0';
+	if (dslash == dest)
+		ddir[0] = '/';
+	if ((why = check_component(dslash + 1, strlen(dslash + 1), dname)) != NULL)
+		return push_refusal(L, root, rel, "bad destination name", 0);
+
+	rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return push_error(L, "move_dir_beneath", root, errno);
+	parent = open_dir_beneath(rootfd, rel, last > rel ? (size_t)(last - rel - 1) : 0, &why, &e);
+	close(rootfd);
+	if (parent < 0)
+		return push_refusal(L, root, rel, why, e);
+	if ((why = not_a_dir(parent, name, &before, &e)) != NULL) {
+		close(parent);
+		return push_refusal(L, root, rel, why, e);
+	}
+	dfd = open(ddir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		e = errno;
+		close(parent);
+		return push_error(L, "move_dir_beneath", ddir, e);
+	}
+	if (renameat2(parent, name, dfd, dname, RENAME_NOREPLACE) != 0) {
+		e = errno;
+		close(parent);
+		close(dfd);
+		return push_error(L, "move_dir_beneath", dest, e);
+	}
+	if (fstatat(dfd, dname, &after, AT_SYMLINK_NOFOLLOW) != 0 || after.st_dev != before.st_dev ||
+	    after.st_ino != before.st_ino) {
+		(void)renameat2(dfd, dname, parent, name, RENAME_NOREPLACE);
+		close(parent);
+		close(dfd);
+		return push_refusal(L, root, rel, "changed while being moved", 0);
+	}
+	close(parent);
+	close(dfd);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 /* ---- process and module facts ---- */
 
 /* core.realpath(path) -> canonical absolute path, or nil, message, code. */
@@ -585,6 +759,7 @@ void glsb_open_fs(lua_State *L)
 		{"mkdtemp", l_mkdtemp},
 		{"rmtree", l_rmtree},
 		{"write_file_atomic", l_write_file_atomic},
+		{"move_dir_beneath", l_move_dir_beneath},
 		{"realpath", l_realpath},
 		{"getpid", l_getpid},
 		{"module_path", l_module_path},

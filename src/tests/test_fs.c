@@ -1,4 +1,5 @@
-/* test_fs.c: mkdtemp, rmtree (never following symlinks, never crossing mounts), write_file_atomic, realpath, module_path. */
+/* test_fs.c: mkdtemp, rmtree (never following symlinks, never crossing mounts), write_file_atomic, move_dir_beneath,
+ * realpath, module_path. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -531,6 +532,82 @@ static void test_write_file_atomic(void)
 	CHECK(misuse("local core, a = ...; return core.write_file_atomic(a)", p));
 }
 
+/* Moves out of a tree a sandbox wrote (root/...): never through a symlink, never a symlink itself. */
+static void test_move_dir_beneath(void)
+{
+	char root[PATH_MAX], p[PATH_MAX], dest[PATH_MAX], o[PATH_MAX];
+	static const char code[] = "local core, a = ...; local root, rel, dest = a:match('^(.-)|(.-)|(.*)$')\n"
+				   "return core.move_dir_beneath(root, rel, dest)";
+	char arg[3 * PATH_MAX + 4];
+
+	make_outside();
+	path_in(root, "mv");
+	mkdir(root, 0755);
+	path_in(p, "mv/layer");
+	mkdir(p, 0755);
+	path_in(p, "mv/layer/site");
+	mkdir(p, 0755);
+	path_in(p, "mv/layer/site/pkg.py");
+	write_text(p, "pkg");
+	path_in(dest, "site-moved");
+
+	/* the good case: a real directory below real directories */
+	snprintf(arg, sizeof arg, "%s|layer/site|%s", root, dest);
+	CHECK(run(code, arg) == 1);
+	CHECK(lua_toboolean(L, -1));
+	lua_pop(L, 1);
+	path_in(p, "site-moved/pkg.py");
+	CHECK(file_is(p, "pkg"));
+	/* the destination is never replaced */
+	path_in(p, "mv/layer/site");
+	mkdir(p, 0755);
+	CHECK(run(code, arg) == 2);
+	CHECK(lua_isnil(L, -2) && strstr(lua_tostring(L, -1), "site-moved") != NULL);
+	lua_pop(L, 2);
+	CHECK(exists(p));
+
+	/* a symlinked component: "layer" -> outside; nothing outside moves */
+	path_in(o, "outside");
+	path_in(p, "mv/link");
+	CHECK(symlink(o, p) == 0);
+	path_in(dest, "never-there");
+	snprintf(arg, sizeof arg, "%s|link/sub|%s", root, dest);
+	CHECK(run(code, arg) == 2);
+	CHECK(lua_isnil(L, -2) && strstr(lua_tostring(L, -1), "symlink") != NULL);
+	lua_pop(L, 2);
+	/* the last component a symlink to a directory */
+	snprintf(arg, sizeof arg, "%s|link|%s", root, dest);
+	CHECK(run(code, arg) == 2);
+	CHECK(lua_isnil(L, -2) && strstr(lua_tostring(L, -1), "symlink") != NULL);
+	lua_pop(L, 2);
+	/* "..", ".", empty components, a file */
+	snprintf(arg, sizeof arg, "%s|layer/../../outside|%s", root, dest);
+	CHECK(run(code, arg) == 2);
+	CHECK(lua_isnil(L, -2) && strstr(lua_tostring(L, -1), "'..'") != NULL);
+	lua_pop(L, 2);
+	snprintf(arg, sizeof arg, "%s|layer/./site|%s", root, dest);
+	CHECK(run(code, arg) == 2);
+	lua_pop(L, 2);
+	snprintf(arg, sizeof arg, "%s|layer//site|%s", root, dest);
+	CHECK(run(code, arg) == 2);
+	lua_pop(L, 2);
+	path_in(p, "mv/layer/file");
+	write_text(p, "f");
+	snprintf(arg, sizeof arg, "%s|layer/file|%s", root, dest);
+	CHECK(run(code, arg) == 2);
+	CHECK(lua_isnil(L, -2) && strstr(lua_tostring(L, -1), "not a directory") != NULL);
+	lua_pop(L, 2);
+	CHECK(!exists(dest));
+	CHECK(outside_intact());
+	/* misuse: an absolute or empty rel, a dest without a name */
+	snprintf(arg, sizeof arg, "%s|/layer/site|%s", root, dest);
+	CHECK(misuse(code, arg));
+	snprintf(arg, sizeof arg, "%s||%s", root, dest);
+	CHECK(misuse(code, arg));
+	snprintf(arg, sizeof arg, "%s|layer/site|relative", root);
+	CHECK(misuse(code, arg));
+}
+
 static void test_realpath_getpid_module_path(void)
 {
 	char p[PATH_MAX], exe[PATH_MAX], want[PATH_MAX];
@@ -593,6 +670,7 @@ int main(void)
 	RUN(test_rmtree_deep);
 	RUN(test_rmtree_wide);
 	RUN(test_write_file_atomic);
+	RUN(test_move_dir_beneath);
 	RUN(test_realpath_getpid_module_path);
 	CHECK(lua_gettop(L) == 0);
 	lua_close(L);
