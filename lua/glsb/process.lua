@@ -148,17 +148,43 @@ function Process:kill(sig, group) return self.proc:kill(sig or "KILL", group) en
 
 function Process:fd(which) return self.proc:fd(which) end
 
+-- A stream's capture that keeps at most max bytes: the last ones (a log's end says what failed), and
+-- how many were dropped before them. Linear: pieces are joined only when twice the bound is held.
+local function tail_keeper(max)
+  local k = { parts = {}, size = 0, dropped = 0 }
+  function k.add(data)
+    k.parts[#k.parts + 1] = data
+    k.size = k.size + #data
+    if max and k.size > 2 * max then
+      local all = table.concat(k.parts)
+      k.dropped = k.dropped + #all - max
+      k.parts, k.size = { all:sub(-max) }, max
+    end
+  end
+  function k.text()
+    local all = table.concat(k.parts)
+    if max and #all > max then
+      k.dropped = k.dropped + #all - max
+      all = all:sub(-max)
+    end
+    return all
+  end
+  return k
+end
+
 -- Reads stdout and stderr to EOF (concurrently) and waits for exit. Returns stdout, stderr, status,
--- or nil, "timeout" (the process is left running: the caller decides).
-function Process:communicate(input, deadline)
-  local out, errs = {}, {}
+-- or nil, "timeout" (the process is left running: the caller decides). max, when given, bounds what
+-- is kept of each stream: its last max bytes (status.dropped_stdout / dropped_stderr say how many
+-- came before them), so a child that writes without end costs bounded memory.
+function Process:communicate(input, deadline, max)
+  local out, errs = tail_keeper(max), tail_keeper(max)
   local function drain(which, acc)
     return function()
       while true do
         local data, e = self:read(which, deadline)
         if not data then return e end
         if data == "" then return "eof" end
-        acc[#acc + 1] = data
+        acc.add(data)
       end
     end
   end
@@ -180,7 +206,9 @@ function Process:communicate(input, deadline)
   end
   local st, err = self:wait(deadline)
   if not st then return nil, err end
-  return table.concat(out), table.concat(errs), st
+  local o, e = out.text(), errs.text()
+  if max then st.dropped_stdout, st.dropped_stderr = out.dropped, errs.dropped end
+  return o, e, st
 end
 
 function Process:close() self.proc:close() end

@@ -52,6 +52,9 @@ local Stage = require("glsb.models").Stage
 
 local M = {}
 
+-- What the host keeps of a build's stdout and of its stderr (the last bytes): build.log and errors.
+M.LOG_MAX = 1024 * 1024
+
 local function fail(message, cause)
   errors.raise(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, message, cause)
 end
@@ -248,7 +251,8 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
   local p, serr = process.spawn { argv = argv, stdin = "null", stdout = "pipe", stderr = "pipe", fd3 = "pipe" }
   if not p then fail("cannot start the build sandbox: " .. tostring(serr)) end
   local deadline = loop.now() + (popts.build_timeout or 600)
-  local out, errs, st = p:communicate(nil, deadline)
+  -- the build writes what it likes: the host keeps the last LOG_MAX bytes of each stream
+  local out, errs, st = p:communicate(nil, deadline, M.LOG_MAX)
   if not out then
     p:kill("KILL")
     p:wait(loop.now() + 5)
@@ -257,7 +261,9 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
   end
   local report = st.code ~= 0 and lp.read_report(p, loop.now() + 1) or nil
   p:close()
-  local log = out .. errs
+  local cut = (st.dropped_stdout or 0) + (st.dropped_stderr or 0)
+  local log = (cut > 0 and string.format("[glsb: the build log was cut: %d earlier bytes dropped]\n", cut) or "")
+    .. out .. errs
   if st.code ~= 0 then
     local why = report and report.ok == false and ("glsb-confine: " .. tostring(report.error)) or nil
     fail("the template build failed" .. (why and (" (" .. why .. ")") or "") .. ":\n" .. log:sub(-2000),
@@ -279,11 +285,16 @@ function Template:_build(spec, hash)
   local ok, res = pcall(function()
     local log = run_build(self, scratch, spec, popts, pdir, pmeta)
     local layer = scratch .. "/layer"
+    -- <ws>/home is the host side of the build's /home/user: the path is ours (glsb-confine made it,
+    -- the build cannot replace a mount point), everything below it is the build's and hostile: the
+    -- site directory is taken without following any symlink (core.move_dir_beneath), the rest of
+    -- .glsb-layer removed without following any (core.rmtree), home moved as a whole.
     local home = scratch .. "/ws/home"
     assert(run({ "mkdir", "-m", "0755", layer }))
-    local rok, rerr = os.rename(home .. "/.glsb-layer/site", layer .. "/site")
-    if not rok then fail("the build left no site directory: " .. tostring(rerr)) end
-    core.rmtree(home .. "/.glsb-layer")
+    local rok, rerr = core.move_dir_beneath(home, ".glsb-layer/site", layer .. "/site")
+    if not rok then fail("the build's layer is refused: " .. tostring(rerr)) end
+    rok, rerr = core.rmtree(home .. "/.glsb-layer")
+    if not rok then fail("the build's layer is refused: " .. tostring(rerr)) end
     rok, rerr = os.rename(home, layer .. "/home")
     if not rok then fail("cannot move the built home: " .. tostring(rerr)) end
     local env, workdir, pk = merged(spec, pmeta)
@@ -310,6 +321,15 @@ end
 ---------------------------------------------------------------------------
 -- Export / import
 ---------------------------------------------------------------------------
+
+-- Runs body() as a loop task; a failure is raised as a TemplateBuildError (a glsb error kept as is).
+local function as_template_op(body)
+  return loop.run(function()
+    local ok, res = pcall(body)
+    if ok then return res end
+    error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
+  end)
+end
 
 -- Lists a directory tree: array of {type = "f"|"d"|"l", mode, rel, target}.
 local function walk(dir)
@@ -346,11 +366,7 @@ function Template:export(id, path)
     if not ok then fail("cannot write " .. path .. ": " .. tostring(werr)) end
     return path
   end
-  return loop.run(function()
-    local ok, res = pcall(body)
-    if ok then return res end
-    error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
-  end)
+  return as_template_op(body)
 end
 
 -- builder:import(path) -> ref {template_id, name, path}; imported = false
@@ -414,11 +430,7 @@ function Template:import(path)
     record_name(self, meta.name, meta.id)
     return { template_id = meta.id, name = meta.name, path = final, imported = true }
   end
-  return loop.run(function()
-    local ok, res = pcall(body)
-    if ok then return res end
-    error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
-  end)
+  return as_template_op(body)
 end
 
 return M
