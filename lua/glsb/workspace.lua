@@ -7,9 +7,11 @@
 -- WorkspaceError naming the helper's reason code.
 --
 -- Provider hooks (see PROVIDERS.md):
---   Sandbox:_exec_argv(argv, {stdin = bytes|nil, timeout = seconds|nil})
+--   Sandbox:_exec_argv(argv, {stdin = bytes|nil, timeout = seconds|nil, max_output = bytes})
 --       REQUIRED: run argv exactly (no shell) inside the sandbox; return {exit_code, stdout, stderr}
---       with exact bytes. Raise on transport failure.
+--       with exact bytes. Raise on transport failure. timeout bounds the whole call (a provider that
+--       cannot finish by then raises); max_output is what the helper's answer can need per stream (a
+--       provider may keep no more).
 --   Sandbox:_workspace_helper() -> path of glsb-confine inside the sandbox
 --       optional: the default (glsb.confine_helper.ensure_uploaded) uploads this machine's static
 --       glsb-confine once through _upload and makes it executable through _exec_argv.
@@ -25,9 +27,32 @@ local M = {}
 
 M.DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 M.DEFAULT_TIMEOUT = 30
+-- write_workspace_file's deadline for the whole write (the channel included), seconds.
+M.DEFAULT_WRITE_TIMEOUT = 60
 M.DEFAULT_MAX_OUTPUT = 1024 * 1024
+-- The largest max_output_bytes: the helper answers with both streams in base64 inside one JSON line
+-- (4/3 of each), which the host holds whole: 64 MiB per stream is a 171 MiB answer.
+M.MAX_OUTPUT = 64 * 1024 * 1024
 -- Beyond the command's own timeout: the helper's 2 s drain of escaped descendants, plus the channel.
 local CHANNEL_GRACE = 15
+
+-- The most the helper's JSON answer can be for max_output bytes per stream (base64 of both, plus the
+-- fixed fields): what the channel must carry, and need not carry more of.
+local function answer_bound(max_output)
+  return 2 * (4 * ((max_output + 2) // 3)) + 64 * 1024
+end
+
+-- A timeout argument: nil -> default; a number of seconds, <= 0 for none. NaN and the infinities are
+-- misuse (NaN used to read as "no timeout"): -> seconds > 0, or nil for none.
+local function check_timeout(v, default, what)
+  if v == nil then v = default end
+  if type(v) ~= "number" then error(what .. ": timeout must be a number of seconds", 3) end
+  if v ~= v or v == math.huge or v == -math.huge then
+    error(what .. ": timeout must be a finite number of seconds (<= 0 for none), got " .. tostring(v), 3)
+  end
+  if v <= 0 then return nil end
+  return v
+end
 
 local function workspace_error(message, reason, cause)
   local e = errors.new(errors.WorkspaceError, Stage.WORKSPACE, message, cause)
@@ -101,7 +126,9 @@ local function traced(name, sb, fn, ...)
   return fn(...)
 end
 
--- write_workspace_file(sandbox, {relative_path, data, max_bytes, overwrite}) -> {bytes, path, replaced}
+-- write_workspace_file(sandbox, {relative_path, data, max_bytes, overwrite, timeout}) -> {bytes, path, replaced}
+-- timeout: seconds for the whole write (default 60, <= 0 none): a far side that stops reading cannot
+-- hold the call until the lease ends.
 function M.write_workspace_file(sb, req)
   check_sandbox(sb, "write_workspace_file")
   if type(req) ~= "table" then error("write_workspace_file: request must be a table", 2) end
@@ -115,13 +142,14 @@ function M.write_workspace_file(sb, req)
   if req.overwrite ~= nil and type(req.overwrite) ~= "boolean" then
     error("write_workspace_file: overwrite must be a boolean", 2)
   end
+  local timeout = check_timeout(req.timeout, M.DEFAULT_WRITE_TIMEOUT, "write_workspace_file")
   return traced("glsb.workspace.write", sb, run_guarded, sb, function(self)
     local argv = { helper_path(self), "write", "--root", self.workspace_root or "/home/user",
                    "--path-hex", hex(path), "--max-bytes", tostring(max_bytes) }
     if not req.overwrite then argv[#argv + 1] = "--no-overwrite" end
     -- At most max_bytes + 1: enough for the helper to see the cap exceeded, never an unbounded push.
-    -- No channel timeout: the write is bounded by its size.
-    local doc = call_helper(self, argv, { stdin = data:sub(1, max_bytes + 1), timeout = nil })
+    local doc = call_helper(self, argv, { stdin = data:sub(1, max_bytes + 1), timeout = timeout,
+      max_output = answer_bound(0) })
     return { bytes = math.tointeger(doc.bytes) or doc.bytes, path = doc.path, replaced = doc.replaced == true }
   end)
 end
@@ -156,22 +184,22 @@ function M.run_workspace_command(sb, argv, opts)
     env_keys[#env_keys + 1] = k
   end
   table.sort(env_keys)
-  local timeout = opts.timeout == nil and M.DEFAULT_TIMEOUT or opts.timeout
-  if type(timeout) ~= "number" then error("run_workspace_command: timeout must be a number", 2) end
+  local timeout = check_timeout(opts.timeout, M.DEFAULT_TIMEOUT, "run_workspace_command")
   local max_output = opts.max_output_bytes == nil and M.DEFAULT_MAX_OUTPUT or opts.max_output_bytes
-  if math.type(max_output) ~= "integer" or max_output < 0 then
-    error("run_workspace_command: max_output_bytes must be a non-negative integer", 2)
+  if math.type(max_output) ~= "integer" or max_output < 0 or max_output > M.MAX_OUTPUT then
+    error("run_workspace_command: max_output_bytes must be an integer in [0, 64 MiB], got " .. tostring(max_output), 2)
   end
 
   return traced("glsb.workspace.run", sb, run_guarded, sb, function(self)
     local full = { helper_path(self), "run", "--root", self.workspace_root or "/home/user",
-                   "--timeout", timeout > 0 and tostring(timeout) or "0", "--max-output", tostring(max_output) }
+                   "--timeout", timeout and tostring(timeout) or "0", "--max-output", tostring(max_output) }
     for _, c in ipairs(cwd) do full[#full + 1] = "--cwd" full[#full + 1] = c end
     for _, k in ipairs(env_keys) do full[#full + 1] = "--env" full[#full + 1] = k .. "=" .. env[k] end
     for _, name in ipairs(allow) do full[#full + 1] = "--env-allow" full[#full + 1] = name end
     full[#full + 1] = "--"
     for _, a in ipairs(argv) do full[#full + 1] = a end
-    local doc = call_helper(self, full, { timeout = timeout > 0 and timeout + CHANNEL_GRACE or nil })
+    local doc = call_helper(self, full, { timeout = timeout and timeout + CHANNEL_GRACE or nil,
+      max_output = answer_bound(max_output) })
     local core = require "glsb.core"
     local cjson = require "cjson.safe"
     -- lua-cjson decodes every number as a float: counts and codes are integers.

@@ -40,11 +40,22 @@ describe("workspace primitives: what the library hands the provider #workspace",
   before_each(function() sb = Host.create({}) end)
   after_each(function() if sb:is_running() then sb:terminate() end end)
 
-  it("never sends more than max_bytes + 1 and gives the write no channel timeout", function()
+  it("never sends more than max_bytes + 1 and gives the write a channel deadline", function()
     pcall(glsb.write_workspace_file, sb, { relative_path = "big", data = string.rep("x", 5000), max_bytes = 100 })
     local call = sb.exec_log[#sb.exec_log]
     assert.equal(101, #call.opts.stdin)
-    assert.is_nil(call.opts.timeout) -- bounded by size, not by the channel timeout
+    -- a far side that stops reading must not hold the call until the lease ends
+    assert.equal(60, call.opts.timeout)
+    glsb.write_workspace_file(sb, { relative_path = "small", data = "x", timeout = 5 })
+    assert.equal(5, sb.exec_log[#sb.exec_log].opts.timeout)
+    glsb.write_workspace_file(sb, { relative_path = "small2", data = "x", timeout = 0 })
+    assert.is_nil(sb.exec_log[#sb.exec_log].opts.timeout)
+  end)
+
+  it("tells the provider how much of the helper's answer it must carry", function()
+    glsb.run_workspace_command(sb, { "true" }, { max_output_bytes = 8 * 1024 * 1024 })
+    local need = sb.exec_log[#sb.exec_log].opts.max_output
+    assert.is_true(need >= 2 * (8 * 1024 * 1024 * 4 // 3), tostring(need))
   end)
 
   it("passes paths as hex so any byte string survives argv", function()
@@ -75,6 +86,12 @@ describe("workspace primitives: what the library hands the provider #workspace",
     assert.has_error(function() glsb.run_workspace_command(sb, { "ls" }, { env = { A = 1 } }) end)
     assert.has_error(function() glsb.run_workspace_command(sb, { "ls" }, { env = { ["A=B"] = "1" } }) end)
     assert.has_error(function() glsb.write_workspace_file({}, { relative_path = "a", data = "" }) end)
+    -- NaN used to mean "no timeout"; the infinities mean nothing a number of seconds can
+    for _, bad in ipairs({ 0 / 0, math.huge, -math.huge, "5" }) do
+      assert.has_error(function() glsb.run_workspace_command(sb, { "true" }, { timeout = bad }) end)
+      assert.has_error(function() glsb.write_workspace_file(sb, { relative_path = "a", data = "", timeout = bad }) end)
+    end
+    assert.has_error(function() glsb.run_workspace_command(sb, { "true" }, { max_output_bytes = 64 * 1024 * 1024 + 1 }) end)
     assert.equal(0, #sb.exec_log)
   end)
 

@@ -139,6 +139,18 @@ return function(name, new_sandbox, tag)
       assert.equal("\255\0\254", w.stdout)
     end)
 
+    it("after a command that timed out, a setsid grandchild holding the output pipe ends in time", function()
+      local w = glsb.run_workspace_command(sb, { "sleep", "5" }, { timeout = 0.3 })
+      assert.is_true(w.timed_out)
+      -- the grandchild leaves the group and keeps stdout open: the helper drains for a while, then
+      -- reports what it has, with the counts marked incomplete (never "gave no result")
+      w = glsb.run_workspace_command(sb, { "sh", "-c", "echo before; setsid sleep 30 & echo after" },
+        { timeout = 5 })
+      assert.is_true(w.timed_out)
+      assert.matches("before\n", w.stdout)
+      assert.is_false(w.stdout_byte_count_complete)
+    end)
+
     it("a program that is not found is a WorkspaceError naming it", function()
       local ok, err = pcall(glsb.run_workspace_command, sb, { "no-such-program-xyz" })
       assert.is_false(ok)
