@@ -599,18 +599,35 @@ static int open_dir_beneath(int rootfd, const char *rel, size_t len, const char 
 	return fd;
 }
 
+/* nil, message, code: code is e's name when a call failed, else the errno name that says the refusal
+ * (ELOOP: a symlink; ENOTDIR; EXDEV: another mount; EINVAL: a bad component), TREE_CHANGED for a swap. */
 static int push_refusal(lua_State *L, const char *root, const char *rel, const char *why, int e)
 {
+	const char *code;
+
+	if (e)
+		code = glsb_errno_code(e);
+	else if (strstr(why, "symlink"))
+		code = glsb_errno_code(ELOOP);
+	else if (strstr(why, "not a directory"))
+		code = glsb_errno_code(ENOTDIR);
+	else if (strstr(why, "mount"))
+		code = glsb_errno_code(EXDEV);
+	else if (strstr(why, "changed"))
+		code = glsb_code_name(GLSB_TREE_CHANGED);
+	else
+		code = glsb_errno_code(EINVAL);
 	lua_pushnil(L);
 	if (e)
 		lua_pushfstring(L, "move_dir_beneath: %s/%s: %s: %s", root, rel, why, strerror(e));
 	else
 		lua_pushfstring(L, "move_dir_beneath: %s/%s: %s", root, rel, why);
-	return 2;
+	lua_pushstring(L, code);
+	return 3;
 }
 
 /*
- * core.move_dir_beneath(root, rel, dest) -> true, or nil, message. Moves the directory root/rel to
+ * core.move_dir_beneath(root, rel, dest) -> true, or nil, message, code. Moves the directory root/rel to
  * dest (which must not exist) for a caller that trusts root and dest's parent but not what is below
  * root (a tree a sandbox wrote): rel is walked component by component without following a symlink,
  * "." or "..", or entering another mount; rel itself must be a directory, not a symlink to one; the
@@ -647,7 +664,7 @@ static int l_move_dir_beneath(lua_State *L)
 
 	rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
-		return push_error(L, "move_dir_beneath", root, errno);
+		return glsb_push_errno(L, "move_dir_beneath", root, errno);
 	parent = open_dir_beneath(rootfd, rel, last > rel ? (size_t)(last - rel - 1) : 0, &why, &e);
 	close(rootfd);
 	if (parent < 0)
@@ -660,13 +677,13 @@ static int l_move_dir_beneath(lua_State *L)
 	if (dfd < 0) {
 		e = errno;
 		close(parent);
-		return push_error(L, "move_dir_beneath", ddir, e);
+		return glsb_push_errno(L, "move_dir_beneath", ddir, e);
 	}
 	if (renameat2(parent, name, dfd, dname, RENAME_NOREPLACE) != 0) {
 		e = errno;
 		close(parent);
 		close(dfd);
-		return push_error(L, "move_dir_beneath", dest, e);
+		return glsb_push_errno(L, "move_dir_beneath", dest, e);
 	}
 	if (fstatat(dfd, dname, &after, AT_SYMLINK_NOFOLLOW) != 0 || after.st_dev != before.st_dev ||
 	    after.st_ino != before.st_ino) {
