@@ -17,6 +17,11 @@
 --                          missing_package fails fast (e.g. an empty index)
 --   timeout_keeps_state interrupting code keeps the interpreter (default true)
 --   lease_slack         seconds to wait past a lease before checking (default 1.5)
+--   streams             output reaches on_stdout/on_stderr while the code runs (default true);
+--                       false: the callbacks must never be called and the output is still returned
+--                       (API.md: "a provider that cannot stream accepts them and never calls them")
+--   renewable_lease     set_timeout changes the lease (default true); false: it is a no-op that
+--                       reports success, and the lease given to create is the one that expires
 local busted = require "busted"
 local assert = require "luassert"
 local describe, it = busted.describe, busted.it
@@ -90,7 +95,20 @@ return function(provider, opts_factory, features)
       assert.are.equal(Status.SUCCESS, sb:execute_code("print('after')").status)
     end)
 
-    it("streams stdout and stderr line by line while the code runs", function()
+    if features.streams == false then
+      it("accepts streaming callbacks, never calls them, and still returns the output", function()
+        sb = create()
+        local calls = 0
+        local r = sb:execute_code("import sys\nprint('one')\nprint('oops', file=sys.stderr)", {
+          on_stdout = function() calls = calls + 1 end, on_stderr = function() calls = calls + 1 end })
+        assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+        assert.are.equal("one\n", r.stdout)
+        assert.are.equal("oops\n", r.stderr)
+        assert.are.equal(0, calls)
+      end)
+    end
+
+    if features.streams ~= false then it("streams stdout and stderr line by line while the code runs", function()
       sb = create()
       local out, err, times = {}, {}, {}
       local started = loop.now()
@@ -107,7 +125,7 @@ return function(provider, opts_factory, features)
       assert.are.equal("oops\n", r.stderr)
       -- 'one' arrived before the sleep ended
       assert.is_true(times[1] < times[2] - 0.2, "first line was not streamed early")
-    end)
+    end) end
 
     it("returns TIMEOUT when code overruns, without hanging", function()
       sb = create()
@@ -167,7 +185,23 @@ return function(provider, opts_factory, features)
       assert.are.equal(Status.SUCCESS, sb:execute_command("true").status)
     end)
 
-    it("set_timeout renews the lease; an expired lease terminates the sandbox", function()
+    if features.renewable_lease == false then
+      it("set_timeout is a no-op that reports success; the lease given to create expires", function()
+        sb = create({ timeout = 2 })
+        assert.is_true(sb:set_timeout(120))
+        assert.is_false(sb:set_timeout(-1)) -- bad input: logged, never raised
+        glsb.sleep(2 + (features.lease_slack or 1.5))
+        local ok, err = pcall(sb.execute_code, sb, "print(1)")
+        if ok then
+          assert.are_not.equal(Status.SUCCESS, err.status, "the sandbox outlived its lease")
+        else
+          assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
+        end
+        assert.are.same({}, leftovers())
+      end)
+    end
+
+    if features.renewable_lease ~= false then it("set_timeout renews the lease; an expired lease terminates the sandbox", function()
       sb = create({ timeout = 60 })
       assert.is_true(sb:set_timeout(120))
       assert.is_false(sb:set_timeout(-1)) -- bad input: logged, never raised
@@ -180,7 +214,7 @@ return function(provider, opts_factory, features)
         assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
       end
       assert.are.same({}, leftovers())
-    end)
+    end) end
 
     it("terminate twice is fine, and use after terminate raises SandboxNotInitializedError", function()
       sb = create()
