@@ -21,6 +21,8 @@ export function sessionEnv() {
   return {
     PATH: DEFAULT_PATH, HOME, USER: 'genesis1ptools', LOGNAME: 'genesis1ptools', SHELL: '/bin/bash',
     LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8', PYTHONUNBUFFERED: '1',
+    // AgentCore's image lets pip install into its Python; Debian's marks its own "externally managed"
+    PIP_BREAK_SYSTEM_PACKAGES: '1',
   };
 }
 
