@@ -1,0 +1,311 @@
+-- glsb.providers.bedrock.api: the AgentCore wire, shared by the sandbox adapter and the template
+-- builder (shared/protocols/bedrock.md): where the two planes live, SigV4-signed restJson1
+-- requests, AWS error answers, retries of the operations that may be retried, and the
+-- InvokeCodeInterpreter event stream.
+--
+-- Facts relied on:
+-- - data plane https://bedrock-agentcore.<region>.amazonaws.com, control plane
+--   https://bedrock-agentcore-control.<region>.amazonaws.com (".amazonaws.com.cn" in China); AWS's
+--   Python wrapper reads BEDROCK_AGENTCORE_DP_ENDPOINT / _CP_ENDPOINT; both planes sign with the
+--   service name "bedrock-agentcore" (§1, §2, §4).
+-- - errors: the HTTP status and x-amzn-errortype (cut at ":", anything before "#" dropped), body
+--   {"message"} (§1.4).
+-- - Start, Stop, Create and Delete carry a clientToken: one token across the retries of one
+--   logical call makes the service do it once (§6).
+-- - Invoke answers 200 and an event stream; after the 200 any failure may follow execution, so
+--   only a request provably never written is sent again (§6, policy 2).
+local http = require "glsb.http"
+local core = require "glsb.core"
+local errors = require "glsb.errors"
+local retry = require "glsb.retry"
+local sigv4 = require "glsb.aws.sigv4"
+local credentials = require "glsb.aws.credentials"
+
+local M = {}
+
+M.SERVICE = "bedrock-agentcore"
+M.DEFAULT_IDENTIFIER = "aws.codeinterpreter.v1"
+M.USER_AGENT = "glsb-lua/0.1.0"
+M.CONNECT_TIMEOUT = 10
+M.API_TIMEOUT = 60
+-- AWS's standard retry mode: 3 attempts, exponential backoff with full jitter (§6).
+M.RETRY = { attempts = 3, base_delay = 0.1, factor = 2, max_delay = 20, jitter = 1, max_retry_after = 5 }
+
+local function nonempty(v)
+  if type(v) == "string" and v ~= "" then return v end
+  return nil
+end
+
+local function strip_slash(s) return (s:gsub("/+$", "")) end
+
+-- Random hex from the kernel's generator (clientTokens, session names).
+local function random_bytes(n)
+  local f = io.open("/dev/urandom", "rb")
+  if f then
+    local b = f:read(n)
+    f:close()
+    if b and #b == n then return b end
+  end
+  local t = {}
+  for i = 1, n do t[i] = string.char(math.random(0, 255)) end
+  return table.concat(t)
+end
+
+-- uuid() -> a version 4 UUID, as the AWS SDKs fill in a missing clientToken.
+function M.uuid()
+  local b = { random_bytes(16):byte(1, 16) }
+  b[7] = (b[7] & 0x0f) | 0x40
+  b[9] = (b[9] & 0x3f) | 0x80
+  local h = {}
+  for i = 1, 16 do h[i] = string.format("%02x", b[i]) end
+  local s = table.concat(h)
+  return s:sub(1, 8) .. "-" .. s:sub(9, 12) .. "-" .. s:sub(13, 16) .. "-" .. s:sub(17, 20) .. "-" .. s:sub(21, 32)
+end
+
+function M.random_hex(n) return (core.sha256(random_bytes(32)):sub(1, n)) end
+
+---------------------------------------------------------------------------
+-- Configuration
+---------------------------------------------------------------------------
+
+local function default_host(kind, region)
+  local suffix = region:match("^cn%-") and "amazonaws.com.cn" or "amazonaws.com"
+  return string.format("https://%s.%s.%s", kind, region, suffix)
+end
+
+-- config(opts) -> cfg, or nil, message (no region). cfg: region, endpoint, control_endpoint,
+-- credentials (a provider: cfg.credentials:get()), transport options, attempts.
+function M.config(opts)
+  opts = opts or {}
+  local region = credentials.region(opts)
+  if not region then
+    return nil, "AWS Bedrock AgentCore needs a region: pass region, or set AWS_REGION / AWS_DEFAULT_REGION, "
+      .. "or give the profile one"
+  end
+  if not region:match("^[a-z][a-z0-9-]+[0-9]$") then return nil, "not an AWS region: " .. ("%q"):format(region) end
+  local getenv = opts.getenv or os.getenv
+  return {
+    region = region,
+    endpoint = strip_slash(nonempty(opts.endpoint) or nonempty(getenv("BEDROCK_AGENTCORE_DP_ENDPOINT"))
+      or default_host("bedrock-agentcore", region)),
+    control_endpoint = strip_slash(nonempty(opts.control_endpoint) or nonempty(getenv("BEDROCK_AGENTCORE_CP_ENDPOINT"))
+      or default_host("bedrock-agentcore-control", region)),
+    credentials = credentials.chain(opts),
+    cainfo = nonempty(opts.cainfo),
+    connect_to = opts.connect_to,
+    attempts = opts.retry == false and 1 or M.RETRY.attempts,
+  }
+end
+
+---------------------------------------------------------------------------
+-- Errors
+---------------------------------------------------------------------------
+
+-- error_name(headers, json) -> the AWS error name, as the SDKs read it.
+function M.error_name(headers, json)
+  local t = headers and headers["x-amzn-errortype"]
+  if type(t) ~= "string" or t == "" then
+    t = type(json) == "table" and (json.code or json.__type) or nil
+  end
+  if type(t) ~= "string" then return nil end
+  t = t:match("^([^:]*)") or t
+  t = t:match("#(.*)$") or t
+  return t
+end
+
+-- aws_failure(res, creds) -> a cause table for a non-2xx answer: http_status, aws_error (the name),
+-- message "<Name>: <message>" (secrets of creds redacted: AWS's signature errors quote the
+-- canonical request, which holds the session token), reason/field_list of a ValidationException,
+-- retry_after.
+function M.aws_failure(res, creds)
+  local json = type(res.json) == "table" and res.json or nil
+  local name = M.error_name(res.headers, json) or ("HTTP" .. tostring(res.status))
+  local text = json and (json.message or json.Message) or nil
+  if type(text) ~= "string" then
+    text = type(res.body) == "string" and res.body:gsub("%s+", " "):sub(1, 300) or ""
+  end
+  text = credentials.redact(text, creds)
+  local f = errors.http_failure(res.status, res.headers, nil)
+  f.aws_error = name
+  f.message = name .. ": " .. text:sub(1, 2000) .. " (HTTP " .. tostring(res.status) .. ")"
+  if json then
+    f.reason = json.reason
+    f.field_list = json.fieldList
+  end
+  local ra = tonumber(res.headers and (res.headers["x-amz-retry-after"] or res.headers["retry-after"]))
+  if ra then f.retry_after = ra > 100 and ra / 1000 or ra end
+  return f
+end
+
+-- The AWS SDKs' retryable classes: throttling (429 or a throttling name) and transient (500, 502,
+-- 503, 504, timeouts and connection failures).
+local THROTTLING = { ThrottlingException = true, Throttling = true, ThrottledException = true,
+  TooManyRequestsException = true, RequestLimitExceeded = true, SlowDown = true, LimitExceededException = true,
+  RequestThrottled = true, RequestThrottledException = true, ProvisionedThroughputExceededException = true,
+  TransactionInProgressException = true, BandwidthLimitExceeded = true, PriorRequestNotComplete = true,
+  EC2ThrottledException = true }
+local TRANSIENT_STATUS = { [500] = true, [502] = true, [503] = true, [504] = true }
+
+function M.retryable(cause)
+  if type(cause) ~= "table" then return false end
+  if cause.http_status then
+    return cause.http_status == 429 or TRANSIENT_STATUS[cause.http_status] == true
+      or THROTTLING[cause.aws_error] == true
+  end
+  return cause.phase ~= nil and cause.phase ~= "framing" -- a transport failure: connection, reset, timeout
+end
+
+---------------------------------------------------------------------------
+-- Signed requests
+---------------------------------------------------------------------------
+
+local function authority(base)
+  return base:match("^https?://([^/]+)")
+end
+
+-- signed(cfg, plane, method, path, query, body, extra) -> the glsb.http request table.
+--   path: already percent-encoded; query: decoded {{k, v}} pairs; body: a string or nil;
+--   extra: more headers {{name, value}} (all of them signed).
+-- Every header that goes out is signed; curl's own defaults (Accept, Content-Type, Expect) are
+-- suppressed ("Name:" with no value) so nothing unsigned is added on the way.
+function M.signed(cfg, plane, method, path, query, body, extra, creds)
+  local base = plane == "control" and cfg.control_endpoint or cfg.endpoint
+  local headers = { { "Host", authority(base) }, { "X-Amz-User-Agent", M.USER_AGENT } }
+  if body ~= nil then
+    headers[#headers + 1] = { "Content-Type", "application/json" }
+  end
+  if body ~= nil or method == "POST" or method == "PUT" then
+    headers[#headers + 1] = { "Content-Length", tostring(#(body or "")) }
+  end
+  for _, h in ipairs(extra or {}) do headers[#headers + 1] = h end
+  local s = sigv4.sign({ method = method, path = path, query = query, headers = headers, body = body or "" },
+    creds, { region = cfg.region, service = M.SERVICE, content_sha256 = true })
+  local wire = {}
+  for _, h in ipairs(s.headers) do wire[#wire + 1] = h[1] .. ": " .. h[2] end
+  wire[#wire + 1] = "Accept:"
+  if body == nil then wire[#wire + 1] = "Content-Type:" end
+  local qs = query and #query > 0 and ("?" .. sigv4.encode_query(query)) or ""
+  return {
+    method = method, url = base .. path .. qs, headers = wire, body = body,
+    connect_timeout = M.CONNECT_TIMEOUT, cainfo = cfg.cainfo, connect_to = cfg.connect_to,
+  }
+end
+
+local function creds_of(cfg)
+  local ok, c = pcall(cfg.credentials.get, cfg.credentials)
+  if ok then return c end
+  local loop = require "glsb.loop"
+  if loop.is_cancelled(c) then error(c, 0) end
+  -- no credentials: a permanent failure of the configuration, not of the network
+  error({ message = errors.describe(c), credentials = true, cause = c }, 0)
+end
+M.credentials_of = creds_of
+
+-- call(cfg, plane, method, path, {query, json, timeout, attempts, expect}) -> decoded JSON answer.
+-- Raises a cause table (aws_failure, or the transport failure) after the retries the operation
+-- allows: `attempts` (default cfg.attempts) tries on throttling and transient failures. An
+-- operation with a clientToken keeps it in `json` across those tries.
+function M.call(cfg, plane, method, path, o)
+  o = o or {}
+  local body = o.json ~= nil and http.encode_json(o.json) or nil
+  local function once()
+    local creds = creds_of(cfg)
+    local req = M.signed(cfg, plane, method, path, o.query, body, nil, creds)
+    req.timeout = o.timeout or M.API_TIMEOUT
+    local res = http.request(req)
+    if res.error then error(res.error, 0) end
+    if res.body and res.body ~= "" then res.json = http.decode_json(res.body) end
+    if res.status < 200 or res.status >= 300 then error(M.aws_failure(res, creds), 0) end
+    return res.json or {}, res
+  end
+  local policy = {}
+  for k, v in pairs(M.RETRY) do policy[k] = v end
+  policy.attempts = o.attempts or cfg.attempts
+  policy.retryable = function(err) return M.retryable(err) end
+  policy.sleep = o.sleep
+  return retry.call(once, policy)
+end
+
+---------------------------------------------------------------------------
+-- InvokeCodeInterpreter
+---------------------------------------------------------------------------
+
+local function frame_json(frame)
+  local ok, v = pcall(http.decode_json, frame.payload or "")
+  if ok and type(v) == "table" then return v end
+  return nil
+end
+
+-- Reads the frames of a 200 answer into out.result / out.exception.
+local function read_frames(out, frames, creds)
+  for _, frame in ipairs(frames) do
+    local h = frame.headers or {}
+    local kind = h[":message-type"]
+    if kind == "event" and h[":event-type"] == "result" then
+      -- the wrappers take the first result event; unknown event types are skipped (§1.2)
+      if not out.result then out.result = frame_json(frame) or { content = {}, malformed = true } end
+    elseif kind == "exception" then
+      local doc = frame_json(frame) or {}
+      local member = tostring(h[":exception-type"] or "unknownException")
+      out.exception = out.exception or { name = member:sub(1, 1):upper() .. member:sub(2), modeled = true,
+        message = credentials.redact(tostring(doc.message or ""), creds), fields = doc }
+    elseif kind == "error" then
+      out.exception = out.exception or { name = tostring(h[":error-code"] or "UnknownError"), modeled = false,
+        message = credentials.redact(tostring(h[":error-message"] or ""), creds) }
+    end
+  end
+end
+
+-- invoke(cfg, identifier, session_id, tool, arguments, {timeout}) -> outcome table:
+--   result      the CodeInterpreterResult of the first `result` event (nil when none came)
+--   exception   {name, message, fields, modeled} of an exception frame (name: the Smithy error name,
+--               e.g. ThrottlingException) or of an unmodeled `error` frame (modeled = false)
+--   http_error  the aws_failure of a non-200 answer (refused before any stream)
+--   transport   the transport failure when the connection broke, or {phase = "framing", code} when
+--               the stream's framing did (a bad CRC, a cut frame)
+--   status      the HTTP status (0 when none arrived)
+-- Only a request provably never written (connect/send phase) is sent again, up to cfg.attempts.
+-- The answer is one result at the end of the run (AgentCore does not stream output), so the raw
+-- body is collected and decoded once, which also keeps the JSON body of a refusal readable.
+function M.invoke(cfg, identifier, session_id, tool, arguments, o)
+  o = o or {}
+  local body = http.encode_json { name = tool, arguments = arguments }
+  local path = "/code-interpreters/" .. sigv4.uri_encode(identifier) .. "/tools/invoke"
+  local attempts = o.attempts or cfg.attempts
+  local out
+  for attempt = 1, attempts do
+    local creds = creds_of(cfg)
+    local req = M.signed(cfg, "data", "POST", path, nil, body,
+      { { "X-Amzn-Code-Interpreter-Session-Id", session_id } }, creds)
+    req.timeout = o.timeout or 0
+    if o.timeout then req.connect_timeout = math.min(M.CONNECT_TIMEOUT, o.timeout) end
+    req.framer = "raw"
+    local chunks = {}
+    req.on_frame = function(chunk) chunks[#chunks + 1] = chunk end
+    local res = http.request(req)
+    out = { status = res.status or 0, headers = res.headers }
+    if out.status == 200 then
+      local frames, _, code = core.decode_frames("eventstream", chunks)
+      read_frames(out, frames, creds)
+      if code and not res.error then
+        out.transport = { phase = "framing", code = code, retry_safe = false,
+          message = "the event stream broke its framing (" .. code .. ")" }
+      end
+    elseif out.status ~= 0 and not res.error then
+      local raw = table.concat(chunks)
+      local answer = { status = out.status, headers = res.headers, body = raw }
+      local ok, j = pcall(http.decode_json, raw)
+      if ok then answer.json = j end
+      out.http_error = M.aws_failure(answer, creds)
+    end
+    out.transport = out.transport or res.error
+    local tf = out.transport
+    if not (tf and tf.retry_safe == true and (tf.phase == "connect" or tf.phase == "send")) or attempt == attempts then
+      break
+    end
+    require("glsb.loop").sleep(retry.delay(attempt, M.RETRY))
+  end
+  return out
+end
+
+return M

@@ -1,0 +1,418 @@
+-- glsb.providers.bedrock: AWS Bedrock AgentCore Code Interpreter as a glsb sandbox.
+--
+-- A sandbox is one code-interpreter session (shared/protocols/bedrock.md):
+--   create        StartCodeInterpreterSession (clientToken kept across retries: one session)
+--   execute_code  InvokeCodeInterpreter executeCode (python, the session's persistent interpreter)
+--   execute_command, files, download_file, workspace   executeCommand, writeFiles, readFiles
+--   terminate     StopCodeInterpreterSession (clientToken kept across retries)
+-- then the outcome classification of an Invoke, then the hooks glsb.sandbox calls. AgentCore does
+-- not stream output: on_stdout/on_stderr are accepted and never called. Sessions have a hard TTL:
+-- set_timeout cannot renew it (a documented no-op).
+local sandbox = require "glsb.sandbox"
+local errors = require "glsb.errors"
+local models = require "glsb.models"
+local outcome = require "glsb.outcome"
+local packages = require "glsb.packages"
+local http = require "glsb.http"
+local core = require "glsb.core"
+local api = require "glsb.providers.bedrock.api"
+
+local Stage = models.Stage
+local Status = models.ExecutionStatus
+local ExecutionResult = models.ExecutionResult
+
+local M = { name = "bedrock" }
+
+M.DEFAULT_IDENTIFIER = api.DEFAULT_IDENTIFIER
+M.DEFAULT_SESSION_TIMEOUT = 900      -- AgentCore's own default (§1.1)
+M.MAX_SESSION_TIMEOUT = 28800        -- 8 h, the hard maximum; also what "no lease" becomes
+-- The session user's working directory on AgentCore (the file tools' relative paths land there).
+M.WORKDIR = "/opt/amazon/genesis1p-tools/var"
+
+local Sandbox = sandbox.CodeInterpreterSandbox:extend("bedrock", {
+  languages = { python = true },
+  default_sandbox_timeout = M.DEFAULT_SESSION_TIMEOUT,
+  -- Start and Stop are retried inside the adapter (AWS's standard policy: throttling, 5xx and
+  -- connection failures, one clientToken), so the base makes one attempt of each.
+  create_retry = { attempts = 1 },
+  terminate_retry = { attempts = 1 },
+})
+M.Sandbox = Sandbox
+Sandbox.workspace_root = M.WORKDIR
+
+---------------------------------------------------------------------------
+-- Small helpers
+---------------------------------------------------------------------------
+
+local function result(t) return ExecutionResult.new(t) end
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- Strings of a CodeInterpreterResult's text blocks, joined.
+local function text_of(res)
+  local parts = {}
+  for _, block in ipairs(type(res.content) == "table" and res.content or {}) do
+    if type(block) == "table" and block.type == "text" and type(block.text) == "string" then
+      parts[#parts + 1] = block.text
+    end
+  end
+  return table.concat(parts)
+end
+
+local function str(v) return type(v) == "string" and v or nil end
+
+---------------------------------------------------------------------------
+-- Invoke: one tool call and what its answer means
+---------------------------------------------------------------------------
+
+-- The sandbox is still there? GetCodeInterpreterSession: READY -> true; TERMINATED or not found ->
+-- false; anything else -> nil (cannot tell).
+function Sandbox:_alive()
+  local ok, j = pcall(api.call, self._cfg, "data", "GET",
+    "/code-interpreters/" .. http.escape(self.identifier) .. "/sessions/get",
+    { query = { { "sessionId", self.sandbox_id } }, timeout = 10, attempts = 1 })
+  if ok then
+    if j.status == "TERMINATED" then return false end
+    if j.status == "READY" then return true end
+    return nil
+  end
+  if require("glsb.loop").is_cancelled(j) then error(j, 0) end
+  if type(j) == "table" and j.http_status == 404 then return false end
+  return nil
+end
+
+-- Errors AgentCore raises before running anything: the call was refused, the tool did not run.
+local REFUSALS = {
+  ThrottlingException = true, ValidationException = true, AccessDeniedException = true,
+  ConflictException = true, ServiceQuotaExceededException = true, ResourceNotFoundException = true,
+}
+
+-- invoke(tool, arguments, {timeout, what}) -> the CodeInterpreterResult, or nil, ExecutionResult
+-- naming the outcome of a call that gave no result.
+function Sandbox:_invoke(tool, arguments, o)
+  local what = o.what or tool
+  local out = api.invoke(self._cfg, self.identifier, self.sandbox_id, tool, arguments, { timeout = o.timeout })
+  if out.result then return out.result end
+  local ex = out.exception
+  if ex then
+    -- After the 200: an exception frame in place of the result. A modeled refusal (throttling,
+    -- validation, a session that is gone...) means the tool did not run; an internal error or an
+    -- unmodeled error frame says nothing about that.
+    local msg = string.format("%s: %s: %s", what, ex.name, ex.message)
+    if ex.modeled and REFUSALS[ex.name] then
+      local gone = ex.name == "ResourceNotFoundException"
+      return nil, result { status = Status.ERROR, error = msg,
+        failure = { exception_type = gone and outcome.GONE or ex.name, retry_safe = true } }
+    end
+    return nil, result { status = Status.UNKNOWN, error = msg .. " (the call may have run)",
+      failure = { exception_type = ex.name, retry_safe = false } }
+  end
+  if out.http_error then
+    local f = out.http_error
+    local msg = what .. ": " .. f.message
+    if f.http_status >= 400 and f.http_status < 500 then
+      -- refused before the stream opened: nothing ran
+      local gone = f.http_status == 404 or f.aws_error == "ResourceNotFoundException"
+      return nil, result { status = Status.ERROR, error = msg,
+        failure = { exception_type = gone and outcome.GONE or f.aws_error, retry_safe = true } }
+    end
+    return nil, result { status = Status.UNKNOWN, error = msg .. " (the call may have run)",
+      failure = { exception_type = f.aws_error, retry_safe = false } }
+  end
+  if out.transport then
+    return nil, (outcome.from_failure(out.transport, { what = what, alive = function() return self:_alive() end }))
+  end
+  return nil, result { status = Status.UNKNOWN,
+    error = what .. ": the stream ended without a result; the call may have run",
+    failure = { exception_type = "ProtocolError", retry_safe = false } }
+end
+
+-- A tool's own failure (isError) as a message.
+local function tool_failure(res, what)
+  local t = text_of(res)
+  return what .. " failed: " .. (t ~= "" and t or "isError without a message")
+end
+
+---------------------------------------------------------------------------
+-- executeCode / executeCommand
+---------------------------------------------------------------------------
+
+-- Per-call environment for code: AgentCore's executeCode has no env, so the code runs with os.environ
+-- updated around it and restored afterwards (in the session's persistent interpreter).
+local function with_env(code, env)
+  local items = {}
+  local keys = {}
+  for k in pairs(env) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    items[#items + 1] = packages.python_string(k) .. ": " .. packages.python_string(tostring(env[k]))
+  end
+  return table.concat({
+    "import os as _glsb_os",
+    "_glsb_env = {" .. table.concat(items, ", ") .. "}",
+    "_glsb_saved = {k: _glsb_os.environ.get(k) for k in _glsb_env}",
+    "_glsb_os.environ.update(_glsb_env)",
+    "try:",
+    "    exec(compile(" .. packages.python_string(code) .. ", '<string>', 'exec'), globals())",
+    "finally:",
+    "    for _glsb_k, _glsb_v in _glsb_saved.items():",
+    "        if _glsb_v is None: _glsb_os.environ.pop(_glsb_k, None)",
+    "        else: _glsb_os.environ[_glsb_k] = _glsb_v",
+  }, "\n")
+end
+
+-- The exception a traceback ends with ("ValueError: bad value 7"), or the whole text.
+local function exception_line(stderr)
+  local last
+  for line in stderr:gmatch("[^\n]+") do
+    if line:match("^[%a_][%w_%.]*: ") or line:match("^[%a_][%w_%.]*$") then last = line end
+  end
+  return last
+end
+
+function Sandbox:_run_code(code, opts)
+  if opts.env and next(opts.env) then code = with_env(code, opts.env) end
+  local res, failed = self:_invoke("executeCode", { code = code, language = "python" },
+    { timeout = opts.timeout, what = "execute_code" })
+  if not res then return failed end
+  local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
+  local stdout = str(sc.stdout) or (res.isError and "" or text_of(res))
+  local stderr = str(sc.stderr) or ""
+  local exit = math.tointeger(sc.exitCode)
+  if res.isError or (exit and exit ~= 0) then
+    local tb = stderr ~= "" and stderr or text_of(res)
+    local r = result { status = Status.ERROR, code = exit or 1, stdout = stdout, stderr = stderr,
+      error = tb:gsub("%s+$", "") }
+    r.error_name = exception_line(tb) and exception_line(tb):match("^([%a_][%w_%.]*)")
+    return r
+  end
+  return result { status = Status.SUCCESS, code = 0, stdout = stdout, stderr = stderr }
+end
+
+-- The command line AgentCore runs: executeCommand takes one shell string, so env and cwd are set
+-- in it (quoted).
+local function command_line(command, opts)
+  local pre = {}
+  if opts.env then
+    local keys = {}
+    for k in pairs(opts.env) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do pre[#pre + 1] = "export " .. k .. "=" .. shell_quote(opts.env[k]) .. ";" end
+  end
+  if opts.cwd then pre[#pre + 1] = "cd " .. shell_quote(opts.cwd) .. " &&" end
+  if #pre == 0 then return command end
+  return table.concat(pre, " ") .. " " .. command
+end
+
+-- The JSON text of the request must be UTF-8; other bytes would arrive altered, so they are refused
+-- before anything is sent.
+local function not_utf8(what, s)
+  if utf8.len(s) then return nil end
+  return result { status = Status.ERROR,
+    error = what .. ": AgentCore carries commands as JSON text: not valid UTF-8: " .. ("%q"):format(s:sub(1, 80)),
+    failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+end
+
+function Sandbox:_run_command(command, opts)
+  local line = command_line(command, opts)
+  local bad = not_utf8("execute_command", line)
+  if bad then return bad end
+  local res, failed = self:_invoke("executeCommand", { command = line },
+    { timeout = opts.timeout, what = "execute_command" })
+  if not res then return failed end
+  local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
+  local exit = math.tointeger(sc.exitCode)
+  local stdout, stderr = str(sc.stdout) or text_of(res), str(sc.stderr) or ""
+  if exit == nil then
+    exit = res.isError and 1 or 0
+  end
+  local r = result { status = exit == 0 and Status.SUCCESS or Status.ERROR, code = exit,
+    stdout = stdout, stderr = stderr }
+  if exit ~= 0 then r.error = ("exit status %d"):format(exit) .. (stderr ~= "" and (": " .. stderr:sub(-500)) or "") end
+  return r
+end
+
+---------------------------------------------------------------------------
+-- Files: writeFiles (base64 blobs) and readFiles
+---------------------------------------------------------------------------
+
+function Sandbox:_upload(files, opts)
+  local content = {}
+  for i, f in ipairs(files) do content[i] = { path = f.path, blob = core.b64encode(f.data) } end
+  local res, failed = self:_invoke("writeFiles", { content = content }, { timeout = opts.timeout, what = "upload" })
+  if not res then errors.raise(errors.SandboxExecutionError, Stage.UPLOAD, failed.error, failed.failure) end
+  if res.isError then errors.raise(errors.SandboxExecutionError, Stage.UPLOAD, tool_failure(res, "writeFiles")) end
+end
+
+function Sandbox:_download(path, opts)
+  local res, failed = self:_invoke("readFiles", { paths = { path } }, { timeout = opts.timeout, what = "download" })
+  if not res then errors.raise(errors.SandboxExecutionError, Stage.DOWNLOAD, failed.error, failed.failure) end
+  if res.isError then errors.raise(errors.SandboxExecutionError, Stage.DOWNLOAD, tool_failure(res, "readFiles")) end
+  for _, block in ipairs(type(res.content) == "table" and res.content or {}) do
+    local r = type(block) == "table" and block.type == "resource" and block.resource
+    if type(r) == "table" then
+      if type(r.blob) == "string" then
+        local data = core.b64decode(r.blob)
+        if not data then
+          errors.raise(errors.SandboxExecutionError, Stage.DOWNLOAD, "readFiles: a blob that is not base64")
+        end
+        return data
+      end
+      if type(r.text) == "string" then return r.text end
+    end
+  end
+  errors.raise(errors.SandboxExecutionError, Stage.DOWNLOAD, "readFiles answered no resource for " .. path)
+end
+
+---------------------------------------------------------------------------
+-- Workspace primitives: exact argv, stdin and output bytes through executeCommand
+---------------------------------------------------------------------------
+
+-- A short Python program run by executeCommand: argv, stdin and the output travel as base64, so no
+-- byte is altered by the JSON text of the request and answer, and no shell parses the argv. A large
+-- stdin goes ahead through writeFiles (one argument of a command line holds at most 128 KiB on Linux).
+local EXEC_ARGV = table.concat({
+  "import base64 as b, json, os, subprocess as s, sys",
+  "a = json.loads(b.b64decode(sys.argv[1]))",
+  "if 'stdin_path' in a:",
+  "    with open(a['stdin_path'], 'rb') as f: data = f.read()",
+  "    os.unlink(a['stdin_path'])",
+  "else:",
+  "    data = b.b64decode(a['stdin'])",
+  "try:",
+  "    p = s.run([b.b64decode(x) for x in a['argv']], input=data, stdout=s.PIPE, stderr=s.PIPE)",
+  "    r = {'exit': p.returncode, 'out': b.b64encode(p.stdout).decode(), 'err': b.b64encode(p.stderr).decode()}",
+  "except OSError as e:",
+  "    r = {'exit': 127, 'out': '', 'err': b.b64encode(str(e).encode()).decode()}",
+  "print('glsb-exec-argv ' + json.dumps(r))",
+}, "\n")
+local INLINE_STDIN = 32 * 1024
+M.STAGING_DIR = "/tmp/.glsb"
+
+function Sandbox:_exec_argv(argv, opts)
+  local enc = {}
+  for i, a in ipairs(argv) do enc[i] = core.b64encode(a) end
+  local doc = { argv = enc }
+  local stdin = opts.stdin or ""
+  if #stdin > INLINE_STDIN then
+    doc.stdin_path = M.STAGING_DIR .. "/stdin-" .. api.random_hex(24)
+    self:_upload({ { path = doc.stdin_path, data = stdin } }, { timeout = opts.timeout })
+  else
+    doc.stdin = core.b64encode(stdin)
+  end
+  local line = "python3 -c " .. shell_quote(EXEC_ARGV) .. " " .. core.b64encode(http.encode_json(doc))
+  local res, failed = self:_invoke("executeCommand", { command = line }, { timeout = opts.timeout, what = "workspace" })
+  if not res then return { exit_code = nil, stdout = "", stderr = "", status = failed.status, error = failed.error } end
+  local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
+  local answer = (str(sc.stdout) or text_of(res)):match("glsb%-exec%-argv (%b{})")
+  local ok, j = pcall(http.decode_json, answer or "")
+  if not ok or type(j) ~= "table" then
+    return { exit_code = nil, stdout = "", stderr = str(sc.stderr) or "", status = Status.ERROR,
+      error = "the workspace channel gave no answer: " .. tostring(str(sc.stderr) or text_of(res)):sub(1, 300) }
+  end
+  return { exit_code = math.tointeger(j.exit), stdout = core.b64decode(j.out or "") or "",
+    stderr = core.b64decode(j.err or "") or "" }
+end
+
+---------------------------------------------------------------------------
+-- Life cycle
+---------------------------------------------------------------------------
+
+-- The packages a template (custom interpreter) asks for: kept in its description by the builder
+-- (glsb.providers.bedrock.template).
+function M.template_packages(description)
+  if type(description) ~= "string" then return nil end
+  local ok, j = pcall(http.decode_json, description)
+  if ok and type(j) == "table" and j.glsb == "template-v1" and type(j.packages) == "table" then return j.packages end
+  return nil
+end
+
+local function config_or_fail(opts)
+  local cfg, err = api.config(opts)
+  if not cfg then errors.raise(errors.SandboxStartError, Stage.CREATE, err) end
+  return cfg
+end
+
+-- Wraps a failure of the adapter's own calls (a cause table) into an error of `class` at `stage`;
+-- a cancellation or a glsb error passes as it is.
+local function raise_from(class, stage, what, err)
+  if require("glsb.loop").is_cancelled(err) or errors.is_error(err) then error(err, 0) end
+  errors.raise(class, stage, what .. ": " .. errors.describe(err), err)
+end
+M.raise_from = raise_from
+
+function Sandbox:_start(opts)
+  local cfg = config_or_fail(opts)
+  self._cfg = cfg
+  local tpl = opts.template
+  local identifier = opts.identifier or M.DEFAULT_IDENTIFIER
+  if type(tpl) == "table" then
+    identifier = tpl.template_id or identifier
+    self._template_packages = tpl.packages
+  elseif type(tpl) == "string" then
+    identifier = tpl
+  end
+  self.identifier = identifier
+  if identifier ~= M.DEFAULT_IDENTIFIER and self._template_packages == nil then
+    -- a custom interpreter by id: its packages (if glsb built it) are in its description
+    local ok, j = pcall(api.call, cfg, "control", "GET", "/code-interpreters/" .. http.escape(identifier))
+    if not ok then raise_from(errors.SandboxStartError, Stage.CREATE, "GetCodeInterpreter " .. identifier, j) end
+    self._template_packages = M.template_packages(j.description)
+  end
+  local lease = opts.session_timeout or opts.timeout or M.MAX_SESSION_TIMEOUT
+  lease = math.max(1, math.min(M.MAX_SESSION_TIMEOUT, math.ceil(lease)))
+  -- one token for this logical Start, whatever retries follow (ours or the base's)
+  self._start_token = self._start_token or api.uuid()
+  local path = "/code-interpreters/" .. http.escape(identifier) .. "/sessions/start"
+  local ok, j = pcall(api.call, cfg, "data", "PUT", path,
+    { json = { name = opts.name or ("glsb-" .. api.random_hex(8)), sessionTimeoutSeconds = lease,
+      clientToken = self._start_token }, timeout = opts.create_timeout })
+  if not ok then raise_from(errors.SandboxStartError, Stage.CREATE, "StartCodeInterpreterSession", j) end
+  if type(j.sessionId) ~= "string" or j.sessionId == "" then
+    errors.raise(errors.SandboxStartError, Stage.CREATE, "StartCodeInterpreterSession answered no sessionId")
+  end
+  self.sandbox_id = j.sessionId
+  self.identifier = type(j.codeInterpreterIdentifier) == "string" and j.codeInterpreterIdentifier or identifier
+  self.session_timeout = lease
+end
+
+-- additional_packages, after the template's own (a custom interpreter has no image of its own: its
+-- packages are installed into each session, §5 of the issue).
+function Sandbox:_after_start(sopts)
+  local merged, seen = {}, {}
+  for _, list in ipairs({ self._template_packages or {}, sopts.additional_packages or {} }) do
+    for _, p in ipairs(list) do
+      if not seen[p] then
+        seen[p] = true
+        merged[#merged + 1] = p
+      end
+    end
+  end
+  if #merged == 0 then return end
+  local copy = {}
+  for k, v in pairs(sopts) do copy[k] = v end
+  copy.additional_packages = packages.validate(merged, 2)
+  return sandbox.CodeInterpreterSandbox._after_start(self, copy)
+end
+
+-- pip through executeCommand, as AWS's own wrapper installs packages.
+function Sandbox:_install_packages(pkgs, opts)
+  return self:_run_command(packages.shell_install_command(pkgs), { timeout = opts.timeout })
+end
+
+-- The session's TTL is fixed at start (AgentCore cannot extend it): _set_timeout is left out, so
+-- set_timeout is a no-op that reports success (API.md: "a no-op where unsupported").
+
+function Sandbox:_terminate(opts)
+  self._stop_token = self._stop_token or api.uuid()
+  local ok, err = pcall(api.call, self._cfg, "data", "PUT",
+    "/code-interpreters/" .. http.escape(self.identifier) .. "/sessions/stop",
+    { query = { { "sessionId", self.sandbox_id } }, json = { clientToken = self._stop_token }, timeout = opts.timeout })
+  if ok or (type(err) == "table" and err.http_status == 404) then -- stopped, or already gone
+    self._stop_token = nil
+    return
+  end
+  raise_from(errors.SandboxTerminateError, Stage.TERMINATE, "StopCodeInterpreterSession", err)
+end
+
+return require("glsb.registry").lazy_template(M, "glsb.providers.bedrock.template")
