@@ -29,11 +29,14 @@ end
 --   on_frame(frame) called for each frame in order (return false to abort).
 -- result: { status, headers, body (buffered), error (nil on success), aborted }
 -- opts.trace = false: no client span for this request (the span exporter's own requests).
+-- opts.sign(opts) -> opts: a request signer (AWS SigV4) run last, after any seam added its headers
+-- (tracing's traceparent), so that every header that goes out is one the signature covers.
 local function request(opts)
+  if opts.sign then opts = opts.sign(opts) end
   local copy = {}
   for k, v in pairs(opts) do copy[k] = v end
   copy.headers = header_list(opts.headers)
-  copy.on_frame, copy.on_headers = nil, nil
+  copy.on_frame, copy.on_headers, copy.sign = nil, nil, nil
   local on_frame, on_headers = opts.on_frame, opts.on_headers
   local req <close>, setup_err, setup_code = core.http(copy)
   if not req then
