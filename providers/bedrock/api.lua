@@ -163,31 +163,42 @@ local function authority(base)
   return base:match("^https?://([^/]+)")
 end
 
--- signed(cfg, plane, method, path, query, body, extra) -> the glsb.http request table.
+-- signed(cfg, plane, method, path, query, body, extra, creds) -> the glsb.http request table.
 --   path: already percent-encoded; query: decoded {{k, v}} pairs; body: a string or nil;
---   extra: more headers {{name, value}} (all of them signed).
--- Every header that goes out is signed; curl's own defaults (Accept, Content-Type, Expect) are
--- suppressed ("Name:" with no value) so nothing unsigned is added on the way.
+--   extra: more headers {{name, value}}.
+-- The request is signed by glsb.http right before it goes out (opts.sign), after any header a seam
+-- adds (tracing's traceparent: a modeled, signed header of AgentCore's operations), so every header
+-- sent is signed. curl's own defaults (Accept, Content-Type) are suppressed ("Name:" with no value)
+-- and its Expect never sent (glsb.core), so nothing unsigned is added on the way.
 function M.signed(cfg, plane, method, path, query, body, extra, creds)
   local base = plane == "control" and cfg.control_endpoint or cfg.endpoint
-  local headers = { { "Host", authority(base) }, { "X-Amz-User-Agent", M.USER_AGENT } }
-  if body ~= nil then
-    headers[#headers + 1] = { "Content-Type", "application/json" }
-  end
+  local headers = { "Host: " .. authority(base), "X-Amz-User-Agent: " .. M.USER_AGENT }
+  if body ~= nil then headers[#headers + 1] = "Content-Type: application/json" end
   if body ~= nil or method == "POST" or method == "PUT" then
-    headers[#headers + 1] = { "Content-Length", tostring(#(body or "")) }
+    headers[#headers + 1] = "Content-Length: " .. tostring(#(body or ""))
   end
-  for _, h in ipairs(extra or {}) do headers[#headers + 1] = h end
-  local s = sigv4.sign({ method = method, path = path, query = query, headers = headers, body = body or "" },
-    creds, { region = cfg.region, service = M.SERVICE, content_sha256 = true })
-  local wire = {}
-  for _, h in ipairs(s.headers) do wire[#wire + 1] = h[1] .. ": " .. h[2] end
-  wire[#wire + 1] = "Accept:"
-  if body == nil then wire[#wire + 1] = "Content-Type:" end
+  for _, h in ipairs(extra or {}) do headers[#headers + 1] = h[1] .. ": " .. h[2] end
   local qs = query and #query > 0 and ("?" .. sigv4.encode_query(query)) or ""
   return {
-    method = method, url = base .. path .. qs, headers = wire, body = body,
+    method = method, url = base .. path .. qs, headers = headers, body = body,
     connect_timeout = M.CONNECT_TIMEOUT, cainfo = cfg.cainfo, connect_to = cfg.connect_to,
+    sign = function(o)
+      local pairs_ = {}
+      for _, line in ipairs(o.headers) do
+        local name, value = line:match("^([^:]+):%s*(.-)%s*$")
+        if name and value ~= "" then pairs_[#pairs_ + 1] = { name, value } end
+      end
+      local s = sigv4.sign({ method = method, path = path, query = query, headers = pairs_, body = body or "" },
+        creds, { region = cfg.region, service = M.SERVICE, content_sha256 = true })
+      local wire = {}
+      for _, h in ipairs(s.headers) do wire[#wire + 1] = h[1] .. ": " .. h[2] end
+      wire[#wire + 1] = "Accept:"
+      if body == nil then wire[#wire + 1] = "Content-Type:" end
+      local copy = {}
+      for k, v in pairs(o) do copy[k] = v end
+      copy.headers, copy.sign = wire, nil
+      return copy
+    end,
   }
 end
 

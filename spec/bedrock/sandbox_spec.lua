@@ -55,6 +55,33 @@ describe("bedrock adapter #bedrock", function()
       assert.matches("^%x+%-%x+%-4%x+%-[89ab]%x+%-%x+$", log[4].clientToken)
     end)
 
+    it("signs the traceparent tracing adds, so that every header sent is still signed", function()
+      local trace = require "glsb.trace"
+      local n = 0
+      local function span()
+        n = n + 1
+        local id = n
+        return { set_attribute = function() end, add_event = function() end, set_status = function() end,
+          finish = function() end, traceparent = function() return ("00-%032x-%016x-01"):format(id, id) end }
+      end
+      trace.set_tracer { start_span = function() return span() end }
+      local since = emu:last_seq()
+      local ok, err = pcall(function()
+        sb = glsb.create("bedrock", emu:opts {})
+        assert.are.equal("1\n", sb:execute_code("print(1)").stdout)
+        sb:terminate()
+      end)
+      trace.set_tracer(nil)
+      assert.is_true(ok, tostring(err))
+      local log = emu:requests(since)
+      assert.are.equal(3, #log)
+      for _, r in ipairs(log) do
+        assert.are.equal(200, r.status)
+        assert.truthy(table.concat(r.signedHeaders, ";"):find("traceparent", 1, true), r.op)
+        assert.are.same({}, r.unsignedHeaders)
+      end
+    end)
+
     it("keeps one clientToken across Start retries (5xx, a lost answer): one session", function()
       emu:fault { op = "StartCodeInterpreterSession", error = "InternalServerException", times = 1 }
       emu:fault { op = "StartCodeInterpreterSession", action = "cut_after_execute", times = 1 }
