@@ -1,0 +1,199 @@
+-- glsb.providers.bedrock.template: templates on AgentCore are custom code interpreters.
+--
+-- AgentCore has no image build: a custom interpreter fixes the network mode and the execution role
+-- (CreateCodeInterpreter, shared/protocols/bedrock.md §2), and sandboxes created from it install
+-- the spec's packages at start (their list travels in the ref, and in the interpreter's description
+-- for glsb.create(..., {template = "<id>"})). The interpreter's name ends with the first 12 hex
+-- digits of the spec's content hash and its description holds the whole hash, so the same spec
+-- twice creates one interpreter.
+--   spec.provider: network_mode ("PUBLIC" default: packages come from PyPI; "SANDBOX", "VPC"),
+--   execution_role_arn, vpc_config ({security_groups, subnets}), description (kept for humans).
+-- Fields AgentCore cannot honour (base_image, base_template, apt_packages, files, run, env, workdir,
+-- start_cmd, ready_cmd, cpu, memory_mb) are refused by name.
+local template = require "glsb.template"
+local errors = require "glsb.errors"
+local models = require "glsb.models"
+local http = require "glsb.http"
+local loop = require "glsb.loop"
+local log = require "glsb.log"
+local api = require "glsb.providers.bedrock.api"
+
+local Stage = models.Stage
+
+local M = {}
+
+M.BUILD_TIMEOUT = 900       -- seconds to wait for CREATING to end
+M.POLL_FIRST = 0.2
+M.POLL_MAX = 5
+
+local Template = template.TemplateBuilder:extend("bedrock")
+M.Template = Template
+
+local UNSUPPORTED = { "base_image", "base_template", "apt_packages", "files", "run", "env", "workdir", "start_cmd",
+  "ready_cmd", "cpu", "memory_mb" }
+
+local function fail(message, cause)
+  errors.raise(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, message, cause)
+end
+
+local function call(self, method, path, o)
+  local ok, res = pcall(api.call, self.cfg, "control", method, path, o)
+  if ok then return res end
+  if loop.is_cancelled(res) or errors.is_error(res) then error(res, 0) end
+  return nil, res
+end
+
+function Template:_init(opts)
+  opts = opts or {}
+  local cfg, err = api.config(opts)
+  if not cfg then error("bedrock template: " .. err, 3) end
+  self.cfg = cfg
+  self.build_timeout = opts.build_timeout or M.BUILD_TIMEOUT
+  self.sleep = opts.sleep or loop.sleep
+end
+
+-- The interpreter name for a spec: [a-zA-Z][a-zA-Z0-9_]{0,47} (control model).
+function M.interpreter_name(spec, hash)
+  local base = tostring(spec.name):gsub("[^%w_]", "_"):sub(1, 30)
+  return "glsb_" .. base .. "_" .. hash:sub(1, 12)
+end
+
+local function description(spec, hash)
+  local d = http.encode_json { glsb = "template-v1", hash = hash, packages = spec.packages or {},
+    note = spec.provider and spec.provider.description or nil }
+  if #d > 4096 then
+    fail("bedrock template: the package list is too long for an interpreter description (4096 bytes)")
+  end
+  return d
+end
+
+local function check_spec(spec)
+  for _, k in ipairs(UNSUPPORTED) do
+    if spec[k] ~= nil then
+      fail(("bedrock template: '%s' is not supported: an AgentCore custom code interpreter has no image to build "
+        .. "(supported: name, packages, provider.network_mode/execution_role_arn/vpc_config)"):format(k))
+    end
+  end
+  local p = spec.provider or {}
+  for k in pairs(p) do
+    if k ~= "network_mode" and k ~= "execution_role_arn" and k ~= "vpc_config" and k ~= "description" then
+      fail("bedrock template: unknown provider option '" .. tostring(k) .. "'")
+    end
+  end
+end
+
+-- All custom interpreters (ListCodeInterpreters, every page).
+function Template:_list()
+  local out, token = {}, nil
+  repeat
+    local q = { { "maxResults", "100" }, { "type", "CUSTOM" } }
+    if token then q[#q + 1] = { "nextToken", token } end
+    local j, err = call(self, "POST", "/code-interpreters", { query = q })
+    if not j then fail("bedrock template: ListCodeInterpreters failed: " .. errors.describe(err), err) end
+    for _, s in ipairs(type(j.codeInterpreterSummaries) == "table" and j.codeInterpreterSummaries or {}) do
+      out[#out + 1] = s
+    end
+    token = type(j.nextToken) == "string" and j.nextToken ~= "" and j.nextToken or nil
+  until not token
+  return out
+end
+
+-- Polls GetCodeInterpreter until the status leaves `from` -> the detail, or nil when it is gone.
+function Template:_wait(id, from)
+  local deadline = loop.now() + self.build_timeout
+  local pause = M.POLL_FIRST
+  while true do
+    local j, err = call(self, "GET", "/code-interpreters/" .. http.escape(id))
+    if not j then
+      if type(err) == "table" and err.http_status == 404 then return nil end
+      fail("bedrock template: GetCodeInterpreter " .. id .. " failed: " .. errors.describe(err), err)
+    end
+    if j.status ~= from then return j end
+    if loop.now() > deadline then
+      fail(("bedrock template: %s is still %s after %gs"):format(id, from, self.build_timeout))
+    end
+    self.sleep(pause)
+    pause = math.min(pause * 2, M.POLL_MAX)
+  end
+end
+
+local function ref_of(detail, spec)
+  return { template_id = detail.codeInterpreterId, arn = detail.codeInterpreterArn, name = detail.name,
+    packages = spec.packages or {} }
+end
+
+function Template:_delete(id)
+  local _, err = call(self, "DELETE", "/code-interpreters/" .. http.escape(id),
+    { query = { { "clientToken", api.uuid() } } })
+  if err and not (type(err) == "table" and err.http_status == 404) then
+    fail("bedrock template: DeleteCodeInterpreter " .. id .. " failed: " .. errors.describe(err), err)
+  end
+  self:_wait(id, "DELETING")
+end
+
+-- An interpreter built from the same content (its name ends with the hash). One still CREATING is
+-- waited for; a failed one is deleted so that it can be built again.
+function Template:_find(spec, hash)
+  check_spec(spec)
+  local suffix = "_" .. hash:sub(1, 12)
+  for _, s in ipairs(self:_list()) do
+    if type(s.name) == "string" and s.name:sub(-#suffix) == suffix then
+      local d = s
+      if d.status == "CREATING" then d = self:_wait(s.codeInterpreterId, "CREATING") end
+      if d and d.status == "READY" then return ref_of(d, spec) end
+      if d and (d.status == "CREATE_FAILED" or d.status == "DELETE_FAILED") then
+        log.info("bedrock template: rebuilding " .. tostring(s.codeInterpreterId) .. " (" .. tostring(d.status) .. ")")
+        self:_delete(s.codeInterpreterId)
+      elseif d and d.status == "DELETING" then
+        self:_wait(s.codeInterpreterId, "DELETING")
+      end
+    end
+  end
+  return nil
+end
+
+function Template:_build(spec, hash)
+  check_spec(spec)
+  local p = spec.provider or {}
+  local network = { networkMode = p.network_mode or "PUBLIC" }
+  if p.vpc_config then
+    network.vpcConfig = { securityGroups = p.vpc_config.security_groups, subnets = p.vpc_config.subnets }
+  end
+  local body = { name = M.interpreter_name(spec, hash), networkConfiguration = network,
+    executionRoleArn = p.execution_role_arn, description = description(spec, hash),
+    -- one token for this build, whatever retries follow: the service creates it once
+    clientToken = api.uuid() }
+  local j, err = call(self, "PUT", "/code-interpreters", { json = body })
+  if not j then
+    if type(err) == "table" and err.aws_error == "ConflictException" then
+      -- built meanwhile by someone else with the same content
+      local found = self:_find(spec, hash)
+      if found then return found end
+    end
+    fail("bedrock template: CreateCodeInterpreter failed: " .. errors.describe(err), err)
+  end
+  local id = j.codeInterpreterId
+  if type(id) ~= "string" then fail("bedrock template: CreateCodeInterpreter answered no codeInterpreterId") end
+  local d = j.status == "READY" and j or self:_wait(id, "CREATING")
+  if not d then fail("bedrock template: " .. id .. " disappeared while it was being created") end
+  if d.status ~= "READY" then
+    fail(("bedrock template: %s is %s: %s"):format(id, tostring(d.status),
+      tostring(d.failureReason or "no reason given")),
+      { aws_status = d.status, failure_reason = d.failureReason })
+  end
+  d.codeInterpreterId = d.codeInterpreterId or id
+  return ref_of(d, spec)
+end
+
+-- builder:delete(template_id): remove a custom interpreter glsb built (waits until it is gone).
+function Template:delete(id)
+  if type(id) ~= "string" or id == "" then error("bedrock template: delete wants a template id", 2) end
+  return loop.run(function()
+    local ok, err = pcall(self._delete, self, id)
+    if ok then return true end
+    if loop.is_cancelled(err) then error(err, 0) end
+    error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, err), 0)
+  end)
+end
+
+return M
