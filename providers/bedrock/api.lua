@@ -296,8 +296,9 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
     local res = http.request(req)
     out = { status = res.status or 0, headers = res.headers }
     if out.status == 200 then
-      local frames, _, code = core.decode_frames("eventstream", chunks)
-      read_frames(out, frames, creds)
+      -- frames, or nil, message, code and the frames decoded before the failure
+      local frames, _, code, before = core.decode_frames("eventstream", chunks)
+      read_frames(out, frames or before or {}, creds)
       if code and not res.error then
         out.transport = { phase = "framing", code = code, retry_safe = false,
           message = "the event stream broke its framing (" .. code .. ")" }
