@@ -31,7 +31,7 @@ const SYSTEM = 'aws.codeinterpreter.v1';
 
 for (const k of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_REGION',
   'AWS_DEFAULT_REGION', 'AWS_ENDPOINT_URL', 'AWS_CONFIG_FILE', 'AWS_SHARED_CREDENTIALS_FILE']) delete process.env[k];
-process.env.AWS_SDK_JS_SUPPRESS_NODE_DEPRECATION_WARNING = '1';
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true'; // node 20 here: the SDK's notice about 2027
 
 let emu = null;
 let base = null;
