@@ -493,6 +493,30 @@ test('egress sidecar policy through the SDK', async () => {
   }, { networkPolicy: { egress: [] } });
 });
 
+test('--execd-listener: sandbox ports on their own listener; closed, execd calls are refused', async () => {
+  const other = await startEmulator(['--execd-listener']);
+  const c = { domain: other.url, apiKey: KEY, requestTimeoutSeconds: 5 };
+  const sbx = await Sandbox.create({ connectionConfig: c, image: IMAGE });
+  try {
+    const ep = await sbx.getEndpoint(DEFAULT_EXECD_PORT);
+    assert.notEqual(ep.endpoint, other.url.replace('http://', ''));
+    assert.deepEqual(stdout(await sbx.commands.run('echo direct')), ['direct']);
+    const down = await fetch(`${other.url}/_emulator/execd-listener`, { method: 'POST', body: '{"up": false}' });
+    assert.equal(down.status, 200);
+    assert.equal(await sbx.isHealthy(), false);
+    await assert.rejects(sbx.commands.run('true'), (e) => /fetch failed/.test(e.message) && e.cause.code === 'ECONNREFUSED');
+    assert.equal((await sbx.getInfo()).status.state, 'Running', 'the lifecycle API still answers');
+    await fetch(`${other.url}/_emulator/execd-listener`, { method: 'POST', body: '{"up": true}' });
+    assert.equal(await sbx.isHealthy(), true);
+  } finally {
+    await sbx.kill().catch(() => {});
+    await sbx.close();
+    const exited = new Promise((r) => other.child.once('exit', r));
+    other.child.kill('SIGTERM');
+    await exited;
+  }
+});
+
 test('nothing is left running', async () => {
   let s = await state();
   for (let i = 0; i < 30 && (s.sandboxes.length > 0 || s.children > 0); i++) {

@@ -3,7 +3,8 @@
 --
 --   local emu = emulator.start{ api_keys = {...}, args = {...} }   -- scripts/emulator opensandbox --port 0
 --   emu.base, emu.api_key, emu:opts(extra)                         -- glsb.create("opensandbox", emu:opts{...})
---   emu:fault{...}, emu:clear_faults(), emu:faults(), emu:state(), emu:config{...}, emu:kill(id), emu:reset()
+--   emu:fault{...}, emu:clear_faults(), emu:faults(), emu:state(), emu:config{...}, emu:kill(id), emu:reset(),
+--   emu:execd_listener(up)                                         -- with args = {"--execd-listener"}
 --   emu:leftovers()                                                -- sandboxes / children still there
 --   emu:stop()                                                     -- SIGTERM, wait, reap; safe twice
 -- Call stop() in teardown (busted runs it also when a test failed).
@@ -78,6 +79,8 @@ function Emulator:state() return self:admin("GET", "/_emulator/state") end
 function Emulator:config(c) return self:admin("POST", "/_emulator/config", c) end
 function Emulator:reset() return self:admin("POST", "/_emulator/reset") end
 function Emulator:kill(id) return self:admin("POST", "/_emulator/sandboxes/" .. id .. "/kill") end
+-- With start{args = {"--execd-listener"}}: close (false) or reopen (true) the listener of sandbox ports.
+function Emulator:execd_listener(up) return self:admin("POST", "/_emulator/execd-listener", { up = up }) end
 
 -- What a terminated sandbox or failed create left behind: sandboxes and live child processes. The
 -- emulator reaps killed processes asynchronously, so children get up to 3 s to go.

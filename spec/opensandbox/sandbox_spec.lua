@@ -216,16 +216,22 @@ describe("opensandbox adapter #opensandbox", function()
       assert.equal("INVALID_REQUEST_BODY", r.server_code)
     end)
 
-    it("a connect failure is ERROR with retry_safe", function()
-      local saved = sb._conn.base
-      sb._conn.base = "http://127.0.0.1:1"
-      local r = sb:execute_code("print(1)")
-      local c = sb:execute_command("true")
-      sb._conn.base = saved
-      assert.equal(Status.ERROR, r.status)
+    it("a refused connection (execd's port closed) is ERROR with retry_safe; the sandbox is still there", function()
+      local emu2 = emulator.start { args = { "--execd-listener" } }
+      finally(function() emu2:stop() end)
+      local s = glsb.create("opensandbox", emu2:opts())
+      assert.are_not.equal(emu2.base:match("//(.*)$"), s._conn.endpoint)
+      emu2:execd_listener(false)
+      local r = s:execute_code("print(1)")
+      local c = s:execute_command("true")
+      assert.equal(Status.ERROR, r.status, tostring(r))
       assert.is_true(r.failure.retry_safe)
-      assert.equal(Status.ERROR, c.status)
+      assert.equal(Status.ERROR, c.status, tostring(c))
       assert.is_true(c.failure.retry_safe)
+      emu2:execd_listener(true)
+      assert.equal("1\n", s:execute_code("print(1)").stdout)
+      s:terminate()
+      assert.same({}, emu2:leftovers())
     end)
 
     it("a stream cut after delivery is UNKNOWN, and the command did run", function()

@@ -2,8 +2,8 @@
 // OpenSandbox wire-protocol emulator (tests only). See spec/emulators/README.md.
 //
 //   node server.mjs [--port N] [--host 127.0.0.1] [--api-key KEY]... [--endpoint-style header|uri]
-//                   [--provision-ms N] [--execd-not-ready-pings N] [--grace-ms N] [--snapshot-ms N]
-//                   [--exit-with-parent] [--verbose]
+//                   [--execd-listener] [--provision-ms N] [--execd-not-ready-pings N] [--grace-ms N]
+//                   [--snapshot-ms N] [--exit-with-parent] [--verbose]
 //
 // Prints "listening <base-url>" as the first stdout line. One listener serves the lifecycle API
 // (with and without /v1), every sandbox's execd (44772) and egress sidecar (18080) at the endpoint the
@@ -20,7 +20,8 @@ const CONFIG_FLAGS = { '--provision-ms': 'provisionMs', '--execd-not-ready-pings
   '--grace-ms': 'graceMs', '--snapshot-ms': 'snapshotMs', '--ping-interval-ms': 'pingIntervalMs' };
 
 function parseArgs(argv) {
-  const o = { port: 0, host: '127.0.0.1', keys: [], verbose: false, exitWithParent: false, endpointStyle: 'header', config: {} };
+  const o = { port: 0, host: '127.0.0.1', keys: [], verbose: false, exitWithParent: false, endpointStyle: 'header', config: {},
+    execdListener: false };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i];
     let v;
@@ -35,11 +36,12 @@ function parseArgs(argv) {
     else if (a === '--api-key') o.keys.push(val());
     else if (a === '--host') o.host = val();
     else if (a === '--endpoint-style') o.endpointStyle = val();
+    else if (a === '--execd-listener') o.execdListener = true;
     else if (CONFIG_FLAGS[a]) o.config[CONFIG_FLAGS[a]] = Number(val());
     else if (a === '--verbose' || a === '-v') o.verbose = true;
     else if (a === '--exit-with-parent') o.exitWithParent = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: emulator opensandbox [--port N] [--api-key KEY]... [--host 127.0.0.1] [--endpoint-style header|uri]\n'
+      process.stdout.write('usage: emulator opensandbox [--port N] [--api-key KEY]... [--host 127.0.0.1] [--endpoint-style header|uri] [--execd-listener]\n'
         + '         [--provision-ms N] [--execd-not-ready-pings N] [--grace-ms N] [--snapshot-ms N] [--exit-with-parent] [--verbose]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
@@ -149,6 +151,12 @@ async function admin(req, res, url) {
       return sendJson(res, 400, { error: e.message });
     }
   }
+  if (p === '/_emulator/execd-listener' && m === 'POST') {
+    if (!execdServer) return sendJson(res, 400, { error: 'started without --execd-listener' });
+    const body = await json();
+    await setExecdListener(body.up !== false);
+    return sendJson(res, 200, { up: execdServer.listening, endpoint: emu.execdHost });
+  }
   if ((g = p.match(/^\/_emulator\/sandboxes\/([^/]+)\/(kill|expire)$/)) && m === 'POST') {
     await readBody(req);
     const sbx = emu.sandboxes.get(decodeURIComponent(g[1]));
@@ -239,13 +247,31 @@ async function handle(req, res) {
   return handleExecd(emu, sbx, req, res, target, ctx);
 }
 
-const server = http.createServer({ keepAliveTimeout: 65000, requestTimeout: 0 }, (req, res) => {
+function onRequest(req, res) {
   handle(req, res).catch((e) => {
     log(`error handling ${req.method} ${req.url}: ${e.stack || e}`);
     if (!res.headersSent) sendJson(res, 500, { code: 'GENERAL::UNKNOWN_ERROR', message: `emulator error: ${e.message}` });
     else res.socket?.destroy();
   });
-});
+}
+const server = http.createServer({ keepAliveTimeout: 65000, requestTimeout: 0 }, onRequest);
+
+// --execd-listener: sandbox ports on a listener of their own (as Docker maps execd to its own host port),
+// which /_emulator/execd-listener {up: false} closes: execd calls are then refused while the lifecycle
+// API still answers.
+let execdServer = null;
+let execdPort = 0;
+function setExecdListener(up) {
+  return new Promise((resolve) => {
+    if (up === execdServer.listening) return resolve();
+    if (!up) {
+      execdServer.close(() => resolve());
+      execdServer.closeAllConnections?.();
+      return;
+    }
+    execdServer.listen(execdPort, opts.host, () => resolve());
+  });
+}
 
 let stopping = false;
 function stop(code = 0) {
@@ -256,6 +282,10 @@ function stop(code = 0) {
   killAllChildren();
   server.close();
   server.closeAllConnections?.();
+  if (execdServer) {
+    execdServer.close();
+    execdServer.closeAllConnections?.();
+  }
   // Reap every child before exiting so none is left as a zombie under a non-reaping pid 1.
   const t0 = Date.now();
   const wait = () => {
@@ -279,9 +309,16 @@ server.on('error', (e) => {
   stop(1);
 });
 
-server.listen(opts.port, opts.host, () => {
+server.listen(opts.port, opts.host, async () => {
   const { port } = server.address();
-  emu.baseUrl = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
+  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  emu.baseUrl = `http://${host}:${port}`;
+  if (opts.execdListener) {
+    execdServer = http.createServer({ keepAliveTimeout: 65000, requestTimeout: 0 }, onRequest);
+    await new Promise((resolve) => execdServer.listen(0, opts.host, resolve));
+    execdPort = execdServer.address().port;
+    emu.execdHost = `${host}:${execdPort}`;
+  }
   process.stdout.write(`listening ${emu.baseUrl}\n`);
   log(`api keys: ${opts.keys.length}, bubblewrap: ${hasBwrap()}, state dir: ${emu.stateDir}`);
 });

@@ -233,8 +233,9 @@ function endpoint(emu, res, sbx, port, q) {
   }
   const host = emu.baseUrl.replace(/^https?:\/\//, '');
   if (useProxy) return sendJson(res, 200, { endpoint: `${host}/sandboxes/${sbx.id}/proxy/${port}` });
-  if (emu.endpointStyle === 'uri') return sendJson(res, 200, { endpoint: `${host}/${sbx.id}/${port}` });
-  return sendJson(res, 200, { endpoint: host, headers: { 'OpenSandbox-Ingress-To': `${sbx.id}-${port}` } });
+  const sandboxHost = emu.execdHost || host;
+  if (emu.endpointStyle === 'uri') return sendJson(res, 200, { endpoint: `${sandboxHost}/${sbx.id}/${port}` });
+  return sendJson(res, 200, { endpoint: sandboxHost, headers: { 'OpenSandbox-Ingress-To': `${sbx.id}-${port}` } });
 }
 
 export async function handleLifecycle(emu, req, res, url) {
@@ -344,6 +345,9 @@ export async function handleLifecycle(emu, req, res, url) {
       }
       if (body.name !== undefined && body.name !== null && typeof body.name !== 'string') {
         return validation(res, [{ type: 'string_type', loc: ['body', 'name'], msg: 'Input should be a valid string', input: body.name }]);
+      }
+      if (typeof body.name === 'string' && body.name.length < 1) {
+        return validation(res, [{ type: 'string_too_short', loc: ['body', 'name'], msg: 'String should have at least 1 character', input: '', ctx: { min_length: 1 } }]);
       }
       const snap = emu.createSnapshot(sbx, body.name == null ? undefined : body.name);
       return sendJson(res, 202, snap.info(), { Location: `/v1/snapshots/${snap.id}` });
