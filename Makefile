@@ -2,6 +2,7 @@
 #   make            build/glsb-lua, build/lib/glsb/core.so, build/glsb-confine
 #   make demo       install deps, build, run examples/quickstart.lua
 #   make test       install deps, build, run every spec (C tests, busted, conformance)
+#   make test-live  the contract suite against real OpenSandbox / E2B when credentials are set (not in make test)
 #   make check-c    C tests under ASan+UBSan, then valgrind (zero leaks), then fuzzers
 #   make lint       luacheck + cppcheck + check-layers (no include or symbol cycle in src/core)
 #   make install PREFIX=/usr/local
@@ -43,7 +44,7 @@ CTEST_BIN := $(CTEST_SRC:src/tests/%.c=$(BUILD)/tests/%)
 
 BUSTED := $(LUA) /usr/bin/busted
 
-.PHONY: install-rock all deps demo test test-c test-lua test-conformance check-c check-layers lint install uninstall clean rock-test bench
+.PHONY: install-rock all deps demo test test-c test-lua test-live test-conformance check-c check-layers lint install uninstall clean rock-test bench
 
 all: $(BUILD)/glsb-lua $(BUILD)/lib/glsb/core.so $(BUILD)/glsb-confine
 
@@ -100,6 +101,19 @@ test-c: $(CTEST_BIN)
 
 test-lua: all
 	@scripts/test lua
+
+# Live runs of the provider contract suite against the real services, when credentials exist:
+# OpenSandbox when OPEN_SANDBOX_DOMAIN is set, E2B when E2B_API_KEY is set; otherwise one line each says
+# it was skipped. Not part of `make test` (which never leaves loopback).
+test-live: all
+	@rc=0; \
+	if [ -n "$$OPEN_SANDBOX_DOMAIN" ]; then \
+		$(LUA) /usr/bin/busted --pattern=_live spec/live/opensandbox_live.lua || rc=1; \
+	else echo "test-live: opensandbox skipped: OPEN_SANDBOX_DOMAIN is not set (and OPEN_SANDBOX_API_KEY if the server checks one)"; fi; \
+	if [ -n "$$E2B_API_KEY" ]; then \
+		$(LUA) /usr/bin/busted --pattern=_live spec/live/e2b_live.lua || rc=1; \
+	else echo "test-live: e2b skipped: E2B_API_KEY is not set"; fi; \
+	exit $$rc
 
 # ASan+UBSan build of the core and the C tests in a separate tree, then valgrind
 # on the plain build's tests, then the fuzz targets for a bounded time.
