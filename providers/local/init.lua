@@ -202,6 +202,19 @@ function M.read_report(p, deadline)
   return cjson.decode(line)
 end
 
+-- Reads the supervisor's exit line from fd 3 (it writes one when PROGRAM has ended, before it removes
+-- the cgroup: src/confine/REPORT.md): {code, signal, oom_kills, oom_killed}, or nil when there is
+-- none (an older helper, or the supervisor was killed). Lines before it are skipped.
+function M.read_exit(p, deadline)
+  deadline = deadline or loop.now() + 1
+  while true do
+    local line = p:read_line("fd3", deadline)
+    if not line then return nil end
+    local doc = cjson.decode(line)
+    if type(doc) == "table" and type(doc.exit) == "table" then return doc.exit end
+  end
+end
+
 local function workspace_root(opts)
   local root = opts.workspace_root or os.getenv("TMPDIR")
   if not root or root == "" then root = "/tmp" end
@@ -240,13 +253,27 @@ local SIGNAL_NAMES = { [1] = "SIGHUP", [2] = "SIGINT", [3] = "SIGQUIT", [4] = "S
   [7] = "SIGBUS", [8] = "SIGFPE", [9] = "SIGKILL", [11] = "SIGSEGV", [13] = "SIGPIPE", [15] = "SIGTERM",
   [24] = "SIGXCPU", [25] = "SIGXFSZ", [31] = "SIGSYS" }
 
--- How the sandbox's program ended, from the supervisor's exit status (it exits with PROGRAM's status:
--- the code, or 128 + the signal; 125 when the sandbox could not be set up; see glsb-confine sandbox
--- --help). Returns {code = n} | {signal = n, name = "SIGKILL"} | {setup = true} | {supervisor_signal = n}
--- or nil while it runs.
+-- How the sandbox's program ended: from the supervisor's exit line when it wrote one (PROGRAM's own
+-- wait status, and whether the OOM killer killed it), else from the supervisor's exit status (PROGRAM's
+-- status: the code, or 128 + the signal; 125 when the sandbox could not be set up; see glsb-confine
+-- sandbox --help). Returns {code = n} | {signal = n, name = "SIGKILL", oom = bool} | {setup = true}
+-- | {supervisor_signal = n}, or nil while it runs.
 local function program_end(self)
-  local st = self._proc and self._proc.proc:poll()
+  local p = self._proc
+  local st = p and p.proc:poll()
   if not st then return nil end
+  if self._exit_report == nil then self._exit_report = M.read_exit(p, loop.now() + 0.5) or false end
+  local x = self._exit_report
+  if x then
+    if x.oom_killed == true then return { signal = 9, name = "SIGKILL", oom = true } end
+    if math.type(x.code) == "integer" or (type(x.code) == "number" and x.code == math.floor(x.code)) then
+      return { code = math.tointeger(x.code) }
+    end
+    if type(x.signal) == "number" then
+      local sig = math.tointeger(x.signal)
+      return { signal = sig, name = SIGNAL_NAMES[sig] or ("signal " .. sig) }
+    end
+  end
   if st.signal then return { supervisor_signal = st.signal } end
   if st.code == 125 then return { setup = true } end
   if st.code > 128 then
@@ -257,8 +284,12 @@ local function program_end(self)
 end
 M.program_end = program_end
 
-local function describe_end(e)
+local function describe_end(e, opts)
   if not e then return "the sandbox ended unexpectedly" end
+  if e.oom then
+    return string.format("the interpreter was killed by the kernel's OOM killer: the sandbox ran out of memory "
+      .. "(memory_mb = %s)", tostring(opts and opts.memory_mb or 1024))
+  end
   if e.code then return string.format("the interpreter exited with code %d", e.code) end
   if e.signal then return "the interpreter was killed by " .. e.name end
   if e.setup then return "the sandbox supervisor failed" end
@@ -312,7 +343,7 @@ local function ended(self)
   if self._lease_expired then return "lease" end
   self._proc:wait(loop.now() + 2)
   local e = program_end(self)
-  local desc = describe_end(e)
+  local desc = describe_end(e, self._opts)
   if not e or e.setup or e.supervisor_signal then
     local d = describe_exit(self)
     if d ~= "" then desc = desc .. " (" .. d .. ")" end
@@ -435,12 +466,12 @@ end
 local function too_little_memory(self, opts)
   if opts.memory_mb == nil then return nil end
   local e = program_end(self)
-  local crashed = e and e.signal and (e.signal == 6 or e.signal == 7 or e.signal == 9 or e.signal == 11)
+  local crashed = e and (e.oom or (e.signal and (e.signal == 6 or e.signal == 7 or e.signal == 9 or e.signal == 11)))
   local memerr = e and e.code and e.code ~= 0 and self._stderr_tail:find("MemoryError", 1, true)
   if not (crashed or memerr) then return nil end
   return string.format("local: memory_mb = %s is too low to start the interpreter (%s while starting); "
     .. "give the sandbox more memory (the default is 1024)", tostring(opts.memory_mb),
-    crashed and ("it was killed by " .. e.name) or "MemoryError")
+    crashed and (e.oom and "the OOM killer killed it" or ("it was killed by " .. e.name)) or "MemoryError")
 end
 
 function Sandbox:_init(opts)
@@ -519,7 +550,8 @@ function Sandbox:_start(opts)
       local low = too_little_memory(self, opts)
       if low then msg = low .. " [" .. msg .. "]" end
     end
-    error(start_error(msg, report, stage), 0)
+    -- the helper's own failure report is the cause; a set-up that went fine explains nothing
+    error(start_error(msg, report and report.ok == false and report or nil, stage), 0)
   end
   local report = M.read_report(p)
   self.confinement = report and report.applied or nil

@@ -1,0 +1,32 @@
+-- Issue 9, item 12: an OOM kill is reported as such: ERROR, with a message that says memory, never a
+-- timeout. The supervisor tells (its exit line on --report-fd: oom_killed); the host reads it.
+local glsb = require "glsb"
+local helper = require "local.helper"
+
+local Status = glsb.ExecutionStatus
+
+describe("an interpreter killed by the OOM killer #security #local", function()
+  local root, sb
+  setup(function() root = helper.private_tmp() end)
+  teardown(function()
+    local left = helper.list_dir(root)
+    helper.rm_rf(root)
+    assert.are.same({}, left)
+  end)
+  after_each(function() if sb then pcall(sb.terminate, sb) end end)
+
+  it("is ERROR saying the sandbox ran out of memory", function()
+    sb = glsb.create("local", { workspace_root = root, memory_mb = 64 })
+    if not sb.confinement.cgroup then
+      -- without a memory cgroup nothing OOM-kills the sandbox (RLIMIT_DATA gives MemoryError instead)
+      pending("no memory cgroup on this machine: " .. tostring(sb.confinement.cgroup_reason))
+      return
+    end
+    -- shared anonymous memory is not RLIMIT_DATA's: only the cgroup's limit stops it
+    local r = sb:execute_code("import mmap\nm = mmap.mmap(-1, 512 * 1024 * 1024)\n"
+      .. "for i in range(0, len(m), 4096): m[i] = 1\nprint('survived')", { timeout = 120 })
+    assert.are.equal(Status.ERROR, r.status, tostring(r))
+    assert.truthy(r.error:find("OOM killer: the sandbox ran out of memory (memory_mb = 64)", 1, true), r.error)
+    assert.is_nil(r.error:find("timed out", 1, true), r.error)
+  end)
+end)
