@@ -698,6 +698,39 @@ static int l_move_dir_beneath(lua_State *L)
 	return 1;
 }
 
+/* ---- listdir ---- */
+
+/* core.listdir(path) -> array of the names in the directory (not . and ..; unsorted), or nil, message,
+ * code. For finding things by name without a process (ls) per call. */
+static int l_listdir(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	DIR *d = opendir(path);
+	struct dirent *de;
+	lua_Integer n = 0;
+
+	if (!d)
+		return glsb_push_errno(L, "listdir", path, errno);
+	lua_newtable(L);
+	for (;;) {
+		errno = 0;
+		de = readdir(d);
+		if (!de)
+			break;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		lua_pushstring(L, de->d_name);
+		lua_rawseti(L, -2, ++n);
+	}
+	if (errno) {
+		int e = errno;
+		closedir(d);
+		return glsb_push_errno(L, "listdir", path, e);
+	}
+	closedir(d);
+	return 1;
+}
+
 /* ---- process and module facts ---- */
 
 /* core.realpath(path) -> canonical absolute path, or nil, message, code. */
@@ -777,6 +810,7 @@ void glsb_open_fs(lua_State *L)
 		{"rmtree", l_rmtree},
 		{"write_file_atomic", l_write_file_atomic},
 		{"move_dir_beneath", l_move_dir_beneath},
+		{"listdir", l_listdir},
 		{"realpath", l_realpath},
 		{"getpid", l_getpid},
 		{"module_path", l_module_path},

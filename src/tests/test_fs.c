@@ -1,5 +1,5 @@
 /* test_fs.c: mkdtemp, rmtree (never following symlinks, never crossing mounts), write_file_atomic, move_dir_beneath,
- * realpath, module_path. */
+ * listdir, realpath, module_path. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -609,6 +609,33 @@ static void test_move_dir_beneath(void)
 	CHECK(misuse(code, arg));
 }
 
+static void test_listdir(void)
+{
+	char d[PATH_MAX], p[PATH_MAX];
+
+	path_in(d, "ls");
+	mkdir(d, 0755);
+	path_in(p, "ls/a");
+	write_text(p, "a");
+	path_in(p, "ls/b");
+	mkdir(p, 0755);
+	CHECK(run("local core, d = ...; local t = core.listdir(d); table.sort(t); return table.concat(t, ',')", d) == 1);
+	CHECK_STR(lua_tostring(L, -1), "a,b");
+	lua_pop(L, 1);
+	CHECK(run("local core, d = ...; return #core.listdir(d .. '/b')", d) == 1);
+	CHECK(lua_tointeger(L, -1) == 0);
+	lua_pop(L, 1);
+	/* failures of the world are values */
+	CHECK(run("local core, d = ...; return core.listdir(d .. '/missing')", d) == 3);
+	CHECK(lua_isnil(L, -3) && strstr(lua_tostring(L, -2), "missing") != NULL);
+	CHECK_STR(lua_tostring(L, -1), "ENOENT");
+	lua_pop(L, 3);
+	CHECK(run("local core, d = ...; return core.listdir(d .. '/a')", d) == 3);
+	CHECK_STR(lua_tostring(L, -1), "ENOTDIR");
+	lua_pop(L, 3);
+	CHECK(misuse("local core = ...; return core.listdir()", NULL));
+}
+
 static void test_realpath_getpid_module_path(void)
 {
 	char p[PATH_MAX], exe[PATH_MAX], want[PATH_MAX];
@@ -672,6 +699,7 @@ int main(void)
 	RUN(test_rmtree_wide);
 	RUN(test_write_file_atomic);
 	RUN(test_move_dir_beneath);
+	RUN(test_listdir);
 	RUN(test_realpath_getpid_module_path);
 	CHECK(lua_gettop(L) == 0);
 	lua_close(L);
