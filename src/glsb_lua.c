@@ -25,6 +25,7 @@ static const char usage_text[] =
 	"  -e CHUNK        run CHUNK (may be repeated; runs before a script)\n"
 	"  -i              interactive prompt after running the script (default with no script on a tty)\n"
 	"  --doctor        print which confinement features this machine offers the local provider\n"
+	"  --gc [DIR...]   remove what local sandboxes of killed owners left (workspaces, cgroup leaves)\n"
 	"  -v, --version   print the version\n"
 	"  -h, --help      print this help\n"
 	"\n"
@@ -258,6 +259,11 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "--doctor")) {
 			status = dostring(L, "require('glsb.doctor').main()", "=doctor");
+			lua_close(L);
+			return status == LUA_OK ? 0 : 1;
+		} else if (!strcmp(a, "--gc")) {
+			create_arg(L, argv, argc, i);
+			status = dostring(L, "require('glsb.providers.local.reaper').main(arg)", "=gc");
 			lua_close(L);
 			return status == LUA_OK ? 0 : 1;
 		} else if (!strcmp(a, "-i")) {
