@@ -46,7 +46,10 @@
 --   owning process runs the loop (any glsb call waits on it); if the owner
 --   dies, the supervisor gets SIGHUP (PR_SET_PDEATHSIG), kills the sandbox and
 --   removes the workspace. Dropping the last reference (garbage collection, or
---   lua_close at exit) does the same through a finalizer.
+--   lua_close at exit) does the same through a finalizer. If owner and
+--   supervisor are killed together, the next sandbox in the same root (or
+--   `glsb-lua --gc`) removes what they left (reaper.lua: owner.json records who
+--   owns each workspace).
 --
 -- Streaming: on_stdout / on_stderr get one call per line, without its "\n"
 --   (a line longer than 64 KiB arrives in pieces).
@@ -70,6 +73,7 @@
 local core = require "glsb.core"
 local cjson = require "cjson.safe"
 local channel = require "glsb.providers.local.channel"
+local reaper = require "glsb.providers.local.reaper"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
 local errors = require "glsb.errors"
@@ -490,6 +494,8 @@ function Sandbox:_start(opts)
     error(start_error("local: language 'javascript' needs node, which is not installed on this machine"), 0)
   end
   local template_dir = resolve_template(opts)
+  -- what sandboxes of killed owners left in this root goes first (once per process and root)
+  reaper.sweep_once(workspace_root(opts))
   local base, merr = core.mkdtemp(workspace_root(opts) .. "/glsb-local-")
   if not base then error(start_error("local: cannot create the workspace: " .. tostring(merr)), 0) end
   -- the workspace is the mkdtemp directory itself, so the supervisor's
@@ -522,6 +528,7 @@ function Sandbox:_start(opts)
   local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe", fd3 = "pipe" }
   if not p then error(start_error("local: cannot start glsb-confine: " .. tostring(serr)), 0) end
   self._proc = p
+  reaper.record(base, { supervisor = p.pid })
   self._chan = channel.new(p, function() drain_stderr(self) end)
   self._guard = M.guard(p, base)
 
@@ -555,6 +562,9 @@ function Sandbox:_start(opts)
   end
   local report = M.read_report(p)
   self.confinement = report and report.applied or nil
+  if self.confinement and self.confinement.cgroup_dirs then
+    reaper.record(base, { supervisor = p.pid, cgroup_dirs = self.confinement.cgroup_dirs })
+  end
   self.missing = report and report.missing or {}
   self.host_pid = report and math.tointeger(report.pid) or nil
   self._opts = opts

@@ -250,6 +250,7 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
   }
   local p, serr = process.spawn { argv = argv, stdin = "null", stdout = "pipe", stderr = "pipe", fd3 = "pipe" }
   if not p then fail("cannot start the build sandbox: " .. tostring(serr)) end
+  require("glsb.providers.local.reaper").record(scratch, { supervisor = p.pid })
   local deadline = loop.now() + (popts.build_timeout or 600)
   -- the build writes what it likes: the host keeps the last LOG_MAX bytes of each stream
   local out, errs, st = p:communicate(nil, deadline, M.LOG_MAX)
@@ -280,6 +281,8 @@ function Template:_build(spec, hash)
   local d = self.dirs
   local pdir, pmeta = parent_of(self, spec)
   ensure_dirs(d)
+  -- what builds and imports of killed owners left goes first (once per process)
+  require("glsb.providers.local.reaper").sweep_once(d.tmp)
   local scratch, merr = core.mkdtemp(d.tmp .. "/build-")
   if not scratch then fail("cannot create a build directory: " .. tostring(merr)) end
   local ok, res = pcall(function()
@@ -391,8 +394,11 @@ function Template:import(path)
       record_name(self, meta.name, meta.id)
       return { template_id = meta.id, name = meta.name, path = final, imported = false }
     end
+    local reaper = require "glsb.providers.local.reaper"
+    reaper.sweep_once(d.tmp)
     local scratch, merr = core.mkdtemp(d.tmp .. "/import-")
     if not scratch then fail("cannot create a scratch directory: " .. tostring(merr)) end
+    reaper.record(scratch)
     local ok, res = pcall(function()
       local layer = scratch .. "/layer"
       local mkdirs = { "mkdir", "-p", layer }
