@@ -385,8 +385,16 @@ local function tick(self)
   return made > 0 and deficit - made > 0
 end
 
+-- kick(): asks for a tick now. The flag is the memory a Condition lacks: an acquire during a tick (while the
+-- reconciler is not waiting) must still make the reconciler look again right after it.
+local function kick(self)
+  self.kicked = true
+  self.wake:notify()
+end
+
 local function reconcile(self)
   while self.lifecycle == "running" do
+    self.kicked = false
     local ok, more = pcall(tick, self)
     if not ok then
       rethrow_cancel(more)
@@ -395,7 +403,7 @@ local function reconcile(self)
       more = false
     end
     if self.lifecycle ~= "running" then break end
-    if not more then
+    if not more and not self.kicked then
       local wake_at = loop.now() + self.opts.reconcile_interval
       if self.backoff_until and self.backoff_until < wake_at then wake_at = math.max(loop.now(), self.backoff_until) end
       self.wake:wait(wake_at)
@@ -489,7 +497,7 @@ local function acquire_body(self, policy, deadline, lease)
     return hand_over(self, direct_create(self, lease), nil)
   end
   kill_in_background(self, discarded)
-  self.wake:notify() -- a deficit now: the reconciler replenishes without waiting for its interval
+  kick(self) -- a deficit now: the reconciler replenishes without waiting for its interval
   if entry then
     local sb, why, handle = checkout(self, entry, deadline)
     if sb then
@@ -585,7 +593,7 @@ function Pool:resize(n)
   self.size = math.tointeger(n)
   local ok, err = loop.run(store_call, self, "set_max_idle", self.size)
   if not ok then error(err, 0) end
-  self.wake:notify()
+  kick(self)
   return self.size
 end
 

@@ -126,6 +126,17 @@ describe("glsb.pool #pool #unit", function()
     assert.is_nil(backend.live[sb.sandbox_id])
   end)
 
+  it("replenishes after an acquire made while a warm-up tick was busy (regression: a lost wake-up)", function()
+    backend.start_delay = 0.1
+    pool = glsb.pool("poolfake", opts({ size = 2, warmup_concurrency = 1, reconcile_interval = 10, primary_lock_ttl = 20 }))
+    pool:start()
+    assert.is_true(pool:wait_idle(2, 5))
+    pool:acquire()  -- the reconciler starts creating a replacement (0.1 s)
+    glsb.sleep(0.02)
+    pool:acquire()  -- while it is busy: this notify finds nobody waiting
+    assert.is_true(pool:wait_idle(2, 2), "the second deficit waited for the next interval")
+  end)
+
   it("hands every concurrent acquirer a different sandbox", function()
     pool = glsb.pool("poolfake", opts())
     pool:start()
