@@ -3,7 +3,8 @@
 -- The defaults are OpenSandbox's pool defaults (shared/protocols/opensandbox.md §5.1): idle_timeout 24 h,
 -- acquire_min_remaining_ttl min(60 s, idle_timeout / 2), reconcile_interval 30 s, primary_lock_ttl 60 s,
 -- degraded_threshold 3, drain_timeout 30 s, acquire/warmup ready timeouts 30 s, warmup_concurrency
--- max(1, ceil(0.2 * size)), backoff 30 s * 2^(n-1) capped at one day.
+-- max(1, ceil(0.2 * size)), backoff 30 s * 2^(n-1) capped at one day. glsb's own: replenish_delay (10 ms: how
+-- long a tick that an acquire asked for waits, so that the acquirer's first request is not slowed by a create).
 
 local M = {}
 
@@ -15,6 +16,7 @@ local KINDS = {
   primary_lock_ttl = "number", degraded_threshold = "number", drain_timeout = "number",
   acquire_timeout = "number", warmup_ready_timeout = "number", warmup_concurrency = "number",
   backoff_base = "number", backoff_max = "number", owner_id = "string", prepare = "function",
+  replenish_delay = "number",
 }
 M.KINDS = KINDS
 
@@ -77,6 +79,7 @@ function M.check(opts, level)
     number_at_least(opts, k, 0.001, level)
   end
   number_at_least(opts, "acquire_min_remaining_ttl", 0, level)
+  number_at_least(opts, "replenish_delay", 0, level)
   number_at_least(opts, "degraded_threshold", 1, level, true)
   number_at_least(opts, "warmup_concurrency", 1, level, true)
   local store = opts.store
@@ -109,6 +112,7 @@ function M.check(opts, level)
   o.warmup_concurrency = o.warmup_concurrency or math.max(1, math.ceil(0.2 * o.size))
   o.backoff_base = o.backoff_base or 30
   o.backoff_max = o.backoff_max or 86400
+  o.replenish_delay = o.replenish_delay or 0.01
   return o
 end
 
