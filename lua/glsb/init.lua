@@ -55,6 +55,27 @@ function M.create(name, opts)
   return registry.get(provider_name(name, "create")).Sandbox.create(opts)
 end
 
+-- glsb.connect(provider_name, ref_or_id, opts) -> a running sandbox handle on an existing sandbox (a
+-- ref from sb:ref(), possibly made by another process, or a bare sandbox id), with the same contract as
+-- one from create. opts: the provider's options (credentials are never in a ref), timeout (new lease).
+function M.connect(name, ref, opts)
+  return registry.get(provider_name(name, "connect")).Sandbox.connect(ref, opts)
+end
+
+-- glsb.list(provider_name, opts) -> array of refs of the provider's sandboxes. opts: the provider's
+-- options, metadata = {k = v} (all must match), state ("running" | "paused" | {...}), limit.
+function M.list(name, opts)
+  return registry.get(provider_name(name, "list")).Sandbox.list(opts)
+end
+
+-- glsb.close_all() -> how many: closes every sandbox this process still has open (terminate, unless
+-- created with keep_alive = true). glsb-lua calls it when a script ends, normally or by an error.
+function M.close_all()
+  local sandbox = package.loaded["glsb.sandbox"]
+  if not sandbox then return 0 end
+  return sandbox.close_all()
+end
+
 -- glsb.template(provider_name, opts) -> the provider's template builder.
 function M.template(name, opts)
   name = provider_name(name, "template")

@@ -66,7 +66,7 @@ local packages = require "glsb.packages"
 local log = require "glsb.log"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
-local trace_seam = require "glsb.trace.seam"
+local options = require "glsb.options"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
@@ -80,65 +80,97 @@ local function loop() return require "glsb.loop" end
 -- Small helpers (exported for providers and tests)
 ---------------------------------------------------------------------------
 
--- resolve_timeout(value, default) -> seconds (> 0) or nil (no deadline).
--- nil = the default; <= 0 = unbounded.
-function M.resolve_timeout(value, default, what, level)
+-- resolve_timeout(value, default, what) -> seconds (> 0) or nil (no deadline). nil = the default;
+-- <= 0 = unbounded; NaN and non-numbers are argument errors.
+function M.resolve_timeout(value, default, what)
   if value == nil then value = default end
   if value == nil then return nil end
   if type(value) ~= "number" or value ~= value then
-    error(string.format("%s must be a number of seconds, got %s", what or "timeout", type(value)), (level or 1) + 1)
+    options.arg_error("%s must be a number of seconds, got %s", what or "timeout",
+      value ~= value and "NaN" or type(value))
   end
   if value <= 0 then return nil end
   return value
 end
 
-local function check_opts(opts, name, level)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(name .. ": opts must be a table", level + 1) end
-  return opts
-end
-
-local function check_field(opts, key, kind, name, level)
-  local v = opts[key]
-  if v ~= nil and type(v) ~= kind then
-    error(string.format("%s: opts.%s must be a %s, got %s", name, key, kind, type(v)), level + 1)
-  end
-  return v
-end
-
-local function check_env(env, name, level)
+local function check_env(env, name)
   if env == nil then return nil end
-  if type(env) ~= "table" then error(name .. ": opts.env must be a table", level + 1) end
-  for k, v in pairs(env) do
-    if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then
-      error(name .. ": opts.env has a bad variable name: " .. tostring(k), level + 1)
-    end
-    if type(v) ~= "string" and type(v) ~= "number" then
-      error(name .. ": opts.env." .. k .. " must be a string", level + 1)
-    end
+  for k in pairs(env) do
+    if not k:match("^[%a_][%w_]*$") then options.arg_error("%s: option 'env' has a bad variable name: %q", name, k) end
   end
   return env
 end
 
 -- normalize_files(files, upload_dir) -> array of {filename, data, path}.
-function M.normalize_files(files, upload_dir, level)
-  level = (level or 1) + 1
+function M.normalize_files(files, upload_dir)
   upload_dir = upload_dir or constants.DEFAULT_UPLOAD_DIR
   if type(upload_dir) ~= "string" or upload_dir:sub(1, 1) ~= "/" then
-    error("upload_dir must be an absolute path", level)
+    options.arg_error("upload_dir must be an absolute path, got %s", tostring(upload_dir))
   end
   for part in upload_dir:gmatch("[^/]+") do
-    if part == ".." then error("upload_dir must not contain '..'", level) end
+    if part == ".." then options.arg_error("upload_dir must not contain '..'") end
   end
   upload_dir = upload_dir:gsub("/+$", "")
   if files == nil then return {}, upload_dir end
-  if type(files) ~= "table" then error("files must be an array of SandboxFile", level) end
+  if type(files) ~= "table" then options.arg_error("files must be an array of SandboxFile") end
   local out = {}
   for i = 1, #files do
-    local f = models.SandboxFile.normalize(files[i], level)
+    local ok, f = pcall(models.SandboxFile.normalize, files[i])
+    if not ok then options.arg_error("files[%d]: %s", i, tostring(f):gsub("^[^:]*:%d+: ", "")) end
     out[i] = { filename = f.filename, data = f.data, path = upload_dir .. "/" .. f.filename }
   end
   return out, upload_dir
+end
+
+---------------------------------------------------------------------------
+-- Declared options (glsb.options): every public method checks its options against these, merged with
+-- what each class down the chain declares in its `options` field (PROVIDERS.md, "Options").
+---------------------------------------------------------------------------
+
+local COMMON = {
+  provider = {},
+  create = {
+    timeout = { "seconds", "session lease; `<= 0`: no lease where the provider allows it", default = "300" },
+    template = { "string|table", "template id or name, or a ref from `builder:ensure`" },
+    env = { "string_map", "environment variables of the whole sandbox" },
+    metadata = { "string_map", "labels kept with the sandbox: `sb.metadata`, filters of `glsb.list`" },
+    retry = { "boolean|table", "`false`: one attempt; a table: retry policy fields over the default" },
+    keep_alive = { "boolean", "not terminated when the `glsb-lua` script ends", default = "false" },
+  },
+  connect = {
+    timeout = { "seconds", "a new lease from now; nil: unchanged" },
+    keep_alive = { "boolean", "not terminated when the `glsb-lua` script ends", default = "false" },
+    language = { "string", "the sandbox's language, when the ref does not say", default = "python" },
+  },
+  list = {
+    metadata = { "string_map", "only sandboxes with all of these labels" },
+    state = { "string|string_list", "`running`, `paused`, or a list", default = "both" },
+    limit = { "count", "at most this many refs" },
+  },
+  execute_command = {
+    timeout = { "seconds", "`<= 0`: none", default = "30" },
+    env = { "string_map", "environment variables of this command" },
+    cwd = { "string", "working directory" },
+    on_stdout = { "function", "called once per line of stdout, while it runs" },
+    on_stderr = { "function", "called once per line of stderr, while it runs" },
+    files = { "table", "`SandboxFile`s uploaded first, to `upload_dir/<filename>`" },
+    upload_dir = { "string", "absolute directory for `files`", default = "/files" },
+  },
+  download_file = { timeout = { "seconds", "`<= 0`: none", default = "60" } },
+  terminate = { timeout = { "positive", "seconds per attempt (must be > 0)", default = "10" } },
+  ref = { secrets = { "boolean", "also the tokens that reach the sandbox without the API key", default = "false" } },
+}
+
+local PROVIDER_LEVEL = { create = true, connect = true, list = true }
+
+-- schema(cls, what) -> the merged schema of `what` ("create", "execute_code", ...) for a class: what
+-- it and its ancestors declare in `options[what]`, plus `options.provider` for create, connect, list.
+function M.schema(cls, what)
+  return options.collect(cls, what, PROVIDER_LEVEL[what] and "provider" or nil)
+end
+
+local function check(cls, opts, what)
+  return options.check(opts, M.schema(cls, what), what)
 end
 
 local function now() return loop().now() end
@@ -177,11 +209,43 @@ function M.normalize_result(r)
 end
 
 ---------------------------------------------------------------------------
+-- Open sandboxes: what a script leaves running is terminated when it ends (glsb.close_all, called by
+-- glsb-lua at the end of a script, normally or by an error), unless created with keep_alive = true.
+---------------------------------------------------------------------------
+
+local open_sandboxes = {}   -- sandbox -> true while it may be running
+
+function M.track(sb)
+  if not rawget(sb, "keep_alive") then open_sandboxes[sb] = true end
+end
+
+function M.forget(sb) open_sandboxes[sb] = nil end
+
+-- close_all() -> how many sandboxes it closed. Each one's <close> (terminate, or its close handler),
+-- errors logged, never raised.
+function M.close_all()
+  local list = {}
+  for sb in pairs(open_sandboxes) do list[#list + 1] = sb end
+  local n = 0
+  for _, sb in ipairs(list) do
+    open_sandboxes[sb] = nil
+    if sb._state == "running" or sb.sandbox_id ~= nil then
+      n = n + 1
+      local close = getmetatable(sb).__close
+      local ok, err = pcall(close, sb)
+      if not ok then log.error("closing a sandbox at exit failed: " .. tostring(err), { provider = sb.provider }) end
+    end
+  end
+  return n
+end
+
+---------------------------------------------------------------------------
 -- BaseSandbox
 ---------------------------------------------------------------------------
 
 local BaseSandbox = {}
 BaseSandbox.__index = BaseSandbox
+BaseSandbox.options = COMMON
 BaseSandbox.provider_name = "base"
 BaseSandbox.default_command_timeout = constants.DEFAULT_COMMAND_TIMEOUT
 BaseSandbox.default_sandbox_timeout = constants.DEFAULT_SANDBOX_TIMEOUT
@@ -200,6 +264,8 @@ function BaseSandbox.extend(parent, provider_name, fields)
   cls.super = parent
   if provider_name ~= nil then cls.provider_name = provider_name end
   cls.create = function(opts) return M.create(cls, opts) end
+  cls.connect = function(ref, opts) return M.connect(cls, ref, opts) end
+  cls.list = function(opts) return M.list(cls, opts) end
   cls.new = function(opts) return M.new(cls, opts) end
   return setmetatable(cls, { __index = parent })
 end
@@ -216,25 +282,58 @@ function M.new(cls, opts)
   return self
 end
 
-function BaseSandbox:is_running() return self._state == "running" end
+-- The lease: the base keeps when it ends on the loop clock (create, set_timeout and connect set it; nil =
+-- unknown or unbounded), so that after it ends every provider behaves the same: is_running() is false and
+-- every call raises SandboxNotInitializedError saying the lease expired.
+local function lease_over(self)
+  local ends = self._lease_ends
+  return ends ~= nil and now() >= ends
+end
+
+function BaseSandbox:is_running()
+  return self._state == "running" and not lease_over(self)
+end
 
 BaseSandbox.__tostring = function(self)
   return string.format("Sandbox(%s, id=%s, %s)", tostring(self.provider), tostring(self.sandbox_id), self._state)
 end
 
--- `local sb <close> = glsb.create(...)`: terminate on scope exit, never raise
--- from the close itself (a failure is logged).
+-- `local sb <close> = glsb.create(...)`: terminate on scope exit, never raise from the close itself (a
+-- failure is logged). A pool that lends sandboxes installs a close handler (sb:_set_close_handler(fn)):
+-- then <close> and the end-of-script clean-up call fn(sb) instead (e.g. give it back to the pool).
 BaseSandbox.__close = function(self)
-  local ok, err = pcall(self.terminate, self)
+  local handler = rawget(self, "_close_handler")
+  local ok, err
+  if handler then ok, err = pcall(handler, self) else ok, err = pcall(self.terminate, self) end
   if not ok then log.error("terminate on scope exit failed: " .. tostring(err), { provider = self.provider }) end
 end
 
+-- sb:_set_close_handler(fn | nil) -> the previous handler. For pools and other lease wrappers.
+function BaseSandbox:_set_close_handler(fn)
+  if fn ~= nil and type(fn) ~= "function" then error("_set_close_handler: function or nil expected", 2) end
+  local prev = rawget(self, "_close_handler")
+  rawset(self, "_close_handler", fn)
+  return prev
+end
+
+local ENDED = {
+  new = "has not been started",
+  terminated = "has been terminated",
+  expired = "has ended: its lease expired (the create/set_timeout timeout passed); create a new one, or renew "
+    .. "the lease with set_timeout before it ends",
+  gone = "has ended outside this handle (killed, or its lease ended elsewhere); create a new one",
+}
+
+local function not_running(self, what)
+  return errors.new(errors.SandboxNotInitializedError, Stage.NOT_INITIALIZED,
+    string.format("%s: the sandbox %s", what, ENDED[self._state] or ENDED.new))
+end
+
+local mark_ended -- defined after teardown
+
 local function require_running(self, what)
-  if self._state ~= "running" then
-    local why = self._state == "terminated" and "has been terminated" or "has not been started"
-    errors.raise(errors.SandboxNotInitializedError, Stage.NOT_INITIALIZED,
-      string.format("%s: the sandbox %s", what, why))
-  end
+  if self._state == "running" and lease_over(self) then mark_ended(self, "expired") end
+  if self._state ~= "running" then error(not_running(self, what), 0) end
 end
 
 local function policy(cls_policy, defaults, override)
@@ -261,8 +360,12 @@ local function teardown(self, timeout, override)
   p.retryable = function(err) return errors.classify(err) ~= false end
   local ok, err = pcall(retry.call, self._terminate, p, self, { timeout = timeout })
   if ok then
-    self._state = "terminated"
+    -- a provider's own lease timer terminating at the lease end is the lease expiring, not a terminate
+    if self._state ~= "expired" and self._state ~= "gone" then
+      self._state = lease_over(self) and "expired" or "terminated"
+    end
     self.sandbox_id = nil
+    M.forget(self)
     return true
   end
   return false, err
@@ -284,6 +387,35 @@ local function teardown_quietly(self, why)
   return done
 end
 M.teardown_quietly = teardown_quietly
+
+-- mark_ended(self, state): the sandbox ended without a terminate of ours ("expired": the lease passed;
+-- "gone": it vanished otherwise). Whatever is left is released quietly (a provider's local resources;
+-- a remote "already gone" is a success), one attempt; later calls raise SandboxNotInitializedError.
+mark_ended = function(self, state)
+  if self._state ~= "running" then return end
+  self._state = state
+  if self.sandbox_id ~= nil then
+    local id = self.sandbox_id
+    local ok, done, err = pcall(loop().shield, teardown, self, 5, false)
+    if not ok then done, err = false, done end
+    if not done then
+      log.info("releasing an ended sandbox failed: " .. errors.describe(err),
+        { provider = self.provider, sandbox_id = id })
+    end
+  end
+  M.forget(self)
+end
+
+-- A hook's result that says the sandbox is gone (glsb.outcome.GONE) ends the handle: "expired" when the
+-- lease clock says so (or within a second of it: the provider's clock started a little earlier), else
+-- "gone". The result itself is returned as it is (TIMEOUT: the sandbox died mid-request).
+local function note_gone(self, result)
+  if result.failure and result.failure.exception_type == outcome.GONE and self._state == "running" then
+    local ends = self._lease_ends
+    mark_ended(self, (ends and now() >= ends - 1) and "expired" or "gone")
+  end
+  return result
+end
 
 -- Runs fn(self, ...) in a loop task. If the calling task is cancelled while
 -- fn runs, the sandbox is terminated (shielded) and the cancellation re-raised.
@@ -336,13 +468,11 @@ local function do_create(self, sopts, retry_override)
     log.info(string.format("create attempt %d failed (transient), retrying in %.2fs: %s", attempt, delay,
       tostring(err)), { provider = self.provider })
   end
-  local attempt = 0
-  retry.call(function(...)
-    attempt = attempt + 1
-    return traced("glsb.sandbox.create.attempt", self, trace_seam.on and { ["glsb.retry.attempt"] = attempt },
-      start_attempt, ...)
-  end, p, self, sopts)
+  local started = now()
+  retry.call(start_attempt, p, self, sopts)
   self._state = "running"
+  self._lease_ends = sopts.timeout and started + sopts.timeout or nil
+  M.track(self)
   self:_after_start(sopts)
   return self
 end
@@ -353,17 +483,108 @@ function BaseSandbox._after_start(_self, _sopts) end
 
 -- create(cls, opts) -> a running sandbox, or raises SandboxStartError.
 function M.create(cls, opts)
-  opts = check_opts(opts, "create", 3)
+  opts = check(cls, opts, "create")
   local sopts = {}
   for k, v in pairs(opts) do sopts[k] = v end
-  sopts.timeout = M.resolve_timeout(opts.timeout, cls.default_sandbox_timeout, "create: opts.timeout", 3)
-  if opts.template ~= nil and type(opts.template) ~= "string" and type(opts.template) ~= "table" then
-    error("create: opts.template must be a string (id/name) or a template ref table", 3)
-  end
-  if cls._prepare_create then cls._prepare_create(sopts, 3) end
+  sopts.timeout = M.resolve_timeout(opts.timeout, cls.default_sandbox_timeout, "create: timeout")
+  check_env(opts.env, "create")
+  if cls._prepare_create then cls._prepare_create(sopts) end
   local self = M.new(cls, sopts)
   self.timeout = sopts.timeout
-  return traced_op("glsb.sandbox.create", self, do_create, sopts, opts.retry)
+  self.keep_alive = opts.keep_alive == true
+  if self.metadata == nil then
+    self.metadata = {}
+    for k, v in pairs(opts.metadata or {}) do self.metadata[k] = tostring(v) end
+  end
+  return guarded(self, do_create, sopts, opts.retry)
+end
+
+---------------------------------------------------------------------------
+-- connect, ref, list: handles that outlive a process
+---------------------------------------------------------------------------
+
+local function normalize_ref(cls, ref)
+  if type(ref) == "string" and ref ~= "" then return { sandbox_id = ref } end
+  if type(ref) ~= "table" then
+    options.arg_error("connect: expected a sandbox id (string) or a ref table from sb:ref(), got %s", type(ref))
+  end
+  if type(ref.sandbox_id) ~= "string" or ref.sandbox_id == "" then
+    options.arg_error("connect: ref.sandbox_id must be a non-empty string")
+  end
+  if ref.provider ~= nil and ref.provider ~= cls.provider_name then
+    options.arg_error("connect: the ref is for provider '%s', not '%s'", tostring(ref.provider),
+      tostring(cls.provider_name))
+  end
+  local copy = {}
+  for k, v in pairs(ref) do copy[k] = v end
+  return copy
+end
+
+local function do_connect(self, ref, sopts)
+  local started = now()
+  local ok, err = pcall(self._attach, self, ref, sopts)
+  if not ok then
+    if retry.is_cancellation(err) then error(err, 0) end
+    error(errors.wrap(errors.SandboxStartError, Stage.CONNECT, err), 0)
+  end
+  if self.sandbox_id == nil then self.sandbox_id = ref.sandbox_id end
+  self._state = "running"
+  -- the provider may know when the lease ends (remaining seconds); else a timeout we set now
+  local remaining = self._lease_remaining or sopts.timeout
+  self._lease_remaining = nil
+  self._lease_ends = remaining and started + remaining or nil
+  if sopts.timeout then self.timeout = sopts.timeout end
+  M.track(self)
+  return self
+end
+
+-- connect(cls, ref_or_id, opts) -> a running sandbox handle on an existing sandbox, with the same
+-- contract as one from create. opts: the provider's options (credentials, endpoints) and timeout (a new
+-- lease in seconds; nil leaves the lease as it is), keep_alive. Raises SandboxStartError[connect].
+function M.connect(cls, ref, opts)
+  ref = normalize_ref(cls, ref)
+  opts = check(cls, opts, "connect")
+  local sopts = {}
+  for k, v in pairs(opts) do sopts[k] = v end
+  sopts.timeout = M.resolve_timeout(opts.timeout, nil, "connect: timeout")
+  sopts.language = sopts.language or ref.language
+  local self = M.new(cls, sopts)
+  self.keep_alive = opts.keep_alive == true
+  if type(cls._attach) ~= "function" then
+    errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format("connect: provider '%s' cannot connect to "
+      .. "an existing sandbox%s", tostring(cls.provider_name),
+      cls.attach_unsupported and (": " .. cls.attach_unsupported) or ""))
+  end
+  return guarded(self, do_connect, ref, sopts)
+end
+
+-- sb:ref(opts) -> a plain table (strings and numbers only: it can go through JSON to another process)
+-- naming this sandbox: provider, sandbox_id, language, and what the provider needs to reconnect
+-- (endpoints, template). No secret is in it unless opts.secrets = true.
+function BaseSandbox:ref(opts)
+  opts = check(getmetatable(self), opts, "ref")
+  if self.sandbox_id == nil then error(not_running(self, "ref"), 0) end
+  local r = { provider = self.provider, sandbox_id = self.sandbox_id, language = self.language }
+  if type(self._ref) == "function" then
+    for k, v in pairs(self:_ref({ secrets = opts.secrets == true }) or {}) do r[k] = v end
+  end
+  return r
+end
+
+-- list(cls, opts) -> array of refs of the provider's sandboxes (the account's, not only this process's).
+-- opts: the provider's options, metadata (table: every pair must match), state ("running" | "paused" |
+-- an array of them), limit.
+function M.list(cls, opts)
+  opts = check(cls, opts, "list")
+  if type(cls._list) ~= "function" then
+    errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format("list: provider '%s' cannot list sandboxes%s",
+      tostring(cls.provider_name), cls.attach_unsupported and (": " .. cls.attach_unsupported) or ""))
+  end
+  return loop().run(function()
+    local refs = cls._list(cls, opts)
+    for _, r in ipairs(refs) do r.provider = cls.provider_name end
+    return refs
+  end)
 end
 
 ---------------------------------------------------------------------------
@@ -380,7 +601,7 @@ local function run_hook(self, hook, arg, hopts, started)
       failure = { exception_type = "NotImplemented", retry_safe = true } }
   else
     local ok, r = pcall(fn, self, arg, hopts)
-    result = ok and M.normalize_result(r) or M.result_from_failure(r)
+    result = note_gone(self, ok and M.normalize_result(r) or M.result_from_failure(r))
   end
   if result.duration_ms == nil then result.duration_ms = (now() - started) * 1000 end
   return result
@@ -426,19 +647,15 @@ end
 -- on_stdout, on_stderr, files, upload_dir, trace_into_sandbox (TRACEPARENT in
 -- env; default: glsb.trace.configure's).
 function BaseSandbox:execute_command(command, opts)
-  if type(command) ~= "string" then error("execute_command: command must be a string", 2) end
-  opts = check_opts(opts, "execute_command", 2)
+  if type(command) ~= "string" then options.arg_error("execute_command: command must be a string") end
+  opts = check(getmetatable(self), opts, "execute_command")
   local hopts = {
-    timeout = M.resolve_timeout(opts.timeout, self.default_command_timeout, "execute_command: opts.timeout", 2),
-    env = check_env(opts.env, "execute_command", 2),
-    cwd = check_field(opts, "cwd", "string", "execute_command", 2),
-    on_stdout = check_field(opts, "on_stdout", "function", "execute_command", 2),
-    on_stderr = check_field(opts, "on_stderr", "function", "execute_command", 2),
-    trace_into_sandbox = check_field(opts, "trace_into_sandbox", "boolean", "execute_command", 2),
+    timeout = M.resolve_timeout(opts.timeout, self.default_command_timeout, "execute_command: timeout"),
+    env = check_env(opts.env, "execute_command"),
+    cwd = opts.cwd, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
   }
-  local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir, 2)
-  return traced_op("glsb.sandbox.execute_command", self, execution_body, "execute_command", "_run_command", command,
-    hopts, files, upload_dir)
+  local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir)
+  return guarded(self, execution_body, "execute_command", "_run_command", command, hopts, files, upload_dir)
 end
 
 local function download_body(self, path, timeout)
@@ -461,21 +678,24 @@ end
 -- download (timeouts too; the reason goes to glsb.log). Raises only for misuse
 -- (bad arguments, sandbox not running) and re-raises a cancellation.
 function BaseSandbox:download_file(path, opts)
-  if type(path) ~= "string" or path == "" then error("download_file: path must be a non-empty string", 2) end
-  opts = check_opts(opts, "download_file", 2)
-  local timeout = M.resolve_timeout(opts.timeout, constants.DEFAULT_DOWNLOAD_TIMEOUT, "download_file: opts.timeout", 2)
-  return traced_op("glsb.sandbox.download", self, download_body, path, timeout)
+  if type(path) ~= "string" or path == "" then options.arg_error("download_file: path must be a non-empty string") end
+  opts = check(getmetatable(self), opts, "download_file")
+  local timeout = M.resolve_timeout(opts.timeout, constants.DEFAULT_DOWNLOAD_TIMEOUT, "download_file: timeout")
+  return guarded(self, download_body, path, timeout)
 end
 
 local function set_timeout_body(self, seconds)
+  if self._state == "running" and lease_over(self) then mark_ended(self, "expired") end
   if self._state ~= "running" then
     log.warn("set_timeout: the sandbox is not running", { provider = self.provider })
     return false
   end
   if type(self._set_timeout) ~= "function" then return true end -- unsupported: a no-op
+  local asked = now()
   local ok, err = pcall(self._set_timeout, self, seconds)
   if ok then
     self.timeout = seconds
+    self._lease_ends = asked + seconds
     return true
   end
   if retry.is_cancellation(err) then error(err, 0) end
@@ -509,14 +729,8 @@ end
 -- A no-op when the sandbox was never started or is already terminated. On
 -- failure after every retry raises SandboxTerminateError and keeps sandbox_id.
 function BaseSandbox:terminate(opts)
-  opts = check_opts(opts, "terminate", 2)
-  local timeout = opts.timeout
-  if timeout == nil then
-    timeout = constants.DEFAULT_TERMINATE_TIMEOUT
-  elseif type(timeout) ~= "number" or timeout ~= timeout or timeout <= 0 then
-    error("terminate: opts.timeout must be a number of seconds > 0, got " .. tostring(timeout), 2)
-  end
-  return traced_op("glsb.sandbox.terminate", self, terminate_body, timeout)
+  opts = check(getmetatable(self), opts, "terminate")
+  return guarded(self, terminate_body, opts.timeout or constants.DEFAULT_TERMINATE_TIMEOUT)
 end
 
 ---------------------------------------------------------------------------
@@ -524,17 +738,32 @@ end
 ---------------------------------------------------------------------------
 
 local CodeInterpreterSandbox = BaseSandbox:extend("base")
+CodeInterpreterSandbox.options = {
+  create = {
+    language = { "string", "language of the code interpreter", default = "python" },
+    additional_packages = { "string_list", "pip packages installed once into the kernel (Python only)" },
+    package_install_timeout = { "seconds", "the whole `additional_packages` install", default = "600" },
+  },
+  execute_code = {
+    timeout = { "seconds", "`<= 0`: none", default = "300" },
+    language = { "string", "run this call in another language the provider runs", default = "the sandbox's" },
+    env = { "string_map", "environment variables of this execution" },
+    on_stdout = { "function", "called once per line of stdout, while it runs" },
+    on_stderr = { "function", "called once per line of stderr, while it runs" },
+    files = { "table", "`SandboxFile`s uploaded first, to `upload_dir/<filename>`" },
+    upload_dir = { "string", "absolute directory for `files`", default = "/files" },
+  },
+}
 CodeInterpreterSandbox.languages = { python = true }
 CodeInterpreterSandbox.default_code_timeout = constants.DEFAULT_CODE_TIMEOUT
 M.CodeInterpreterSandbox = CodeInterpreterSandbox
 
 -- Validates the create opts that concern the interpreter.
-function CodeInterpreterSandbox._prepare_create(sopts, level)
-  level = level + 1
-  local language = sopts.language or constants.DEFAULT_LANGUAGE
-  if type(language) ~= "string" then error("create: opts.language must be a string", level) end
-  sopts.language = language
-  sopts.additional_packages = packages.validate(sopts.additional_packages, level)
+function CodeInterpreterSandbox._prepare_create(sopts)
+  sopts.language = sopts.language or constants.DEFAULT_LANGUAGE
+  local ok, pkgs = pcall(packages.validate, sopts.additional_packages)
+  if not ok then options.arg_error("create: %s", tostring(pkgs):gsub("^[^:]*:%d+: ", "")) end
+  sopts.additional_packages = pkgs
 end
 
 local function check_language(self, language)
@@ -597,19 +826,20 @@ end
 -- upload_dir (default "/files"), on_stdout, on_stderr, env, trace_into_sandbox
 -- (TRACEPARENT in env; default: glsb.trace.configure's).
 function CodeInterpreterSandbox:execute_code(code, opts)
-  if type(code) ~= "string" then error("execute_code: code must be a string", 2) end
-  opts = check_opts(opts, "execute_code", 2)
+  if type(code) ~= "string" then options.arg_error("execute_code: code must be a string") end
+  opts = check(getmetatable(self), opts, "execute_code")
+  local language = opts.language or self.language
+  if self.languages and not self.languages[language] then
+    options.arg_error("execute_code: provider '%s' does not run language '%s' (it runs: %s)", tostring(self.provider),
+      language, table.concat(options.names(self.languages), ", "))
+  end
   local hopts = {
-    timeout = M.resolve_timeout(opts.timeout, self.default_code_timeout, "execute_code: opts.timeout", 2),
-    env = check_env(opts.env, "execute_code", 2),
-    language = self.language,
-    on_stdout = check_field(opts, "on_stdout", "function", "execute_code", 2),
-    on_stderr = check_field(opts, "on_stderr", "function", "execute_code", 2),
-    trace_into_sandbox = check_field(opts, "trace_into_sandbox", "boolean", "execute_code", 2),
+    timeout = M.resolve_timeout(opts.timeout, self.default_code_timeout, "execute_code: timeout"),
+    env = check_env(opts.env, "execute_code"),
+    language = language, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
   }
-  local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir, 2)
-  return traced_op("glsb.sandbox.execute_code", self, execution_body, "execute_code", "_run_code", code, hopts,
-    files, upload_dir)
+  local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir)
+  return guarded(self, execution_body, "execute_code", "_run_code", code, hopts, files, upload_dir)
 end
 
 return M

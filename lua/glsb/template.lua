@@ -20,6 +20,8 @@
 
 local errors = require "glsb.errors"
 local packages = require "glsb.packages"
+local options = require "glsb.options"
+local output = require "glsb.output"
 local Stage = require("glsb.models").Stage
 local trace_seam = require "glsb.trace.seam"
 
@@ -101,6 +103,9 @@ end
 -- TemplateSpec
 ---------------------------------------------------------------------------
 
+-- A bad spec is misuse: a plain argument error (at the user's line), never a TemplateBuildError.
+local function spec_error(msg) options.arg_error("template spec: %s", msg) end
+
 local FIELDS = {
   name = true, base_image = true, base_template = true, packages = true, apt_packages = true,
   files = true, run = true, env = true, workdir = true, start_cmd = true, ready_cmd = true,
@@ -110,16 +115,16 @@ local FIELDS = {
 local function check_string(spec, key)
   local v = spec[key]
   if v ~= nil and (type(v) ~= "string" or v == "") then
-    fail("template spec: " .. key .. " must be a non-empty string")
+    spec_error(key .. " must be a non-empty string")
   end
   return v
 end
 
 local function check_relative_or_absolute(path, what)
-  if type(path) ~= "string" or path == "" then fail("template spec: " .. what .. " must be a non-empty string") end
-  if path:find("%z") then fail("template spec: " .. what .. " contains a NUL byte") end
+  if type(path) ~= "string" or path == "" then spec_error(what .. " must be a non-empty string") end
+  if path:find("%z") then spec_error(what .. " contains a NUL byte") end
   for part in path:gmatch("[^/]+") do
-    if part == ".." then fail("template spec: " .. what .. " must not contain '..': " .. path) end
+    if part == ".." then spec_error(what .. " must not contain '..': " .. path) end
   end
 end
 
@@ -135,34 +140,37 @@ end
 local function array_of(spec, key)
   local v = spec[key]
   if v == nil then return nil end
-  if type(v) ~= "table" or not is_array(v) then fail("template spec: " .. key .. " must be an array") end
+  if type(v) ~= "table" or not is_array(v) then spec_error(key .. " must be an array") end
   if #v == 0 then return nil end
   return v
 end
 
 -- template.normalize(spec) -> a new, validated spec in canonical form: empty
 -- lists and maps dropped, packages and apt_packages sorted and deduplicated,
--- files sorted by path. Raises TemplateBuildError on a bad spec.
+-- files sorted by path. A bad spec is misuse: a plain argument error naming the field.
 function M.normalize(spec)
-  if type(spec) ~= "table" then fail("template spec must be a table") end
+  if type(spec) ~= "table" then options.arg_error("template spec must be a table, got %s", type(spec)) end
   for k in pairs(spec) do
-    if not FIELDS[k] then fail("template spec: unknown field '" .. tostring(k) .. "'") end
+    if not FIELDS[k] then
+      local near = type(k) == "string" and options.closest(k, FIELDS)
+      spec_error("unknown field '" .. tostring(k) .. "'" .. (near and (" (did you mean '" .. near .. "'?)") or ""))
+    end
   end
   local out = {}
   local name = spec.name
   if type(name) ~= "string" or not name:match("^[%w][%w._-]*$") or #name > 128 then
-    fail("template spec: name must be 1-128 characters of letters, digits, '.', '_' or '-'")
+    spec_error("name must be 1-128 characters of letters, digits, '.', '_' or '-'")
   end
   out.name = name
   out.base_image = check_string(spec, "base_image")
   out.base_template = check_string(spec, "base_template")
-  if out.base_image and out.base_template then fail("template spec: give base_image or base_template, not both") end
+  if out.base_image and out.base_template then spec_error("give base_image or base_template, not both") end
 
   local pk = array_of(spec, "packages")
   if pk then
     for i, p in ipairs(pk) do
       local ok, why = packages.check(p)
-      if not ok then fail(string.format("template spec: packages[%d]: %s", i, why)) end
+      if not ok then spec_error(string.format("packages[%d]: %s", i, why)) end
     end
     out.packages = sorted_unique(pk)
   end
@@ -173,7 +181,7 @@ function M.normalize(spec)
       local ok = type(p) == "string"
           and (p:match("^[a-z0-9][a-z0-9+.-]+$") or p:match("^[a-z0-9][a-z0-9+.-]+=[%w.+:~-]+$"))
       if not ok then
-        fail(string.format("template spec: apt_packages[%d] is not a Debian package name: %s", i, tostring(p)))
+        spec_error(string.format("apt_packages[%d] is not a Debian package name: %s", i, tostring(p)))
       end
     end
     out.apt_packages = sorted_unique(apt)
@@ -183,14 +191,14 @@ function M.normalize(spec)
   if files then
     local norm, seen = {}, {}
     for i, f in ipairs(files) do
-      if type(f) ~= "table" then fail(string.format("template spec: files[%d] must be a table", i)) end
+      if type(f) ~= "table" then spec_error(string.format("files[%d] must be a table", i)) end
       local path = f.path or f.filename
       check_relative_or_absolute(path, string.format("files[%d].path", i))
-      if type(f.data) ~= "string" then fail(string.format("template spec: files[%d].data must be a string", i)) end
+      if type(f.data) ~= "string" then spec_error(string.format("files[%d].data must be a string", i)) end
       if f.mode ~= nil and math.type(f.mode) ~= "integer" then
-        fail(string.format("template spec: files[%d].mode must be an integer", i))
+        spec_error(string.format("files[%d].mode must be an integer", i))
       end
-      if seen[path] then fail("template spec: duplicate file " .. path) end
+      if seen[path] then spec_error("duplicate file " .. path) end
       seen[path] = true
       norm[#norm + 1] = { path = path, data = f.data, mode = f.mode }
     end
@@ -202,44 +210,44 @@ function M.normalize(spec)
   if run then
     for i, cmd in ipairs(run) do
       if type(cmd) ~= "string" or cmd == "" then
-        fail(string.format("template spec: run[%d] must be a non-empty string", i))
+        spec_error(string.format("run[%d] must be a non-empty string", i))
       end
     end
     out.run = { table.unpack(run) }
   end
 
   if spec.env ~= nil then
-    if type(spec.env) ~= "table" then fail("template spec: env must be a table") end
+    if type(spec.env) ~= "table" then spec_error("env must be a table") end
     local env = {}
     for k, v in pairs(spec.env) do
       if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then
-        fail("template spec: bad env name " .. tostring(k))
+        spec_error("bad env name " .. tostring(k))
       end
-      if type(v) ~= "string" then fail("template spec: env." .. k .. " must be a string") end
+      if type(v) ~= "string" then spec_error("env." .. k .. " must be a string") end
       env[k] = v
     end
     if next(env) then out.env = env end
   end
 
   out.workdir = check_string(spec, "workdir")
-  if out.workdir and out.workdir:sub(1, 1) ~= "/" then fail("template spec: workdir must be an absolute path") end
+  if out.workdir and out.workdir:sub(1, 1) ~= "/" then spec_error("workdir must be an absolute path") end
   if out.workdir then check_relative_or_absolute(out.workdir, "workdir") end
   out.start_cmd = check_string(spec, "start_cmd")
   out.ready_cmd = check_string(spec, "ready_cmd")
 
   if spec.cpu ~= nil and (type(spec.cpu) ~= "number" or spec.cpu <= 0 or spec.cpu ~= spec.cpu) then
-    fail("template spec: cpu must be a number > 0")
+    spec_error("cpu must be a number > 0")
   end
   out.cpu = spec.cpu
   if spec.memory_mb ~= nil and (math.type(spec.memory_mb) ~= "integer" or spec.memory_mb <= 0) then
-    fail("template spec: memory_mb must be an integer > 0")
+    spec_error("memory_mb must be an integer > 0")
   end
   out.memory_mb = spec.memory_mb
 
   if spec.provider ~= nil then
-    if type(spec.provider) ~= "table" then fail("template spec: provider must be a table") end
+    if type(spec.provider) ~= "table" then spec_error("provider must be a table") end
     local ok, err = pcall(M.canonical, spec.provider)
-    if not ok then fail("template spec: provider options must be plain data: " .. tostring(err)) end
+    if not ok then spec_error("provider options must be plain data: " .. tostring(err)) end
     if next(spec.provider) then out.provider = spec.provider end
   end
   return out
@@ -276,6 +284,15 @@ TemplateBuilder.__index = TemplateBuilder
 TemplateBuilder.provider_name = "base"
 M.TemplateBuilder = TemplateBuilder
 
+-- Options every builder takes; a provider's builder declares its own in its `options.builder` field
+-- (and its sandbox's `options.provider` ones when it shares them: credentials, endpoints).
+TemplateBuilder.options = {
+  builder = {
+    on_log = { "function", "called with each build log entry `{timestamp, level, message, step?}`" },
+    progress = { "boolean", "one progress line on stdout while a build runs", default = "stdout is a terminal" },
+  },
+}
+
 -- Class:extend(provider_name[, fields]) -> subclass with a dot-callable
 -- constructor Sub.new(opts).
 function TemplateBuilder.extend(parent, provider_name, fields)
@@ -288,9 +305,21 @@ function TemplateBuilder.extend(parent, provider_name, fields)
   return setmetatable(cls, { __index = parent })
 end
 
+-- schema(cls) -> the merged builder options of a builder class (declared down the class chain).
+function M.schema(cls)
+  return options.collect(cls, "builder", "provider")
+end
+
+local function stdout_is_terminal()
+  -- glsb-lua has no isatty; `test -t 1` in a child that inherits our stdout answers it
+  return os.execute("test -t 1") == true
+end
+
 function M.new(cls, opts)
-  if opts ~= nil and type(opts) ~= "table" then error("template builder: opts must be a table", 3) end
-  local self = setmetatable({ provider = cls.provider_name, options = opts or {} }, cls)
+  opts = options.check(opts, M.schema(cls), "template(" .. tostring(cls.provider_name) .. ")")
+  local self = setmetatable({ provider = cls.provider_name, options = opts }, cls)
+  self.on_log = opts.on_log
+  if opts.progress == nil then self.progress = stdout_is_terminal() else self.progress = opts.progress end
   if cls._init then cls._init(self, self.options) end
   return self
 end
@@ -299,13 +328,29 @@ TemplateBuilder.__tostring = function(self)
   return string.format("TemplateBuilder(%s)", tostring(self.provider))
 end
 
+-- builder:_log(entry): a build log line from the provider ({message, level?, step?, timestamp?}, or a
+-- string): to on_log, and to the progress line when it is on. Providers call it as their build runs.
+function TemplateBuilder:_log(entry)
+  if type(entry) == "string" then entry = { message = entry } end
+  self._log_lines = (self._log_lines or 0) + 1
+  if self.on_log then output.call_back(self.on_log, entry) end
+  self:_progress(self._building or "", entry.status or "building")
+end
+
+-- builder:_progress(name, status[, final]): the one progress line (\r-rewritten) when progress is on.
+function TemplateBuilder:_progress(name, status, final)
+  if not self.progress then return end
+  io.stdout:write(string.format("\r\27[K[%s template %s] %s, %d log lines", tostring(self.provider), name, status,
+    self._log_lines or 0), final and "\n" or "")
+  io.stdout:flush()
+end
+
 local function is_cancellation(err)
   local loop = package.loaded["glsb.loop"]
   return type(loop) == "table" and loop.is_cancelled and loop.is_cancelled(err) == true
 end
 
-local function ensure_body(self, spec)
-  local norm = M.normalize(spec)
+local function ensure_body(self, norm)
   local h = M.hash(norm, self.hasher)
   if type(self._find) == "function" then
     local ref = self:_find(norm, h)
@@ -314,30 +359,52 @@ local function ensure_body(self, spec)
   if type(self._build) ~= "function" then
     fail(string.format("provider '%s' cannot build templates", tostring(self.provider)))
   end
-  local ref = self:_build(norm, h)
+  self._building, self._log_lines = norm.name, 0
+  local loop = require "glsb.loop"
+  local started = loop.now()
+  self:_progress(norm.name, "building")
+  local ok, ref = pcall(self._build, self, norm, h)
+  self:_progress(norm.name, ok and string.format("built in %.1fs", loop.now() - started) or "failed", true)
+  self._building = nil
+  if not ok then error(ref, 0) end
   if type(ref) ~= "table" then
     fail(string.format("provider '%s' returned no template reference", tostring(self.provider)))
   end
   return { ref = ref, built = true, hash = h }
 end
 
--- builder:ensure(spec) -> {ref = {...}, built = bool, hash = hex}. built is
--- false when a template with identical content already existed.
+local function run_wrapped(fn, ...)
+  local args = table.pack(...)
+  return require("glsb.loop").run(function()
+    local res = table.pack(pcall(fn, table.unpack(args, 1, args.n)))
+    if res[1] then return table.unpack(res, 2, res.n) end
+    if is_cancellation(res[2]) then error(res[2], 0) end
+    error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res[2]), 0)
+  end)
+end
+
+-- builder:ensure(spec) -> {ref = {...}, built = bool, hash = hex}. built is false when a template with
+-- identical content already existed. A bad spec is an argument error; a failed build TemplateBuildError.
 function TemplateBuilder:ensure(spec)
-  local function body()
-    local ok, res = pcall(ensure_body, self, spec)
-    if ok then return res end
-    if is_cancellation(res) then error(res, 0) end
-    error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res), 0)
+  local norm = M.normalize(spec)
+  return run_wrapped(ensure_body, self, norm)
+end
+
+-- builder:list() -> array of {name, template_id, hash?, ...}: the templates this builder can use.
+function TemplateBuilder:list()
+  if type(self._list) ~= "function" then
+    fail(string.format("provider '%s' cannot list templates", tostring(self.provider)))
   end
-  local loop = require "glsb.loop"
-  -- tracing's choke point: a span for ensure when tracing is on (one field read when off)
-  if trace_seam.on then
-    return trace_seam.operation("glsb.template.ensure", self,
-      { ["glsb.template.name"] = type(spec) == "table" and type(spec.name) == "string" and spec.name or nil },
-      loop.run, body)
+  return run_wrapped(self._list, self)
+end
+
+-- builder:delete(name_or_id) -> true when it was deleted, false when there was nothing by that name.
+function TemplateBuilder:delete(name)
+  if type(name) ~= "string" or name == "" then options.arg_error("delete: name must be a non-empty string") end
+  if type(self._delete) ~= "function" then
+    fail(string.format("provider '%s' cannot delete templates", tostring(self.provider)))
   end
-  return loop.run(body)
+  return run_wrapped(self._delete, self, name) == true
 end
 
 return M

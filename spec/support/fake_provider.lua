@@ -53,6 +53,8 @@ function M.new(name)
     default_code_timeout = 120,
     create_retry = { base_delay = 0, jitter = 0 },
     terminate_retry = { base_delay = 0, jitter = 0 },
+    -- its own options, declared once (glsb.options): accepted by create, connect and list
+    options = { provider = { api_key = { "string", "a credential the fake ignores" } } },
   })
 
   function Sandbox:_start(opts)
@@ -118,7 +120,9 @@ function M.new(name)
     backend.live[self.sandbox_id] = nil
   end
 
-  local Template = template.TemplateBuilder:extend(name)
+  local Template = template.TemplateBuilder:extend(name, {
+    options = { provider = { api_key = { "string", "a credential the fake ignores" } } },
+  })
   Template.hasher = function(s) return "h" .. #s .. ":" .. s:sub(-16) end
 
   function Template:_find(spec, hash)

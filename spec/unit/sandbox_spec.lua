@@ -325,7 +325,7 @@ describe("glsb.sandbox contract #unit", function()
       for _, bad in ipairs({ 0, -1, "10", 0 / 0 }) do
         local ok, err = pcall(sb.terminate, sb, { timeout = bad })
         assert.is_false(ok)
-        assert.truthy(tostring(err):find("timeout must be a number of seconds > 0", 1, true), tostring(err))
+        assert.truthy(tostring(err):find("terminate: option 'timeout' must be a number > 0", 1, true), tostring(err))
       end
       assert.is_true(sb:is_running())
       sb:terminate({ timeout = 2 })

@@ -6,6 +6,15 @@ local fake_provider = require "support.fake_provider"
 
 local function identity(s) return s end
 
+-- Misuse (a bad spec) is a plain argument error naming the field, never a TemplateBuildError.
+local function arg_error(fn, pattern)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "expected an argument error")
+  assert.is_string(err, "an argument error is a string, not a glsb error object")
+  if pattern then assert.matches(pattern, err) end
+  return err
+end
+
 local function build_error(fn)
   local ok, err = pcall(fn)
   assert.is_false(ok, "expected a TemplateBuildError")
@@ -57,24 +66,26 @@ describe("glsb.template #unit", function()
       assert.are.equal(2048, n.memory_mb)
     end)
 
-    it("rejects bad specs with TemplateBuildError[template_build]", function()
-      build_error(function() template.normalize("x") end)
-      build_error(function() template.normalize({}) end)
-      build_error(function() template.normalize({ name = "bad name" }) end)
-      build_error(function() template.normalize({ name = "a", colour = "red" }) end)
-      build_error(function() template.normalize({ name = "a", base_image = "x", base_template = "y" }) end)
-      build_error(function() template.normalize({ name = "a", packages = { "-e ." } }) end)
-      build_error(function() template.normalize({ name = "a", apt_packages = { "git; reboot" } }) end)
-      build_error(function() template.normalize({ name = "a", files = { { path = "../x", data = "" } } }) end)
-      build_error(function() template.normalize({ name = "a", files = { { path = "x" } } }) end)
-      build_error(function() template.normalize({ name = "a", files = { { path = "x", data = "1" },
+    it("rejects bad specs with a plain argument error naming the field", function()
+      arg_error(function() template.normalize("x") end)
+      arg_error(function() template.normalize({}) end)
+      arg_error(function() template.normalize({ name = "bad name" }) end)
+      arg_error(function() template.normalize({ name = "a", colour = "red" }) end, "unknown field 'colour'")
+      arg_error(function() template.normalize({ name = "a", pakages = { "x" } }) end,
+        "unknown field 'pakages' %(did you mean 'packages'%?%)")
+      arg_error(function() template.normalize({ name = "a", base_image = "x", base_template = "y" }) end)
+      arg_error(function() template.normalize({ name = "a", packages = { "-e ." } }) end)
+      arg_error(function() template.normalize({ name = "a", apt_packages = { "git; reboot" } }) end)
+      arg_error(function() template.normalize({ name = "a", files = { { path = "../x", data = "" } } }) end)
+      arg_error(function() template.normalize({ name = "a", files = { { path = "x" } } }) end)
+      arg_error(function() template.normalize({ name = "a", files = { { path = "x", data = "1" },
         { path = "x", data = "2" } } }) end)
-      build_error(function() template.normalize({ name = "a", run = { 42 } }) end)
-      build_error(function() template.normalize({ name = "a", env = { ["1A"] = "x" } }) end)
-      build_error(function() template.normalize({ name = "a", workdir = "rel" }) end)
-      build_error(function() template.normalize({ name = "a", cpu = 0 }) end)
-      build_error(function() template.normalize({ name = "a", memory_mb = 1.5 }) end)
-      build_error(function() template.normalize({ name = "a", provider = { f = print } }) end)
+      arg_error(function() template.normalize({ name = "a", run = { 42 } }) end)
+      arg_error(function() template.normalize({ name = "a", env = { ["1A"] = "x" } }) end)
+      arg_error(function() template.normalize({ name = "a", workdir = "rel" }) end)
+      arg_error(function() template.normalize({ name = "a", cpu = 0 }) end)
+      arg_error(function() template.normalize({ name = "a", memory_mb = 1.5 }) end)
+      arg_error(function() template.normalize({ name = "a", provider = { f = print } }) end)
     end)
   end)
 
@@ -127,8 +138,8 @@ describe("glsb.template #unit", function()
       local b = provider.Template.new()
       local err = build_error(function() b:ensure({ name = "x" }) end)
       assert.are.equal(500, err.cause.http_status)
-      local bad = build_error(function() b:ensure({ name = "bad name" }) end)
-      assert.truthy(bad.message:find("name", 1, true))
+      arg_error(function() b:ensure({ name = "bad name" }) end, "template spec: name must be")
+      arg_error(function() b:ensure(nil) end, "template spec must be a table, got nil")
     end)
 
     it("needs a _build hook and a table reference", function()
