@@ -26,6 +26,21 @@ M.DEFAULT_DOMAIN = "e2b.app"
 M.CONNECT_TIMEOUT = 10      -- seconds to establish a TCP connection, every request
 M.API_TIMEOUT = 60          -- seconds per control-plane request (the SDK's requestTimeoutMs)
 
+-- E2B's provider options, declared once (glsb.options): accepted by create, connect, list and the
+-- template builder.
+M.OPTIONS = {
+  api_key = { "string", "sent as `X-API-KEY`; missing: `SandboxStartError`, no request made",
+    default = "$E2B_API_KEY" },
+  domain = { "string", "control plane `https://api.<domain>`, data plane `https://<port>-<id>.<domain>`",
+    default = "$E2B_DOMAIN or e2b.app" },
+  api_url = { "string", "control plane base URL (emulator, self-hosted)", default = "$E2B_API_URL" },
+  sandbox_url = { "string", "one data-plane base URL, routed by the `E2b-Sandbox-Id`/`-Port` headers",
+    default = "$E2B_SANDBOX_URL" },
+  cainfo = { "string|boolean", "a CA bundle to check E2B's certificate with (self-hosted E2B, tests); false: "
+    .. "the system's", default = "the system's" },
+  connect_to = { "string_list", "curl `HOST:PORT:TO_HOST:TO_PORT` entries (split horizon, tests)" },
+}
+
 local function strip_slash(s) return (s:gsub("/+$", "")) end
 
 local function nonempty(v)
@@ -40,9 +55,6 @@ function M.config(opts)
   local domain = nonempty(opts.domain) or nonempty(os.getenv("E2B_DOMAIN")) or M.DEFAULT_DOMAIN
   local api_url = nonempty(opts.api_url) or nonempty(os.getenv("E2B_API_URL")) or ("https://api." .. domain)
   local sandbox_url = nonempty(opts.sandbox_url) or nonempty(os.getenv("E2B_SANDBOX_URL"))
-  if opts.connect_to ~= nil and type(opts.connect_to) ~= "table" then
-    error("e2b: opts.connect_to must be an array of \"HOST:PORT:TO_HOST:TO_PORT\" strings", 3)
-  end
   return {
     api_key = nonempty(opts.api_key) or nonempty(os.getenv("E2B_API_KEY")),
     domain = domain,

@@ -36,6 +36,19 @@ M.version_at_least = envd.version_at_least
 
 local Sandbox = sandbox.CodeInterpreterSandbox:extend("e2b", {
   languages = { python = true, javascript = true, typescript = true, r = true, java = true, bash = true },
+  options = {
+    provider = api.OPTIONS, -- credentials and endpoints (api.lua); the README's tables come from these
+    create = {
+      user = { "string", "user for commands (`Authorization: Basic`) and files (`?username=`)", default = "user" },
+      create_timeout = { "seconds", "the create request", default = "60" },
+      health_timeout = { "seconds", "envd's `GET /health` after create", default = "30" },
+    },
+    connect = {
+      user = { "string", "user for commands and files", default = "the ref's" },
+      create_timeout = { "seconds", "the connect request", default = "60" },
+      health_timeout = { "seconds", "envd's `GET /health` after connect", default = "30" },
+    },
+  },
 })
 M.Sandbox = Sandbox
 
@@ -190,18 +203,28 @@ function Sandbox:_health_check(timeout)
   if he then error(he, 0) end
 end
 
-local function configure(self, opts)
+local function configure(self, opts, stage, key_optional)
   local cfg = api.config(opts)
   self._cfg = cfg
   self._user = opts.user
-  if not cfg.api_key then
-    errors.raise(errors.SandboxStartError, Stage.CREATE,
+  if not cfg.api_key and not key_optional then
+    errors.raise(errors.SandboxStartError, stage or Stage.CREATE,
       "E2B needs an API key: pass api_key or set E2B_API_KEY")
   end
 end
 
+-- The user's metadata: what E2B keeps, without our create token.
+local function user_metadata(m)
+  local out = {}
+  for k, v in pairs(type(m) == "table" and m or {}) do
+    if k ~= CREATE_TOKEN then out[k] = v end
+  end
+  return out
+end
+
 function Sandbox:_start(opts)
   configure(self, opts)
+  self.metadata = user_metadata(opts.metadata)
   local body = {
     templateID = opts.template or M.DEFAULT_TEMPLATE,
     metadata = string_map(opts.metadata, "metadata"),
@@ -241,6 +264,143 @@ function Sandbox:_set_timeout(seconds)
     { timeout = math.max(1, math.ceil(seconds)) })
   local e = errors.from_response(errors.SandboxExecutionError, Stage.EXECUTE, res, "E2B set_timeout failed")
   if e then error(e, 0) end
+end
+
+---------------------------------------------------------------------------
+-- Handles that outlive a process: ref, connect (POST /v2/sandboxes/{id}/connect), list
+---------------------------------------------------------------------------
+
+-- ISO 8601 UTC ("2025-01-02T03:04:05.678Z") and HTTP dates ("Thu, 02 Jan 2025 03:04:05 GMT") to
+-- seconds on one scale (os.time reads both as local time: only their difference is used).
+local MONTHS = { Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10,
+  Nov = 11, Dec = 12 }
+
+local function iso_time(s)
+  if type(s) ~= "string" then return nil end
+  local y, mo, d, h, mi, sec = s:match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)")
+  if not y then return nil end
+  return os.time { year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
+    min = tonumber(mi), sec = tonumber(sec), isdst = false }
+end
+
+local function http_time(s)
+  if type(s) ~= "string" then return nil end
+  local d, mon, y, h, mi, sec = s:match("(%d+) (%a+) (%d+) (%d+):(%d+):(%d+)")
+  if not d or not MONTHS[mon] then return nil end
+  return os.time { year = tonumber(y), month = MONTHS[mon], day = tonumber(d), hour = tonumber(h),
+    min = tonumber(mi), sec = tonumber(sec), isdst = false }
+end
+
+local function header(headers, name)
+  for k, v in pairs(headers or {}) do
+    if type(k) == "string" and k:lower() == name then return v end
+  end
+  return nil
+end
+
+-- GET /sandboxes/{id}: SandboxDetail (state, startedAt, endAt, metadata, cpuCount, memoryMB, ...).
+-- -> detail, seconds left in its lease (by the server's own Date header) | nil, error
+function Sandbox:_detail(timeout)
+  local res = self:_api("GET", "/sandboxes/" .. http.escape(self.sandbox_id), nil, timeout or 15)
+  local e = errors.from_response(errors.SandboxExecutionError, Stage.EXECUTE, res, "E2B sandbox info failed")
+  if e then return nil, e end
+  local j = res.json
+  if type(j) ~= "table" then return nil, "E2B sandbox info: no JSON answer" end
+  local ends, server_now = iso_time(clean(j.endAt)), http_time(header(res.headers, "date"))
+  return j, (ends and server_now) and math.max(0, ends - server_now) or nil
+end
+
+function Sandbox:_ref(opts)
+  local cfg = self._cfg
+  local r = { template_id = self.template_id, api_url = cfg.api_url, domain = self._conn.domain or cfg.domain,
+    sandbox_url = cfg.sandbox_url, envd_version = self.envd_version, user = self._user }
+  if opts.secrets then
+    -- the data plane's tokens: enough to run code without the API key (connect with no api_key)
+    r.envd_access_token = self._conn.envd_token
+    r.traffic_access_token = self._conn.traffic_token
+  end
+  return r
+end
+
+-- connect: the control plane's POST /v2/sandboxes/{id}/connect (running: extends the lease to at least
+-- opts.timeout; paused: resumes it) answers like a create, with the envd token. A ref made with
+-- secrets = true can also reach the data plane with no API key (no lease change then).
+function Sandbox:_attach(ref, opts)
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  for _, k in ipairs({ "api_url", "domain", "sandbox_url", "user" }) do
+    if o[k] == nil then o[k] = ref[k] end
+  end
+  configure(self, o, Stage.CONNECT, ref.envd_access_token ~= nil)
+  self.metadata = {}
+  local id = ref.sandbox_id
+  if not self._cfg.api_key then
+    self:_adopt({ sandboxID = id, templateID = ref.template_id, envdVersion = ref.envd_version,
+      envdAccessToken = ref.envd_access_token, trafficAccessToken = ref.traffic_access_token, domain = ref.domain })
+    self:_health_check(opts.health_timeout)
+    return
+  end
+  local body = {}
+  if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout)) end
+  local res = self:_api("POST", "/v2/sandboxes/" .. http.escape(id) .. "/connect", body, opts.create_timeout)
+  if not res.error and res.status == 404 then
+    errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format(
+      "E2B connect: no sandbox '%s' (it has ended, or it belongs to another team)", id),
+      errors.http_failure(res.status, res.headers, res.body))
+  end
+  local e = errors.from_response(errors.SandboxStartError, Stage.CONNECT, res, "E2B connect failed")
+  if e then error(e, 0) end
+  local j = res.json
+  if type(j) ~= "table" or type(j.sandboxID) ~= "string" then
+    errors.raise(errors.SandboxStartError, Stage.CONNECT, "E2B connect: the response has no sandboxID",
+      errors.http_failure(res.status, res.headers, res.body))
+  end
+  self:_adopt(j)
+  local detail, left = self:_detail()
+  if detail then
+    self.metadata = user_metadata(clean(detail.metadata))
+    self._lease_remaining = left
+  end
+  self:_health_check(opts.health_timeout)
+end
+
+local function list_query(opts)
+  local q = {}
+  if opts.metadata and next(opts.metadata) then
+    local pairs_ = {}
+    for k, v in pairs(opts.metadata) do pairs_[#pairs_ + 1] = http.escape(k) .. "=" .. http.escape(v) end
+    table.sort(pairs_)
+    q[#q + 1] = "metadata=" .. http.escape(table.concat(pairs_, "&"))
+  end
+  local state = opts.state or { "running", "paused" }
+  if type(state) == "string" then state = { state } end
+  q[#q + 1] = "state=" .. http.escape(table.concat(state, ","))
+  return q
+end
+
+-- list: GET /v2/sandboxes?metadata=&state=&limit=&nextToken=, page by page (X-Next-Token) up to limit.
+function Sandbox._list(_cls, opts)
+  local cfg = api.config(opts)
+  if not cfg.api_key then
+    errors.raise(errors.SandboxStartError, Stage.CONNECT, "E2B needs an API key: pass api_key or set E2B_API_KEY")
+  end
+  local limit = opts.limit
+  local refs, token = {}, nil
+  repeat
+    local q = list_query(opts)
+    q[#q + 1] = "limit=" .. tostring(math.min(100, limit and (limit - #refs) or 100))
+    if token then q[#q + 1] = "nextToken=" .. http.escape(token) end
+    local res = api.request(cfg, "GET", "/v2/sandboxes?" .. table.concat(q, "&"))
+    local e = errors.from_response(errors.SandboxStartError, Stage.CONNECT, res, "E2B list failed")
+    if e then error(e, 0) end
+    for _, s in ipairs(type(res.json) == "table" and res.json or {}) do
+      refs[#refs + 1] = { sandbox_id = s.sandboxID, template_id = clean(s.templateID), state = clean(s.state),
+        metadata = user_metadata(clean(s.metadata)), started_at = clean(s.startedAt), ends_at = clean(s.endAt),
+        api_url = cfg.api_url, domain = cfg.domain, sandbox_url = cfg.sandbox_url }
+    end
+    token = header(res.headers, "x-next-token")
+  until not token or token == "" or (limit and #refs >= limit)
+  return refs
 end
 
 -- DELETE /sandboxes/{id}: 204, or 404 (already gone) both mean "not running any more".

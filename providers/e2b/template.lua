@@ -140,22 +140,23 @@ end
 -- The builder
 ---------------------------------------------------------------------------
 
-local Template = template.TemplateBuilder:extend("e2b")
+local Template = template.TemplateBuilder:extend("e2b", {
+  options = {
+    provider = api.OPTIONS,
+    builder = {
+      poll_interval = { "positive", "seconds between build status polls", default = "0.2" },
+      build_timeout = { "positive", "seconds a build may take", default = "3600" },
+      base_template = { "string", "what a spec without base_image starts from", default = M.DEFAULT_BASE_TEMPLATE },
+    },
+  },
+})
 M.Template = Template
 
 function Template:_init(opts)
   self._cfg = api.config(opts)
-  self.on_log = opts.on_log
   self.poll_interval = opts.poll_interval or 0.2
   self.build_timeout = opts.build_timeout or 3600
   self.base_template = opts.base_template
-  if opts.progress == nil then
-    -- glsb-lua has no isatty; `test -t 1` in a child that inherits our stdout answers it
-    local ok = os.execute("test -t 1")
-    self.progress = ok == true
-  else
-    self.progress = opts.progress and true or false
-  end
 end
 
 function Template:_api(method, path, body, timeout)
@@ -213,15 +214,6 @@ function Template:_upload(tid, up)
   return true
 end
 
-function Template:_emit(entry)
-  if self.on_log then require("glsb.output").call_back(self.on_log, entry) end
-end
-
-function Template:_progress(name, status, n, final)
-  if not self.progress then return end
-  io.stdout:write(string.format("\r\27[K[e2b template %s] %s, %d log lines", name, status, n), final and "\n" or "")
-  io.stdout:flush()
-end
 
 -- Polls the build until it is ready (returns) or failed (raises), streaming log entries.
 function Template:_wait(name, tid, bid)
@@ -237,13 +229,13 @@ function Template:_wait(name, tid, bid)
     local entries = type(j.logEntries) == "table" and j.logEntries or {}
     for _, e in ipairs(entries) do
       if type(e) == "table" then
-        self:_emit({ timestamp = e.timestamp, level = e.level, message = e.message,
-          step = e.step ~= http.json_null and e.step or nil })
+        self:_log({ timestamp = e.timestamp, level = e.level, message = e.message,
+          step = e.step ~= http.json_null and e.step or nil, status = status })
       end
     end
     offset = offset + #entries
     local finished = status == "ready" or status == "error"
-    self:_progress(name, status, offset, finished and #entries == 0)
+    if #entries == 0 then self:_progress(name, status) end
     if finished and #entries == 0 then
       if status == "ready" then return end
       local reason = type(j.reason) == "table" and j.reason or {}
@@ -286,6 +278,38 @@ function Template:_build(spec, hash)
   check(res, "E2B build start failed")
   self:_wait(name, tid, bid)
   return { template_id = tid, build_id = bid, name = name .. ":" .. tag, uploaded = uploaded }
+end
+
+---------------------------------------------------------------------------
+-- list and delete (GET /templates, GET /templates/aliases/{name}, DELETE /templates/{id})
+---------------------------------------------------------------------------
+
+function Template:_list()
+  local res = self:_api("GET", "/templates")
+  check(res, "E2B template list failed")
+  local out = {}
+  for _, t in ipairs(type(res.json) == "table" and res.json or {}) do
+    local names = type(t.aliases) == "table" and t.aliases or (type(t.names) == "table" and t.names or {})
+    if not t.public then
+      out[#out + 1] = { name = names[1], names = names, template_id = t.templateID, build_id = t.buildID,
+        status = t.buildStatus, created_at = t.createdAt, updated_at = t.updatedAt }
+    end
+  end
+  table.sort(out, function(a, b) return tostring(a.name) < tostring(b.name) end)
+  return out
+end
+
+-- delete(name): by name (an alias) or template id; false when there is none.
+function Template:_delete(name)
+  local tid = name
+  local res = self:_api("GET", "/templates/aliases/" .. http.escape(M.e2b_name(name)))
+  if not res.error and res.status == 200 and type(res.json) == "table" and type(res.json.templateID) == "string" then
+    tid = res.json.templateID
+  end
+  res = self:_api("DELETE", "/templates/" .. http.escape(tid))
+  if not res.error and res.status == 404 then return false end
+  check(res, "E2B template delete failed")
+  return true
 end
 
 return M
