@@ -185,36 +185,52 @@ return function(provider, opts_factory, features)
       assert.are.equal(Status.SUCCESS, sb:execute_command("true").status)
     end)
 
-    if features.renewable_lease == false then
-      it("set_timeout is a no-op that reports success; the lease given to create expires", function()
+    it("after the lease every call raises one error saying it expired; set_timeout renews it where it can",
+      function()
+      if features.renewable_lease == false then
+        -- set_timeout is a no-op that reports success: the lease given to create is the one that ends
         sb = create({ timeout = 2 })
         assert.is_true(sb:set_timeout(120))
         assert.is_false(sb:set_timeout(-1)) -- bad input: logged, never raised
         glsb.sleep(2 + (features.lease_slack or 1.5))
-        local ok, err = pcall(sb.execute_code, sb, "print(1)")
-        if ok then
-          assert.are_not.equal(Status.SUCCESS, err.status, "the sandbox outlived its lease")
-        else
-          assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
-        end
-        assert.are.same({}, leftovers())
-      end)
-    end
-
-    if features.renewable_lease ~= false then it("set_timeout renews the lease; an expired lease terminates the sandbox", function()
-      sb = create({ timeout = 60 })
-      assert.is_true(sb:set_timeout(120))
-      assert.is_false(sb:set_timeout(-1)) -- bad input: logged, never raised
-      assert.is_true(sb:set_timeout(1))
-      glsb.sleep(1 + (features.lease_slack or 1.5))
-      local ok, err = pcall(sb.execute_code, sb, "print(1)")
-      if ok then
-        assert.are_not.equal(Status.SUCCESS, err.status, "the sandbox outlived its lease")
       else
-        assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
+        sb = create({ timeout = 60 })
+        assert.is_true(sb:set_timeout(120))
+        assert.is_false(sb:set_timeout(-1)) -- bad input: logged, never raised
+        assert.is_true(sb:set_timeout(1))
+        glsb.sleep(1 + (features.lease_slack or 1.5))
       end
+      assert.is_false(sb:is_running(), "is_running() after the lease ended")
+      local calls = {
+        function() return sb:execute_code("print(1)") end,
+        function() return sb:execute_command("true") end,
+        function() return sb:download_file("/files/x") end,
+      }
+      for i, call in ipairs(calls) do
+        local ok, err = pcall(call)
+        assert.is_false(ok, "call " .. i .. " did not raise after the lease ended")
+        assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
+        assert.are.equal(glsb.Stage.NOT_INITIALIZED, err.stage)
+        assert.matches("lease expired", tostring(err))
+      end
+      assert.is_false(sb:set_timeout(60), "a lease that ended cannot be renewed")
       assert.are.same({}, leftovers())
-    end) end
+    end)
+
+    it("a glsb-lua script that ends, normally or by an error, leaves no sandbox running", function()
+      local shell = require "support.shell"
+      local cjson = require "cjson"
+      for _, ending in ipairs({ "", "error('the script failed')" }) do
+        local chunk = ("local glsb = require 'glsb'\nlocal a = glsb.create(%q, require('cjson').decode(%q))\n"
+          .. "local b = glsb.create(%q, require('cjson').decode(%q))\nassert(a:is_running() and b:is_running())\n"
+          .. "print('started')\n%s"):format(provider, cjson.encode(opts_factory()), provider,
+          cjson.encode(opts_factory()), ending)
+        local out, code = shell.sh(shell.join({ shell.repo .. "/build/glsb-lua", "-e", chunk }) .. " 2>&1")
+        assert.matches("started", out)
+        assert.are.equal(ending == "" and 0 or 1, code, out)
+        assert.are.same({}, leftovers(), "after a script that ended with " .. (ending == "" and "success" or "an error"))
+      end
+    end)
 
     it("terminate twice is fine, and use after terminate raises SandboxNotInitializedError", function()
       sb = create()
