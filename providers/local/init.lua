@@ -145,6 +145,39 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   languages = { python = true, bash = true, javascript = true },
   -- a local start failure is never a hiccup of the network: no retry
   create_retry = { attempts = 1 },
+  -- glsb.connect / glsb.list: a sandbox is a child process tree of its creator
+  attach_unsupported = "local sandboxes belong to the process that created them",
+  -- the local provider's own options, declared once (glsb.options: checked strictly; the README's
+  -- table is generated from these)
+  options = {
+    create = {
+      network = { "boolean", "share the host network; otherwise loopback only", default = "false" },
+      memory_mb = { "count", "memory limit (MiB)", default = "1024" },
+      cpu_seconds = { "count", "CPU time limit (s)", default = "3600" },
+      max_processes = { "count", "process limit", default = "256" },
+      max_file_mb = { "count", "largest file the sandbox may write (MiB)", default = "512" },
+      disk_mb = { "count", "size of the private tmpfs /tmp (MiB)", default = "1024" },
+      max_open_files = { "count", "open file limit", default = "1024" },
+      allow_degraded = { "boolean", "start even if a kernel feature is missing (listed in `sb.missing`)",
+        default = "false" },
+      ro_binds = { "table", "extra read-only binds `{ {host_path, sandbox_path}, ... }`" },
+      python = { "string", "the kernel's interpreter (the host's, bound read-only with /usr)",
+        default = "/usr/bin/python3" },
+      workspace_root = { "string", "host directory where the per-sandbox workspace is created",
+        default = "$TMPDIR or /tmp" },
+      confine = { "string", "path of glsb-confine", default = "$GLSB_CONFINE, else next to the core" },
+      start_timeout = { "positive", "seconds for the sandbox agent to start", default = "10" },
+      interrupt_grace = { "positive", "seconds code may ignore an interrupt before the sandbox is killed",
+        default = "2" },
+      pip_index_url = { "string", "pip `--index-url` for `additional_packages`" },
+      pip_find_links = { "string", "a directory of wheels for `additional_packages` (bound read-only; implies "
+        .. "`--no-index`)" },
+      max_download_bytes = { "count", "larger downloads return nil (counted on the host: whatever the sandbox "
+        .. "sends, no more is kept)", default = "268435456" },
+      cache_dir = { "string", "where `template` layers are looked up (as the builder's)",
+        default = "$XDG_CACHE_HOME/glsb or ~/.cache/glsb" },
+    },
+  },
 })
 M.Sandbox = Sandbox
 

@@ -123,7 +123,24 @@ end
 -- The builder
 ---------------------------------------------------------------------------
 
-local Template = template.TemplateBuilder:extend("local")
+local Template = template.TemplateBuilder:extend("local", {
+  -- declared once (glsb.options): what builds take from the host, and the sandbox limits of a build
+  options = {
+    builder = {
+      cache_dir = { "string", "where layers are kept", default = "$XDG_CACHE_HOME/glsb or ~/.cache/glsb" },
+      confine = { "string", "path of glsb-confine", default = "$GLSB_CONFINE, else next to the core" },
+      python = { "string", "the build's interpreter", default = "/usr/bin/python3" },
+      network = { "boolean", "builds may reach the network (pip from an index)", default = "false" },
+      memory_mb = { "count", "memory limit of a build (MiB)", default = "1024" },
+      disk_mb = { "count", "size of a build's /tmp (MiB)", default = "1024" },
+      max_file_mb = { "count", "largest file a build may write (MiB)", default = "512" },
+      allow_degraded = { "boolean", "build even if a kernel feature is missing", default = "false" },
+      pip_find_links = { "string", "a directory of wheels (implies `--no-index`)" },
+      pip_index_url = { "string", "pip `--index-url`" },
+      build_timeout = { "positive", "seconds a build may take", default = "600" },
+    },
+  },
+})
 M.Template = Template
 
 function Template:_init(opts)
