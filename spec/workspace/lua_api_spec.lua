@@ -9,7 +9,9 @@ local sandbox = require "glsb.sandbox"
 
 local HELPER = os.getenv("GLSB_CONFINE") or core.realpath("build/glsb-confine")
 
-local Host = sandbox.BaseSandbox:extend("workspace-host")
+local Host = sandbox.BaseSandbox:extend("workspace-host", {
+  options = { create = { exec_delay = { "positive", "seconds each exec waits first (a slow channel)" } } },
+})
 function Host:_start(opts)
   self.root = core.realpath(core.mkdtemp("/tmp/glsb-ws-lua-XXXXXX"))
   self.workspace_root = self.root
