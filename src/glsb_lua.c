@@ -299,6 +299,9 @@ int main(int argc, char **argv)
 			status = run_script(L, "-", argv, 1, 0); /* like lua5.4: no tty, read the script from stdin */
 		}
 	}
+	/* Sandboxes the script left open (it ended normally or by an error) are terminated, unless created
+	 * with keep_alive = true: lua/glsb/sandbox.lua close_all. Nothing to do if glsb was never used. */
+	dostring(L, "local s = package.loaded['glsb.sandbox'] if s then s.close_all() end", "=exit");
 	lua_close(L);
 	return status == LUA_OK ? 0 : 1;
 }
