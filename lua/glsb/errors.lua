@@ -301,6 +301,8 @@ function M.describe(x)
   if getmetatable(x) == Error then
     return string.format("%s[%s]: %s", x.class, x.stage, x.message)
   end
+  local mt = getmetatable(x)
+  if mt and type(rawget(mt, "__describe")) == "function" then return mt.__describe(x) end
   local parts = {}
   local phase, code, msg = rawget(x, "phase"), rawget(x, "code"), rawget(x, "message")
   local status = rawget(x, "http_status")
@@ -310,15 +312,40 @@ function M.describe(x)
     parts[#parts + 1] = "HTTP " .. tostring(status)
   end
   local head = table.concat(parts, " ")
+  if msg == nil then
+    -- what other layers call their text (a helper's report, a tool's failure)
+    for _, k in ipairs({ "error", "reason", "detail", "value" }) do
+      local v = rawget(x, k)
+      if type(v) == "string" and v ~= "" then msg = v break end
+    end
+  end
   if msg ~= nil then
     head = head == "" and tostring(msg) or head .. ": " .. tostring(msg)
   end
   if head == "" then
-    local mt = getmetatable(x)
     if mt and mt.__tostring then return tostring(x) end
-    return "<error table>"
+    return M.compact(x)
   end
   return head
+end
+
+-- errors.compact(t) -> "{k=v, ...}": a table's scalar fields, sorted, clipped (never "<error table>").
+function M.compact(t)
+  local keys = {}
+  for k, v in pairs(t) do
+    local tv = type(v)
+    if tv == "string" or tv == "number" or tv == "boolean" then keys[#keys + 1] = tostring(k) end
+  end
+  table.sort(keys)
+  local out = {}
+  for _, k in ipairs(keys) do
+    local v = t[k]
+    if v == nil then v = t[tonumber(k)] end
+    out[#out + 1] = k .. "=" .. (type(v) == "string" and string.format("%q", v:sub(1, 120)) or tostring(v))
+  end
+  local s = "{" .. table.concat(out, ", ") .. "}"
+  if #s > 300 then s = s:sub(1, 297) .. "...}" end
+  return s
 end
 
 Error.__index = function(self, key)
@@ -400,7 +427,8 @@ function M.from_response(class, stage, result, message)
     return M.new(class, stage, message or "no response", result)
   end
   if result.error then
-    return M.from_transport(class, stage, result.error, message)
+    -- the curl reason goes into the message itself: the first line a reader sees says why
+    return M.from_transport(class, stage, result.error, message and (message .. ": " .. M.describe(result.error)))
   end
   local status = result.status
   if type(status) == "number" and status >= 200 and status < 400 then return nil end

@@ -3,13 +3,41 @@
 -- Default: one line on io.stderr for warnings and errors; glsb.log.set_handler
 -- replaces it (e.g. to feed a structured logger, or to silence it).
 -- GLSB_LOG_FORMAT=json makes that line a JSON object (see json_line below).
+-- GLSB_LOG=debug|info|warn|error (default warn) is the level the default handler shows: debug adds every
+-- HTTP request (method, URL without query values or credentials, status, bytes, milliseconds), retries
+-- and timings; retries are warnings, so they show by default. A handler set with set_handler gets
+-- every level and filters as it likes.
 
 local M = {}
 
 local LEVELS = { debug = 1, info = 2, warn = 3, error = 4 }
 
+local function level_from_env()
+  local v = os.getenv("GLSB_LOG")
+  v = v and v:lower()
+  return LEVELS[v] and v or "warn"
+end
+
+local threshold = LEVELS[level_from_env()]
+local custom = false -- a handler of the user's: it sees every level
+
+-- log.set_level(level) -> previous level: what the default handler shows.
+function M.set_level(level)
+  if not LEVELS[level] then error("log.set_level: debug, info, warn or error expected", 2) end
+  local prev
+  for k, v in pairs(LEVELS) do if v == threshold then prev = k end end
+  threshold = LEVELS[level]
+  return prev
+end
+
+-- log.enabled(level) -> true when a message at that level reaches anyone (cheap: call it before
+-- building an expensive debug message).
+function M.enabled(level)
+  return custom or LEVELS[level] >= threshold
+end
+
 local function stderr_handler(level, message, fields)
-  if LEVELS[level] < LEVELS.warn then return end
+  if LEVELS[level] < threshold then return end
   local extra = {}
   if fields then
     local keys = {}
@@ -79,7 +107,7 @@ function M.json_line(level, message, fields)
 end
 
 local function json_handler(level, message, fields)
-  if LEVELS[level] < LEVELS.warn then return end
+  if LEVELS[level] < threshold then return end
   io.stderr:write(M.json_line(level, message, fields), "\n")
 end
 M.json_handler = json_handler
@@ -98,6 +126,7 @@ function M.set_handler(fn)
   if fn ~= nil and type(fn) ~= "function" then error("log.set_handler: function or nil expected", 2) end
   local prev = handler
   handler = fn or default_handler()
+  custom = fn ~= nil and fn ~= stderr_handler and fn ~= json_handler
   return prev
 end
 

@@ -90,9 +90,10 @@ M.ExecutionResult = ExecutionResult
 -- stdout_truncated, stderr_truncated}
 -- status defaults from code (0 -> SUCCESS, other -> ERROR) when not given, and
 -- to UNKNOWN when nothing says what happened.
---   text: the value of the code's last expression, as the interpreter shows it (repr in Python),
---         or nil when the last statement is not an expression or its value is None. It is never
---         printed to stdout too (one field, the same on every provider).
+--   text: the value of the code's last expression as the interpreter shows it (Python: its repr, a
+--         string's without the outer quotes, as E2B's text/plain), or nil when the last statement is
+--         not an expression or its value is None. Never printed to stdout too (one field, the same on
+--         every provider).
 --   stdout_truncated / stderr_truncated: true when the stream passed glsb.output.CAP (10 MiB) and
 --         was cut there; the stream then ends with a "[glsb: output truncated ...]" note.
 function ExecutionResult.new(t)
@@ -129,6 +130,13 @@ function ExecutionResult.new(t)
 end
 
 function ExecutionResult.is(x) return getmetatable(x) == ExecutionResult end
+
+-- One line for a cause chain (glsb.errors.describe): status and code, not the whole output (an error's
+-- message already carries what matters of it, once).
+ExecutionResult.__describe = function(self)
+  return string.format("ExecutionResult(status=%s%s)", self.status,
+    self.code ~= nil and (", code=" .. tostring(self.code)) or "")
+end
 
 function ExecutionResult:ok() return self.status == M.ExecutionStatus.SUCCESS end
 

@@ -157,6 +157,13 @@ local COMMON = {
     upload_dir = { "string", "absolute directory for `files`", default = "/files" },
   },
   download_file = { timeout = { "seconds", "`<= 0`: none", default = "60" } },
+  start_command = {
+    timeout = { "seconds", "the command is killed after this; `<= 0` or nil: runs until it ends or `kill()`" },
+    env = { "string_map", "environment variables of this command" },
+    cwd = { "string", "working directory" },
+    on_stdout = { "function", "called once per line of stdout as it arrives" },
+    on_stderr = { "function", "called once per line of stderr as it arrives" },
+  },
   terminate = { timeout = { "positive", "seconds per attempt (must be > 0)", default = "10" } },
   ref = { secrets = { "boolean", "also the tokens that reach the sandbox without the API key", default = "false" } },
 }
@@ -278,6 +285,7 @@ function M.new(cls, opts)
     options = opts or {},
     _state = "new",
   }, cls)
+  self.files = require("glsb.files").new(self)
   if cls._init then cls._init(self, self.options) end
   return self
 end
@@ -335,6 +343,7 @@ local function require_running(self, what)
   if self._state == "running" and lease_over(self) then mark_ended(self, "expired") end
   if self._state ~= "running" then error(not_running(self, what), 0) end
 end
+M.require_running = require_running
 
 local function policy(cls_policy, defaults, override)
   local p = {}
@@ -358,6 +367,10 @@ local function teardown(self, timeout, override)
   end
   local p = policy(self.terminate_retry, constants.TERMINATE_RETRY, override)
   p.retryable = function(err) return errors.classify(err) ~= false end
+  p.on_retry = p.on_retry or function(err, attempt, delay)
+    log.warn(string.format("terminate attempt %d failed, retrying in %.2fs: %s", attempt, delay, tostring(err)),
+      { provider = self.provider, sandbox_id = self.sandbox_id })
+  end
   local ok, err = pcall(retry.call, self._terminate, p, self, { timeout = timeout })
   if ok then
     -- a provider's own lease timer terminating at the lease end is the lease expiring, not a terminate
@@ -465,13 +478,15 @@ local function do_create(self, sopts, retry_override)
   local p = policy(self.create_retry, constants.CREATE_RETRY, retry_override)
   p.retryable = function(err) return errors.is_transient(err) end
   p.on_retry = p.on_retry or function(err, attempt, delay)
-    log.info(string.format("create attempt %d failed (transient), retrying in %.2fs: %s", attempt, delay,
+    -- a warning: retries show at the default level
+    log.warn(string.format("create attempt %d failed (transient), retrying in %.2fs: %s", attempt, delay,
       tostring(err)), { provider = self.provider })
   end
   local started = now()
   retry.call(start_attempt, p, self, sopts)
   self._state = "running"
   self._lease_ends = sopts.timeout and started + sopts.timeout or nil
+  self._started_wall = os.time()
   M.track(self)
   self:_after_start(sopts)
   return self
@@ -639,7 +654,12 @@ local function execution_body(self, what, hook, payload, hopts, files, upload_di
   local started = now()
   local failed = with_files(self, files, upload_dir, started)
   if failed then return failed end
-  return run_hook(self, hook, payload, hopts, started)
+  local r = run_hook(self, hook, payload, hopts, started)
+  if log.enabled("debug") then
+    log.debug(string.format("%s: %s in %.1f ms", what, r.status, r.duration_ms or 0),
+      { provider = self.provider, sandbox_id = self.sandbox_id })
+  end
+  return r
 end
 
 -- sb:execute_command(command, opts) -> ExecutionResult. Never raises for
@@ -667,7 +687,9 @@ local function download_body(self, path, timeout)
   local ok, data = pcall(self._download, self, path, { timeout = timeout })
   if not ok then
     if retry.is_cancellation(data) then error(data, 0) end
-    log.warn("download_file failed: " .. errors.describe(data), { provider = self.provider, path = path })
+    -- the reason, whole: a 404, BODY_TOO_LARGE, a timeout...
+    log.warn("download_file of " .. path .. " gives nil: " .. (errors.is_error(data) and tostring(data)
+      or errors.describe(data)), { provider = self.provider, path = path })
     return nil
   end
   if type(data) ~= "string" then return nil end
@@ -712,6 +734,120 @@ function BaseSandbox:set_timeout(seconds)
     return false
   end
   return traced_op("glsb.sandbox.set_timeout", self, set_timeout_body, seconds)
+end
+
+---------------------------------------------------------------------------
+-- Background commands, ports, info
+---------------------------------------------------------------------------
+
+-- A command running in the background (sb:start_command). Methods: output() -> stdout, stderr so far;
+-- wait([timeout]) -> ExecutionResult | nil, "timeout"; kill() -> true (signalled) | false (it had
+-- ended); done() -> bool; pid (when the provider knows it).
+local CommandHandle = {}
+CommandHandle.__index = CommandHandle
+M.CommandHandle = CommandHandle
+
+function CommandHandle:output()
+  loop().sleep(0) -- let what already arrived be read (a script outside any task drives the loop here)
+  return self._inner:output()
+end
+
+function CommandHandle:done() return self._inner:done() end
+
+function CommandHandle:wait(timeout)
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout) then
+    options.arg_error("wait: timeout must be a number of seconds, got %s", tostring(timeout))
+  end
+  local sb = self.sandbox
+  local r, why = guarded(sb, function() return self._inner:wait(timeout and timeout > 0 and timeout or nil) end)
+  if r == nil then return nil, why or "timeout" end
+  if self.result == nil then
+    self.result = note_gone(sb, M.normalize_result(r))
+    if self.result.duration_ms == nil then self.result.duration_ms = (now() - self._started) * 1000 end
+  end
+  return self.result
+end
+
+function CommandHandle:kill()
+  return guarded(self.sandbox, function() return self._inner:kill() == true end)
+end
+
+CommandHandle.__index = function(h, k)
+  if k == "pid" then return h._inner.pid and h._inner:pid() end
+  return CommandHandle[k]
+end
+
+CommandHandle.__tostring = function(h)
+  return string.format("CommandHandle(%s, %s)", h.command:sub(1, 40), h._inner:done() and "done" or "running")
+end
+
+-- sb:start_command(command, opts) -> CommandHandle. The command runs in the background (a shell line, as
+-- execute_command's) until it ends, kill() or the sandbox ends. opts: env, cwd, timeout (seconds; nil or
+-- <= 0: no limit), on_stdout, on_stderr (called as lines arrive while the loop runs).
+function BaseSandbox:start_command(command, opts)
+  if type(command) ~= "string" then options.arg_error("start_command: command must be a string") end
+  opts = check(getmetatable(self), opts, "start_command")
+  local hopts = {
+    timeout = M.resolve_timeout(opts.timeout, nil, "start_command: timeout"),
+    env = check_env(opts.env, "start_command"), cwd = opts.cwd, on_stdout = opts.on_stdout,
+    on_stderr = opts.on_stderr,
+  }
+  return guarded(self, function()
+    require_running(self, "start_command")
+    if type(self._start_command) ~= "function" then
+      errors.raise(errors.SandboxExecutionError, Stage.EXECUTE, string.format(
+        "start_command: provider '%s' cannot run background commands%s", tostring(self.provider),
+        self.start_command_unsupported and (": " .. self.start_command_unsupported) or ""))
+    end
+    local started = now()
+    local ok, inner = pcall(self._start_command, self, command, hopts)
+    if not ok then
+      if retry.is_cancellation(inner) then error(inner, 0) end
+      error(errors.wrap(errors.SandboxExecutionError, Stage.EXECUTE, inner), 0)
+    end
+    return setmetatable({ sandbox = self, command = command, _inner = inner, _started = started }, CommandHandle)
+  end)
+end
+
+-- sb:get_host(port) -> "host:port" (or the host name the provider routes to that port) where a program
+-- listening on that port inside the sandbox is reached from outside. Raises SandboxExecutionError where
+-- the provider exposes no ports (the message says why).
+function BaseSandbox:get_host(port)
+  if math.type(port) ~= "integer" and not (type(port) == "number" and port == math.floor(port)) then
+    options.arg_error("get_host: port must be an integer, got %s", tostring(port))
+  end
+  if port < 1 or port > 65535 then options.arg_error("get_host: port must be 1-65535, got %d", port) end
+  require_running(self, "get_host")
+  if type(self._get_host) ~= "function" then
+    errors.raise(errors.SandboxExecutionError, Stage.EXECUTE, string.format(
+      "get_host: provider '%s' exposes no ports%s", tostring(self.provider),
+      self.get_host_unsupported and (": " .. self.get_host_unsupported) or ""))
+  end
+  return self:_get_host(math.tointeger(port))
+end
+
+local function iso(t) return t and os.date("!%Y-%m-%dT%H:%M:%SZ", t) or nil end
+
+-- sb:info() -> {provider, sandbox_id, state, template_id, metadata, started_at, ends_at, ...}: what this
+-- handle knows, and what the provider reports (_info) while it runs. state: "running", "expired" (its
+-- lease ended), "terminated", "gone" (ended outside this handle), "new". Times are ISO 8601 UTC.
+function BaseSandbox:info()
+  if self._state == "running" and lease_over(self) then mark_ended(self, "expired") end
+  local t = {
+    provider = self.provider, sandbox_id = self.sandbox_id, state = self._state, template_id = self.template_id,
+    metadata = self.metadata, language = self.language, started_at = iso(self._started_wall),
+    ends_at = self._lease_ends and iso(os.time() + math.floor(self._lease_ends - now() + 0.5)) or nil,
+  }
+  if self._state == "running" and type(self._info) == "function" then
+    local ok, extra = pcall(guarded, self, self._info)
+    if ok and type(extra) == "table" then
+      for k, v in pairs(extra) do t[k] = v end
+    elseif not ok then
+      if retry.is_cancellation(extra) then error(extra, 0) end
+      log.warn("info: the provider's report failed: " .. errors.describe(extra), { provider = self.provider })
+    end
+  end
+  return t
 end
 
 local function terminate_body(self, timeout)
@@ -813,12 +949,48 @@ function CodeInterpreterSandbox:_after_start(sopts)
   if result.status ~= Status.SUCCESS then
     teardown_quietly(self, "failed package install")
     if self._state ~= "terminated" then self._state = "new" end
-    local detail = result.error or ""
-    if result.stderr ~= "" then detail = detail .. (detail ~= "" and ": " or "") .. result.stderr:sub(-500) end
     errors.raise(errors.SandboxStartError, Stage.PACKAGE_INSTALL,
-      string.format("installing additional_packages failed (%s)%s", result.status,
-        detail ~= "" and (": " .. detail) or ""), result)
+      "installing additional_packages failed: " .. M.failure_summary(result, self.network_hint), result)
   end
+end
+
+-- What "no network" looks like in pip's (and most tools') words.
+local NO_NETWORK = { "No matching distribution found", "Could not find a version that satisfies",
+  "Failed to establish a new connection", "Temporary failure in name resolution", "Name or service not known",
+  "Network is unreachable", "NewConnectionError", "Could not resolve host", "Connection refused" }
+
+-- tail(text, lines, bytes) -> the last lines of text, at most `bytes`, trimmed.
+local function tail(text, max_lines, max_bytes)
+  text = (text or ""):gsub("%s+$", "")
+  if #text > max_bytes then text = text:sub(-max_bytes):gsub("^[^\n]*\n", "", 1) end
+  local lines = {}
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = line end
+  return table.concat(lines, "\n", math.max(1, #lines - max_lines + 1))
+end
+
+-- failure_summary(result[, network_hint]) -> one message for a failed tool run (a package install, a
+-- template step): its status and error, then the tail of its output once (stderr, else stdout), then, when
+-- the output reads like "no network", a sentence saying so and what helps (network_hint).
+function M.failure_summary(result, network_hint)
+  local err = (result.error or ""):gsub("%s+$", "")
+  local out = tail(result.stderr ~= "" and result.stderr or result.stdout, 12, 1500)
+  if out ~= "" then err = err:match("([^\n]*)$") end -- a traceback's last line says it; the output says why
+  local parts = { "(" .. tostring(result.status) .. (result.code and (", exit code " .. tostring(result.code)) or "")
+    .. ")" }
+  if err ~= "" and not out:find(err, 1, true) then parts[#parts + 1] = err end
+  if out ~= "" then
+    local last = out:match("([^\n]*)$")
+    if not err:find(last, 1, true) or #out > #last then parts[#parts + 1] = "output (last lines):\n" .. out end
+  end
+  local text = (result.stdout or "") .. (result.stderr or "") .. err
+  for _, frag in ipairs(NO_NETWORK) do
+    if text:find(frag, 1, true) then
+      parts[#parts + 1] = "\nThis looks like the sandbox could not reach the package index (no network?): "
+        .. (network_hint or "give the sandbox network access, or install from a directory of wheels")
+      break
+    end
+  end
+  return table.concat(parts, " ")
 end
 
 -- sb:execute_code(code, opts) -> ExecutionResult. Never raises for what the

@@ -412,6 +412,39 @@ function Sandbox:_terminate(opts)
 end
 
 ---------------------------------------------------------------------------
+-- sb.files, background commands, ports, info (glsb.files, sb:start_command, sb:get_host, sb:info)
+---------------------------------------------------------------------------
+
+function Sandbox:_files_write(path, data, opts)
+  envd.write_file(self._conn, path, data, opts.timeout, Stage.FILES)
+end
+function Sandbox:_files_read(path, opts) return envd.read_file(self._conn, path, opts.timeout, Stage.FILES) end
+function Sandbox:_files_list(path, opts) return envd.list_dir(self._conn, path, 1, opts.timeout) end
+function Sandbox:_files_exists(path, opts) return envd.stat(self._conn, path, opts.timeout) ~= nil end
+function Sandbox:_files_make_dir(path, opts) return envd.make_dir(self._conn, path, opts.timeout) end
+function Sandbox:_files_remove(path, opts) envd.remove(self._conn, path, opts.timeout) end
+
+function Sandbox:_start_command(command, opts)
+  return envd.start(self._conn, { cmd = "/bin/bash", args = { "-l", "-c", command } }, opts)
+end
+
+-- The SDK's getHost(port): "<port>-<sandboxID>.<domain>", E2B's edge proxy routes it to that port.
+function Sandbox:_get_host(port)
+  return string.format("%d-%s.%s", port, self.sandbox_id, self._conn.domain or self._cfg.domain)
+end
+
+-- GET /sandboxes/{id}: the control plane's view.
+function Sandbox:_info()
+  local d, left = self:_detail()
+  if not d then error(left, 0) end
+  local metadata = user_metadata(clean(d.metadata))
+  self.metadata = metadata
+  return { state = clean(d.state), started_at = clean(d.startedAt), ends_at = clean(d.endAt), metadata = metadata,
+    template_id = clean(d.templateID), cpu_count = clean(d.cpuCount), memory_mb = clean(d.memoryMB),
+    disk_size_mb = clean(d.diskSizeMB), lease_seconds_left = left }
+end
+
+---------------------------------------------------------------------------
 -- Module
 ---------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ describe("e2b contract run #e2b", function()
     return emu:opts { timeout = 120 }
   end, {
     tag = "#e2b",
+    call_languages = {}, -- the emulator's interpreter runs python only (E2B's runs bash, r, java, js, ts)
     -- what the emulator still holds after a terminate or a failed create: sandboxes and the
     -- processes (kernels, commands) it started for them. The emulator reaps killed processes
     -- asynchronously (within ~100 ms), so children get up to 3 s to go.

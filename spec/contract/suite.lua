@@ -22,6 +22,10 @@
 --                       (API.md: "a provider that cannot stream accepts them and never calls them")
 --   renewable_lease     set_timeout changes the lease (default true); false: it is a no-op that
 --                       reports success, and the lease given to create is the one that expires
+--   background          false: start_command must raise a clear SandboxExecutionError instead of running
+--   ports               false: get_host must raise a clear SandboxExecutionError instead of answering
+--   call_languages      languages besides python execute_code{language=...} runs in this test setting
+--                       (default {"bash"}; the E2B emulator's interpreter runs python only)
 local busted = require "busted"
 local assert = require "luassert"
 local describe, it = busted.describe, busted.it
@@ -257,6 +261,10 @@ return function(provider, opts_factory, features)
       assert.is_false(ok)
       assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
       assert.are.equal(glsb.Stage.PACKAGE_INSTALL, err.stage)
+      -- the tool's own words are in the message, once, without digging into err.cause
+      local text = tostring(err)
+      assert.are.equal(1, select(2, text:gsub("output %(last lines%)", "")), text)
+      assert.is_nil(text:find("<error table>", 1, true))
       assert.are.same({}, leftovers())
     end)
 
@@ -312,6 +320,143 @@ return function(provider, opts_factory, features)
       assert.truthy(r.error:find("upload", 1, true), r.error)
       local check = sb:execute_code("import os\nprint(os.path.exists('/tmp/ran.txt'))")
       assert.are.equal("False\n", check.stdout)
+    end)
+
+    it("the value of the last expression is r.text, never printed to stdout too", function()
+      sb = create()
+      local r = sb:execute_code("x = 40\nx + 2")
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.are.equal("42", r.text)
+      assert.are.equal("", r.stdout)
+      r = sb:execute_code("print('shown')\n'a' * 2")
+      assert.are.equal("shown\n", r.stdout)
+      assert.are.equal("aa", r.text) -- a string's repr without its outer quotes, as E2B shows it
+      assert.is_nil(sb:execute_code("y = 1").text)
+      assert.is_nil(sb:execute_code("None").text)
+    end)
+
+    it("caps each stream at glsb.output.CAP with the same flag and note", function()
+      local output = require "glsb.output"
+      sb = create()
+      local r = sb:execute_code("import sys\nsys.stdout.write('x' * (11 * 1024 * 1024))\nsys.stdout.flush()\n"
+        .. "print('tail')\nprint('small', file=sys.stderr)")
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r):sub(1, 300))
+      assert.is_true(r.stdout_truncated)
+      assert.is_false(r.stderr_truncated)
+      assert.are.equal(string.rep("x", output.CAP), r.stdout:sub(1, output.CAP))
+      local note = r.stdout:sub(output.CAP + 1)
+      assert.matches("^\n%[glsb: output truncated at " .. output.CAP .. " bytes; %d+ more bytes dropped%]\n$", note)
+      assert.are.equal("small\n", r.stderr)
+      -- one line longer than a frame of any transport is capped too, not an UNKNOWN
+      r = sb:execute_command("head -c 20000000 /dev/zero | tr '\\0' y")
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r):sub(1, 300))
+      assert.is_true(r.stdout_truncated)
+      assert.are.equal(output.CAP, #r.stdout - #r.stdout:match("\n%[glsb: output truncated.*$"))
+    end)
+
+    it("a failed command gives the same words on every provider", function()
+      sb = create()
+      local r = sb:execute_command("exit 3")
+      assert.are.equal(Status.ERROR, r.status)
+      assert.are.equal(3, r.code)
+      assert.are.equal("command exited with code 3", r.error)
+    end)
+
+    it("sb.files writes, reads, lists, makes and removes without running code", function()
+      sb = create()
+      local f = sb.files
+      assert.is_true(f:make_dir("/home/user/fs/sub"))
+      assert.is_false(f:make_dir("/home/user/fs/sub"), "make_dir of an existing directory")
+      assert.is_true(f:write("/home/user/fs/a.txt", "alpha\0bytes"))
+      assert.is_true(f:write("fs/b.bin", "\255\254"))              -- relative: below the workspace root
+      assert.are.equal("alpha\0bytes", f:read("/home/user/fs/a.txt"))
+      assert.are.equal("\255\254", f:read("/home/user/fs/b.bin"))
+      local listed = {}
+      for _, e in ipairs(f:list("/home/user/fs")) do listed[#listed + 1] = e.name .. ":" .. e.type end
+      assert.are.same({ "a.txt:file", "b.bin:file", "sub:dir" }, listed)
+      assert.is_true(f:exists("/home/user/fs/a.txt"))
+      f:remove("/home/user/fs")
+      assert.is_false(f:exists("/home/user/fs/a.txt"))
+      f:remove("/home/user/fs") -- a missing path is fine
+      local ok, err = pcall(f.read, f, "/home/user/fs/a.txt")
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.SandboxExecutionError), tostring(err))
+      assert.are.equal(glsb.Stage.FILES, err.stage)
+      assert.are.equal("x", sb:execute_code("print(open('/home/user/w.txt', 'w').write('x') and "
+        .. "open('/home/user/w.txt').read(), end='')").stdout)
+      assert.are.equal("x", f:read("w.txt"), "files and code see the same filesystem")
+      sb:terminate()
+      ok, err = pcall(f.read, f, "w.txt")
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
+    end)
+
+    it("start_command runs in the background: output so far, wait, kill", function()
+      sb = create()
+      if features.background == false then
+        local ok, err = pcall(sb.start_command, sb, "sleep 1")
+        assert.is_false(ok)
+        assert.is_true(errors.is(err, errors.SandboxExecutionError), tostring(err))
+        assert.matches("cannot run background commands", tostring(err))
+        return
+      end
+      local p = sb:start_command("echo first; sleep 0.3; echo second >&2; exit 4")
+      local r = p:wait(10)
+      assert.are.equal(Status.ERROR, r.status)
+      assert.are.equal(4, r.code)
+      assert.are.same({ "first\n", "second\n" }, { r.stdout, r.stderr })
+      local slow = sb:start_command("echo up; sleep 30")
+      local deadline = loop.now() + 5
+      while slow:output() == "" and loop.now() < deadline do glsb.sleep(0.05) end
+      assert.are.equal("up\n", (slow:output()))
+      assert.is_false(slow:done())
+      assert.is_nil(slow:wait(0.1))
+      assert.is_true(slow:kill())
+      local killed = slow:wait(10)
+      assert.are_not.equal(Status.SUCCESS, killed.status)
+      assert.is_true(slow:done())
+      assert.are.equal(Status.SUCCESS, sb:execute_command("true").status, "the sandbox is still usable")
+    end)
+
+    it("get_host names where a port is reached, or says clearly that there is none", function()
+      sb = create()
+      if features.ports == false then
+        local ok, err = pcall(sb.get_host, sb, 8000)
+        assert.is_false(ok)
+        assert.is_true(errors.is(err, errors.SandboxExecutionError), tostring(err))
+        assert.matches("exposes no ports", tostring(err))
+      else
+        assert.matches("8000", sb:get_host(8000))
+      end
+      assert.has_error(function() sb:get_host(0) end)
+      assert.has_error(function() sb:get_host("80") end)
+    end)
+
+    it("metadata and info() are read back on every provider", function()
+      sb = create({ metadata = { team = "ml", run = "7" } })
+      assert.are.same({ team = "ml", run = "7" }, sb.metadata)
+      local i = sb:info()
+      assert.are.equal("running", i.state)
+      assert.are.equal(sb.sandbox_id, i.sandbox_id)
+      assert.are.equal(provider, i.provider)
+      assert.are.same({ team = "ml", run = "7" }, i.metadata)
+      assert.matches("^%d%d%d%d%-%d%d%-%d%dT", i.started_at)
+      assert.matches("^%d%d%d%d%-%d%d%-%d%dT", i.ends_at)
+      sb:terminate()
+      assert.are.equal("terminated", sb:info().state)
+    end)
+
+    it("execute_code takes a language per call where the provider runs it, else refuses clearly", function()
+      sb = create()
+      for _, lang in ipairs(features.call_languages or { "bash" }) do
+        assert.are.equal("bash", lang, "the suite knows a bash snippet only")
+        local r = sb:execute_code("echo from-bash", { language = "bash" })
+        assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+        assert.are.equal("from-bash\n", r.stdout)
+      end
+      local ok, err = pcall(sb.execute_code, sb, "1", { language = "cobol" })
+      assert.is_false(ok)
+      assert.matches("does not run language 'cobol'", err)
     end)
 
     it("errors carry their stage: create failures are SandboxStartError(create)", function()

@@ -420,6 +420,17 @@ Pic()
       assert.is_nil(sb:download_file("/home/user/does-not-exist"))
       assert.is_true(#logs > n)
       assert.matches("does not exist", logs[#logs])
+      assert.matches("404", logs[#logs])
+    end)
+
+    it("returns nil on a timeout and the warning says it timed out", function()
+      sb:execute_command("echo slow > /home/user/slow.txt")
+      emu:fault { plane = "envd", method = "GET", path = "^/files$", action = "delay", delayMs = 3000 }
+      local n = #logs
+      assert.is_nil(sb:download_file("/home/user/slow.txt", { timeout = 0.5 }))
+      assert.is_true(#logs > n)
+      assert.matches("OPERATION_TIMEDOUT", logs[#logs])
+      assert.matches("/home/user/slow.txt", logs[#logs])
     end)
   end)
 

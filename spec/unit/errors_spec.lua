@@ -159,4 +159,32 @@ describe("glsb.errors #unit", function()
       assert.is_nil(E.transport_failure(E.new(E.SandboxExecutionError, "execute", "x", "str")))
     end)
   end)
+
+  describe("rendering a cause chain", function()
+    it("never prints <error table>: a report's own words, else its fields", function()
+      local e = E.new(E.SandboxStartError, "create", "could not set up", { ok = false, error = "landlock missing" })
+      assert.matches("could not set up <%- cause: landlock missing$", tostring(e))
+      local odd = E.new(E.SandboxStartError, "create", "x", { flag = true, count = 3, nested = {} })
+      assert.matches("<%- cause: {count=3, flag=true}$", tostring(odd))
+      assert.is_nil(tostring(odd):find("<error table>", 1, true))
+    end)
+
+    it("puts the transport's reason and the HTTP body in the first line", function()
+      local t = E.from_response(E.SandboxExecutionError, "download", { error = { phase = "receive",
+        code = "OPERATION_TIMEDOUT", message = "Operation timed out after 500 ms", timeout = true } }, "download failed")
+      assert.matches("^SandboxExecutionError%[download%]: download failed: transport receive OPERATION_TIMEDOUT: "
+        .. "Operation timed out after 500 ms", tostring(t))
+      local h = E.from_response(E.SandboxStartError, "create", { status = 403, headers = {},
+        body = '{"code":403,"message":"you do not have access"}' }, "create failed")
+      assert.matches("create failed: 403 Forbidden: {\"code\":403,\"message\":\"you do not have access\"}",
+        h.message)
+    end)
+
+    it("shows a result in a chain by its status, not its whole output", function()
+      local models = require "glsb.models"
+      local r = models.ExecutionResult.new { status = "error", code = 1, stdout = string.rep("x", 5000) }
+      local e = E.new(E.SandboxStartError, "package_install", "failed", r)
+      assert.matches("<%- cause: ExecutionResult%(status=error, code=1%)$", tostring(e))
+    end)
+  end)
 end)
