@@ -357,7 +357,12 @@ def run_python(rid, code, env):
             if tail is not None:
                 value = eval(tail, NAMESPACE)
                 if value is not None:
-                    print(repr(value))
+                    # the value goes to the result's text, as E2B's main result: its repr, a
+                    # string's without the outer quotes (glsb.models ExecutionResult.text)
+                    text = repr(value)
+                    if isinstance(value, str) and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+                        text = text[1:-1]
+                    result["text"] = text
         finally:
             STATE.in_user_code = False
             if os.getpid() != AGENT_PID:

@@ -147,6 +147,9 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   create_retry = { attempts = 1 },
   -- glsb.connect / glsb.list: a sandbox is a child process tree of its creator
   attach_unsupported = "local sandboxes belong to the process that created them",
+  -- what a failed install that reads like "no network" suggests (glsb.sandbox failure_summary)
+  network_hint = "pass network = true (a local sandbox is offline by default), or pip_find_links = <a directory "
+    .. "of wheels>",
   -- the local provider's own options, declared once (glsb.options: checked strictly; the README's
   -- table is generated from these)
   options = {
@@ -795,7 +798,7 @@ function Sandbox:_run_code(code, opts)
         opts.timeout or 0) })
   end
   if done.ok then
-    return finish(c, done, { status = Status.SUCCESS, code = int(done.exit_code) })
+    return finish(c, done, { status = Status.SUCCESS, code = int(done.exit_code), text = done.text })
   end
   local err
   if done.name then
