@@ -6,6 +6,7 @@
 local core = require "glsb.core"
 local loop = require "glsb.loop"
 local trace_seam = require "glsb.trace.seam"
+local log = require "glsb.log"
 
 local M = {}
 
@@ -79,11 +80,27 @@ local function request(opts)
   return req:result()
 end
 
+-- GLSB_LOG=debug: one line per request (the URL without its query values or credentials; headers, and
+-- so keys and tokens, never logged). Costs one call when debug is off.
+local function logged(fn, opts)
+  local started = core.now()
+  local res = fn(opts)
+  local e = res.error
+  log.debug(string.format("http %s %s -> %s in %.1f ms", opts.method or "GET",
+    require("glsb.trace.redact").url(opts.url), e and (tostring(e.code) .. " (" .. tostring(e.phase) .. ")")
+      or tostring(res.status), (core.now() - started) * 1000),
+    { bytes_out = type(opts.body) == "string" and #opts.body or nil,
+      bytes_in = type(res.body) == "string" and #res.body or nil })
+  return res
+end
+
 function M.request(opts)
   if type(opts) ~= "table" then error("glsb.http.request: opts must be a table", 2) end
+  local fn = request
+  if log.enabled("debug") then fn = function(o) return logged(request, o) end end
   -- tracing's choke point: a client span per request when tracing is on (one field read when off)
-  if trace_seam.on and opts.trace ~= false then return trace_seam.http(request, opts) end
-  return request(opts)
+  if trace_seam.on and opts.trace ~= false then return trace_seam.http(fn, opts) end
+  return fn(opts)
 end
 
 local cjson = require "cjson.safe"
