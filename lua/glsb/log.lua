@@ -5,8 +5,8 @@
 -- GLSB_LOG_FORMAT=json makes that line a JSON object (see json_line below).
 -- GLSB_LOG=debug|info|warn|error (default warn) is the level the default handler shows: debug adds every
 -- HTTP request (method, URL without query values or credentials, status, bytes, milliseconds), retries
--- and timings; retries are warnings, so they show by default. A handler set with set_handler gets
--- every level and filters as it likes.
+-- and timings; retries are warnings, so they show by default. A handler set with set_handler gets info
+-- and above (debug as well when the level is debug) and filters as it likes.
 
 local M = {}
 
@@ -31,9 +31,11 @@ function M.set_level(level)
 end
 
 -- log.enabled(level) -> true when a message at that level reaches anyone (cheap: call it before
--- building an expensive debug message).
+-- building an expensive debug message). A handler of the user's gets info and above, and debug too
+-- when the level is debug (GLSB_LOG=debug or set_level("debug")).
 function M.enabled(level)
-  return custom or LEVELS[level] >= threshold
+  local floor = custom and math.min(threshold, LEVELS.info) or threshold
+  return LEVELS[level] >= floor
 end
 
 local function stderr_handler(level, message, fields)
@@ -131,6 +133,7 @@ function M.set_handler(fn)
 end
 
 local function emit(level, message, fields)
+  if not M.enabled(level) then return end
   -- a broken handler must never turn a warning into a failure
   pcall(handler, level, tostring(message), fields)
 end
