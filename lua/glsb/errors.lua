@@ -341,7 +341,8 @@ function M.compact(t)
   for _, k in ipairs(keys) do
     local v = t[k]
     if v == nil then v = t[tonumber(k)] end
-    out[#out + 1] = k .. "=" .. (type(v) == "string" and string.format("%q", v:sub(1, 120)) or tostring(v))
+    out[#out + 1] = k .. "=" .. (type(v) == "string" and string.format("%q", v:sub(1, 120)):gsub("\\\n", "\\n")
+      or tostring(v))
   end
   local s = "{" .. table.concat(out, ", ") .. "}"
   if #s > 300 then s = s:sub(1, 297) .. "...}" end
