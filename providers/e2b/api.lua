@@ -41,6 +41,18 @@ M.OPTIONS = {
   connect_to = { "string_list", "curl `HOST:PORT:TO_HOST:TO_PORT` entries (split horizon, tests)" },
 }
 
+-- api.clean(v) -> v, or nil for JSON null. api.decode(text) -> the decoded JSON, or nil.
+function M.clean(v)
+  if v == http.json_null then return nil end
+  return v
+end
+
+function M.decode(text)
+  local ok, v = pcall(http.decode_json, text)
+  if ok then return v end
+  return nil
+end
+
 local function strip_slash(s) return (s:gsub("/+$", "")) end
 
 local function nonempty(v)
@@ -168,10 +180,7 @@ end
 -- body_message(res) -> the human part of an error answer: its JSON message, else the body clipped.
 function M.body_message(res)
   local j = res.json
-  if j == nil and type(res.body) == "string" then
-    local ok, v = pcall(http.decode_json, res.body)
-    if ok then j = v end
-  end
+  if j == nil and type(res.body) == "string" then j = M.decode(res.body) end
   if type(j) == "table" and type(j.message) == "string" then return j.message end
   if type(res.body) == "string" and res.body ~= "" then return (res.body:gsub("%s+", " "):sub(1, 300)) end
   return errors.REASON[res.status] or ""

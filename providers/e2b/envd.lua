@@ -18,7 +18,6 @@ local api = require "glsb.providers.e2b.api"
 local Stage = models.Stage
 local Status = models.ExecutionStatus
 local result = models.ExecutionResult.new
-local json_null = http.json_null
 
 local M = {}
 
@@ -30,16 +29,7 @@ M.IDLE = 120
 -- deadline is a little later so that the server's verdict arrives first.
 M.COMMAND_GRACE = 5
 
-local function clean(v)
-  if v == json_null then return nil end
-  return v
-end
-
-local function decode(s)
-  local ok, v = pcall(http.decode_json, s)
-  if ok then return v end
-  return nil
-end
+local clean, decode = api.clean, api.decode
 
 local function auth(conn, headers)
   if conn.user then headers["Authorization"] = "Basic " .. core.b64encode(conn.user .. ":") end

@@ -27,7 +27,6 @@ local interpreter = require "glsb.providers.e2b.interpreter"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
-local json_null = http.json_null
 
 local M = { name = "e2b" }
 
@@ -52,10 +51,7 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("e2b", {
 })
 M.Sandbox = Sandbox
 
-local function clean(v)
-  if v == json_null then return nil end
-  return v
-end
+local clean = api.clean
 
 function Sandbox:_api(method, path, body, timeout)
   return api.request(self._cfg, method, path, body, { timeout = timeout })
@@ -194,6 +190,18 @@ function Sandbox:_adopt(j)
   }
 end
 
+-- A create or connect answer: a `Sandbox` object, or the failure it is (SandboxStartError[stage]).
+function Sandbox:_adopt_answer(res, stage, what)
+  local e = errors.from_response(errors.SandboxStartError, stage, res, what .. " failed")
+  if e then error(e, 0) end
+  local j = res.json
+  if type(j) ~= "table" or type(j.sandboxID) ~= "string" then
+    errors.raise(errors.SandboxStartError, stage, what .. ": the response has no sandboxID",
+      errors.http_failure(res.status, res.headers, res.body))
+  end
+  self:_adopt(j)
+end
+
 function Sandbox:_health_check(timeout)
   local h = self._conn:http {
     method = "GET", url = self._conn:url(api.ENVD_PORT, "/health"), headers = self._conn:headers(api.ENVD_PORT),
@@ -244,14 +252,7 @@ function Sandbox:_start(opts)
     local adopted = self:_find_created(token)
     if adopted then res = adopted end
   end
-  local e = errors.from_response(errors.SandboxStartError, Stage.CREATE, res, "E2B create failed")
-  if e then error(e, 0) end
-  local j = res.json
-  if type(j) ~= "table" or type(j.sandboxID) ~= "string" then
-    errors.raise(errors.SandboxStartError, Stage.CREATE, "E2B create: the response has no sandboxID",
-      errors.http_failure(res.status, res.headers, res.body))
-  end
-  self:_adopt(j)
+  self:_adopt_answer(res, Stage.CREATE, "E2B create")
   -- envd answers before we hand the sandbox out (the base tears it down if this fails).
   self:_health_check(opts.health_timeout)
 end
@@ -348,14 +349,7 @@ function Sandbox:_attach(ref, opts)
       "E2B connect: no sandbox '%s' (it has ended, or it belongs to another team)", id),
       errors.http_failure(res.status, res.headers, res.body))
   end
-  local e = errors.from_response(errors.SandboxStartError, Stage.CONNECT, res, "E2B connect failed")
-  if e then error(e, 0) end
-  local j = res.json
-  if type(j) ~= "table" or type(j.sandboxID) ~= "string" then
-    errors.raise(errors.SandboxStartError, Stage.CONNECT, "E2B connect: the response has no sandboxID",
-      errors.http_failure(res.status, res.headers, res.body))
-  end
-  self:_adopt(j)
+  self:_adopt_answer(res, Stage.CONNECT, "E2B connect")
   local detail, left = self:_detail()
   if detail then
     self.metadata = user_metadata(clean(detail.metadata))

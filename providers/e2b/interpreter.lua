@@ -12,7 +12,6 @@ local api = require "glsb.providers.e2b.api"
 
 local Status = models.ExecutionStatus
 local result = models.ExecutionResult.new
-local json_null = http.json_null
 
 local M = {}
 
@@ -23,16 +22,7 @@ M.IDLE = 30
 -- byte): a frame this large still fits a capped stream; past it the line is refused as FRAME_TOO_LARGE.
 M.MAX_FRAME = 8 * output.CAP
 
-local function clean(v)
-  if v == json_null then return nil end
-  return v
-end
-
-local function decode(s)
-  local ok, v = pcall(http.decode_json, s)
-  if ok then return v end
-  return nil
-end
+local clean, decode = api.clean, api.decode
 
 -- Rich result of one `result` line: every MIME field E2B sends (png/jpeg/pdf are base64 text, kept as
 -- is), plus is_main_result and extra.
