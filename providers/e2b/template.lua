@@ -36,6 +36,7 @@ M.DEFAULT_BASE_TEMPLATE = "code-interpreter-v1"
 M.TAG_PREFIX = "glsb-"
 local HOME = "/home/user"
 local UPLOAD_TIMEOUT = 3600
+local LOG_TAIL = 8 -- build log lines a failure message repeats
 
 local function fail(message, cause)
   errors.raise(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, message, cause)
@@ -218,7 +219,7 @@ end
 -- Polls the build until it is ready (returns) or failed (raises), streaming log entries.
 function Template:_wait(name, tid, bid)
   local deadline = loop.now() + self.build_timeout
-  local offset, status = 0, "waiting"
+  local offset, status, last = 0, "waiting", {}
   local path = "/templates/" .. http.escape(tid) .. "/builds/" .. http.escape(bid) .. "/status?logsOffset="
   while true do
     local res = self:_api("GET", path .. offset)
@@ -231,6 +232,10 @@ function Template:_wait(name, tid, bid)
       if type(e) == "table" then
         self:_log({ timestamp = e.timestamp, level = e.level, message = e.message,
           step = e.step ~= http.json_null and e.step or nil, status = status })
+        if type(e.message) == "string" then
+          last[#last + 1] = e.message
+          if #last > LOG_TAIL then table.remove(last, 1) end
+        end
       end
     end
     offset = offset + #entries
@@ -242,8 +247,14 @@ function Template:_wait(name, tid, bid)
       local msg = type(reason.message) == "string" and reason.message or "the build failed"
       local step_ = reason.step ~= http.json_null and reason.step or nil
       local where = step_ ~= nil and (" (step " .. tostring(step_) .. ")") or ""
-      fail(string.format("E2B build of template '%s' failed%s: %s", name, where, msg),
-        { message = msg, step = reason.step, build_id = bid, template_id = tid })
+      -- the build's last log lines, once: what the failing step printed (pip's reason, a command's error)
+      local tail = {}
+      for _, line in ipairs(last) do
+        if not msg:find(line, 1, true) then tail[#tail + 1] = "  " .. line end
+      end
+      fail(string.format("E2B build of template '%s' failed%s: %s%s", name, where, msg,
+        #tail > 0 and ("\nlast build log lines:\n" .. table.concat(tail, "\n")) or ""),
+        { step = reason.step, build_id = bid, template_id = tid })
     end
     if loop.now() > deadline then
       fail(string.format("E2B build of template '%s' did not finish within %ds (build %s still %s)",

@@ -128,11 +128,15 @@ describe("e2b template builder #e2b", function()
 
     it("raises TemplateBuildError[template_build] with the failing step", function()
       local b = builder()
-      local ok, err = pcall(b.ensure, b, { name = "glsb-e2b-broken", run = { "exit 7" } })
+      local ok, err = pcall(b.ensure, b, { name = "glsb-e2b-broken",
+        run = { "x=No-matching; echo \"ERROR: $x-distribution\" >&2; exit 7" } })
       assert.is_false(ok)
       assert.is_true(errors.is(err, errors.TemplateBuildError))
       assert.equal(glsb.Stage.TEMPLATE_BUILD, err.stage)
       assert.matches("step 1", err.message)
+      -- what the step printed is in the message, once
+      local text = tostring(err)
+      assert.equal(1, select(2, text:gsub("ERROR: No%-matching%-distribution", "")), text)
     end)
 
     it("raises TemplateBuildError[template_build] when the archive upload fails", function()
