@@ -19,7 +19,7 @@
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local sandbox_mod = require "glsb.sandbox"
-local trace_seam = require "glsb.trace.seam"
+local options = require "glsb.options"
 
 local Stage = models.Stage
 
@@ -119,17 +119,29 @@ local function run_guarded(sb, fn, ...)
   error(workspace_error("workspace helper channel failed: " .. errors.describe(err), "channel", err), 0)
 end
 
--- Tracing's choke point (glsb.trace): a span per workspace operation when tracing is on (one field read
--- when it is off).
-local function traced(name, sb, fn, ...)
-  if trace_seam.on then return trace_seam.operation(name, sb, nil, fn, ...) end
-  return fn(...)
-end
+-- The declared request/options (glsb.options: an unknown key or a wrong type is an argument error at the
+-- caller's line; README.md's tables are generated from these).
+M.OPTIONS = {
+  write_workspace_file = {
+    relative_path = { "string", "where, below the workspace root (no `..`, no absolute path, no symlink)" },
+    data = { "string", "the bytes to write" },
+    max_bytes = { "integer", "refuse more than this", default = "16777216" },
+    overwrite = { "boolean", "replace an existing file (never silently)", default = "false" },
+  },
+  run_workspace_command = {
+    cwd_components = { "string_list", "working directory, as path components below the workspace root" },
+    env = { "string_map", "environment variables (nothing else is inherited)" },
+    env_allowlist = { "string_list", "names of the sandbox's own variables to pass on" },
+    timeout = { "seconds", "the whole process group is killed after it; `<= 0`: none", default = "30" },
+    max_output_bytes = { "integer", "per stream; more is counted, not kept", default = "1048576" },
+  },
+}
 
 -- write_workspace_file(sandbox, {relative_path, data, max_bytes, overwrite, timeout}) -> {bytes, path, replaced}
 -- timeout: seconds for the whole write (default 60, <= 0 none): a far side that stops reading cannot
 -- hold the call until the lease ends.
 function M.write_workspace_file(sb, req)
+  options.check(req, M.OPTIONS.write_workspace_file, "write_workspace_file")
   check_sandbox(sb, "write_workspace_file")
   if type(req) ~= "table" then error("write_workspace_file: request must be a table", 2) end
   local path, data = req.relative_path, req.data
@@ -167,6 +179,7 @@ end
 
 -- run_workspace_command(sandbox, argv, opts) -> result table (API.md "workspace primitives")
 function M.run_workspace_command(sb, argv, opts)
+  options.check(opts, M.OPTIONS.run_workspace_command, "run_workspace_command")
   check_sandbox(sb, "run_workspace_command")
   string_array(argv, "run_workspace_command: argv")
   if #argv == 0 then error("run_workspace_command: argv must not be empty", 2) end
