@@ -2,7 +2,8 @@
 -- declarations (glsb.options). A table sits between
 --   <!-- glsb-options: WHO WHAT -->   and   <!-- /glsb-options -->
 -- WHO = "base" (the common options, every provider) or a provider name; WHAT = create, connect, list,
--- execute_code, execute_command, download_file, terminate, ref (the sandbox's), provider (a provider's
+-- execute_code, execute_command, download_file, terminate, ref (the sandbox's), write_workspace_file,
+-- run_workspace_command (glsb.workspace's), provider (a provider's
 -- own credentials/endpoints), template (a template builder's).
 --
 --   lua5.4 spec/support/readme_options.lua --write    regenerates every table in place
@@ -18,6 +19,8 @@ function M.schema(who, what)
   local opts = options()
   if who == "base" then
     if what == "template" then return require("glsb.template").TemplateBuilder.options.builder end
+    local ws = require("glsb.workspace").OPTIONS[what]
+    if ws then return ws end
     local sandbox = require "glsb.sandbox"
     return sandbox.schema(sandbox.CodeInterpreterSandbox, what)
   end

@@ -121,3 +121,15 @@ describe("strict options on the public API #unit", function()
     misuse("delete: name must be a non%-empty string", b.delete, b, "")
   end)
 end)
+
+describe("strict options on the workspace primitives #unit", function()
+  it("names the unknown key before touching the sandbox", function()
+    local sb = { is_running = function() return true end }
+    misuse("write_workspace_file: unknown option 'relative_pth' %(did you mean 'relative_path'%?%)",
+      glsb.write_workspace_file, sb, { relative_pth = "x", data = "" })
+    misuse("run_workspace_command: unknown option 'max_output' %(did you mean 'max_output_bytes'%?%)",
+      glsb.run_workspace_command, sb, { "true" }, { max_output = 1 })
+    misuse("run_workspace_command: option 'env_allowlist' must be an array of strings",
+      glsb.run_workspace_command, sb, { "true" }, { env_allowlist = "PATH" })
+  end)
+end)

@@ -7,7 +7,8 @@ local options = require "glsb.options"
 describe("README option tables #unit", function()
   local expected = {
     ["README.md"] = { "base create", "base execute_code", "base execute_command", "base download_file",
-      "base terminate", "base connect", "base list", "base ref", "base template" },
+      "base terminate", "base connect", "base list", "base ref", "base template", "base write_workspace_file",
+      "base run_workspace_command" },
     ["providers/e2b/README.md"] = { "e2b provider", "e2b create", "e2b connect", "e2b template" },
     ["providers/local/README.md"] = { "local create", "local template" },
   }
