@@ -83,8 +83,11 @@ end
 -- closest(name, known) -> the known name closest to name (edit distance), or nil when none is close.
 function M.closest(name, known)
   local best, best_d
+  local low = name:lower()
   for k in pairs(known) do
-    local d = levenshtein(name:lower(), k:lower())
+    local kl = k:lower()
+    -- a prefix (max_output for max_output_bytes) is as close as one typo
+    local d = (#low >= 3 and kl:sub(1, #low) == low) and 1 or levenshtein(low, kl)
     if d < (best_d or math.huge) or (d == best_d and k < best) then best, best_d = k, d end
   end
   if best and best_d <= math.max(2, #name // 3) then return best end
