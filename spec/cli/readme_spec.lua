@@ -1,7 +1,14 @@
 -- Every ```lua block of README.md and providers/*/README.md runs, each in a fresh glsb-lua, as a reader
 -- would paste it (issue 14: no example that only looks right). Remote providers run against their
 -- loopback emulators through their environment variables; paths a reader would have (a wheel directory)
--- are substituted by private ones. A README with Lua blocks and no setup here fails: add one.
+-- are substituted by private ones.
+--
+-- A provider whose README has Lua blocks adds spec/<provider>/readme_setup.lua:
+--   return { start = function(tmp) ... return env, substitutions end, stop = function() ... end }
+-- start gets a private directory and returns the environment its blocks need (its emulator's URL and
+-- credentials in the variables the provider reads) and {["literal in the README"] = "replacement"};
+-- stop ends what start began. Every block of every README then runs with all of them. A provider README
+-- with Lua blocks and no such module fails here. (local and e2b are set up below.)
 -- #readme #local #e2b
 local shell = require "support.shell"
 local helper = require "local.helper"
@@ -37,8 +44,22 @@ local function readmes()
   return list
 end
 
+-- Each provider's own README setup module, when it has one: name -> module.
+local function provider_setups()
+  local out = {}
+  for _, path in ipairs(readmes()) do
+    local name = path:match("^providers/([^/]+)/README%.md$")
+    if name then
+      local ok, mod = pcall(require, name .. ".readme_setup")
+      if ok and type(mod) == "table" then out[name] = mod end
+    end
+  end
+  return out
+end
+
 describe("README examples run #readme #local #e2b", function()
   local tmp, emu, env, subst
+  local setups = provider_setups()
 
   setup(function()
     tmp = helper.private_tmp()
@@ -53,9 +74,17 @@ describe("README examples run #readme #local #e2b", function()
       E2B_API_KEY = emu.api_key, E2B_API_URL = emu.base, E2B_SANDBOX_URL = emu.base,
     }
     subst = { ["/srv/wheels"] = tmp .. "/wheels" }
+    for name, mod in pairs(setups) do
+      local dir = tmp .. "/" .. name
+      os.execute("mkdir -m 755 " .. shell.q(dir))
+      local e, sub = mod.start(dir)
+      for k, v in pairs(e or {}) do env[k] = v end
+      for k, v in pairs(sub or {}) do subst[k] = v end
+    end
   end)
 
   teardown(function()
+    for _, mod in pairs(setups) do pcall(mod.stop) end
     if emu then emu:stop() end
     if tmp then helper.rm_rf(tmp) end
   end)
@@ -73,14 +102,17 @@ describe("README examples run #readme #local #e2b", function()
       .. shell.q(GLSB_LUA) .. " " .. shell.q(file) .. " 2>&1")
   end
 
-  local SETUP = { ["README.md"] = true, ["providers/e2b/README.md"] = true, ["providers/local/README.md"] = true }
+  local function has_setup(path)
+    local name = path:match("^providers/([^/]+)/README%.md$")
+    return name == nil or name == "e2b" or name == "local" or setups[name] ~= nil
+  end
 
   for _, path in ipairs(readmes()) do
     local list = blocks(path)
     if #list > 0 then
       it(path .. " has a setup here for its Lua blocks", function()
-        assert.is_true(SETUP[path] == true, path .. " has Lua blocks: add what they need to run to "
-          .. "spec/cli/readme_spec.lua (an emulator's environment, substitutions)")
+        assert.is_true(has_setup(path), path .. " has Lua blocks: add spec/<provider>/readme_setup.lua "
+          .. "(see the head of spec/cli/readme_spec.lua)")
       end)
     end
     for _, b in ipairs(list) do
