@@ -485,7 +485,10 @@ local function do_create(self, sopts, retry_override)
   local started = now()
   retry.call(start_attempt, p, self, sopts)
   self._state = "running"
-  self._lease_ends = sopts.timeout and started + sopts.timeout or nil
+  -- the provider may say what lease it got (E2B: its default when none was asked for)
+  local lease = self._lease_remaining or sopts.timeout
+  self._lease_remaining = nil
+  self._lease_ends = lease and started + lease or nil
   self._started_wall = os.time()
   M.track(self)
   self:_after_start(sopts)

@@ -238,8 +238,8 @@ function Sandbox:_start(opts)
     metadata = string_map(opts.metadata, "metadata"),
     envVars = string_map(opts.env, "env"),
   }
-  -- E2B has no unbounded lease; nil leaves the server default (300 s).
-  if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout)) end
+  -- E2B has no unbounded lease; nil leaves the server default (300 s), which the base then knows.
+  if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout)) else self._lease_remaining = 300 end
   -- A create token in the metadata: when the answer is lost after the request was delivered,
   -- the sandbox may exist; we find it by its token and adopt it instead of leaking it (and a
   -- retry would otherwise create a second one).

@@ -459,6 +459,20 @@ return function(provider, opts_factory, features)
       assert.matches("does not run language 'cobol'", err)
     end)
 
+    it("options are strict: a typo is an argument error naming the closest key, before anything starts", function()
+      local opts = opts_factory()
+      opts.timout = 5
+      local ok, err = pcall(glsb.create, provider, opts)
+      assert.is_false(ok)
+      assert.is_string(err, "misuse is a plain error, not a glsb error object")
+      assert.matches("create: unknown option 'timout' %(did you mean 'timeout'%?%)", err)
+      opts.timout, opts.keep_alive = nil, "yes"
+      ok, err = pcall(glsb.create, provider, opts)
+      assert.is_false(ok)
+      assert.matches("create: option 'keep_alive' must be a boolean, got string \"yes\"", err)
+      assert.are.same({}, leftovers())
+    end)
+
     it("errors carry their stage: create failures are SandboxStartError(create)", function()
       local opts = features.bad_create_opts and features.bad_create_opts()
         or merge(opts_factory(), { template = "glsb-no-such-template-0000" })
