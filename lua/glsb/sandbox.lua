@@ -67,6 +67,7 @@ local log = require "glsb.log"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local options = require "glsb.options"
+local trace_seam = require "glsb.trace.seam"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
@@ -155,6 +156,8 @@ local COMMON = {
     on_stderr = { "function", "called once per line of stderr, while it runs" },
     files = { "table", "`SandboxFile`s uploaded first, to `upload_dir/<filename>`" },
     upload_dir = { "string", "absolute directory for `files`", default = "/files" },
+    trace_into_sandbox = { "boolean", "pass the current span as `TRACEPARENT` in env",
+      default = "glsb.trace.configure's" },
   },
   download_file = { timeout = { "seconds", "`<= 0`: none", default = "60" } },
   start_command = {
@@ -483,7 +486,12 @@ local function do_create(self, sopts, retry_override)
       tostring(err)), { provider = self.provider })
   end
   local started = now()
-  retry.call(start_attempt, p, self, sopts)
+  local attempt = 0
+  retry.call(function(...)
+    attempt = attempt + 1
+    return traced("glsb.sandbox.create.attempt", self, trace_seam.on and { ["glsb.retry.attempt"] = attempt },
+      start_attempt, ...)
+  end, p, self, sopts)
   self._state = "running"
   -- the provider may say what lease it got (E2B: its default when none was asked for)
   local lease = self._lease_remaining or sopts.timeout
@@ -514,7 +522,7 @@ function M.create(cls, opts)
     self.metadata = {}
     for k, v in pairs(opts.metadata or {}) do self.metadata[k] = tostring(v) end
   end
-  return guarded(self, do_create, sopts, opts.retry)
+  return traced_op("glsb.sandbox.create", self, do_create, sopts, opts.retry)
 end
 
 ---------------------------------------------------------------------------
@@ -573,7 +581,7 @@ function M.connect(cls, ref, opts)
       .. "an existing sandbox%s", tostring(cls.provider_name),
       cls.attach_unsupported and (": " .. cls.attach_unsupported) or ""))
   end
-  return guarded(self, do_connect, ref, sopts)
+  return traced_op("glsb.sandbox.connect", self, do_connect, ref, sopts)
 end
 
 -- sb:ref(opts) -> a plain table (strings and numbers only: it can go through JSON to another process)
@@ -676,9 +684,11 @@ function BaseSandbox:execute_command(command, opts)
     timeout = M.resolve_timeout(opts.timeout, self.default_command_timeout, "execute_command: timeout"),
     env = check_env(opts.env, "execute_command"),
     cwd = opts.cwd, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
+    trace_into_sandbox = opts.trace_into_sandbox,
   }
   local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir)
-  return guarded(self, execution_body, "execute_command", "_run_command", command, hopts, files, upload_dir)
+  return traced_op("glsb.sandbox.execute_command", self, execution_body, "execute_command", "_run_command", command,
+    hopts, files, upload_dir)
 end
 
 local function download_body(self, path, timeout)
@@ -706,7 +716,7 @@ function BaseSandbox:download_file(path, opts)
   if type(path) ~= "string" or path == "" then options.arg_error("download_file: path must be a non-empty string") end
   opts = check(getmetatable(self), opts, "download_file")
   local timeout = M.resolve_timeout(opts.timeout, constants.DEFAULT_DOWNLOAD_TIMEOUT, "download_file: timeout")
-  return guarded(self, download_body, path, timeout)
+  return traced_op("glsb.sandbox.download", self, download_body, path, timeout)
 end
 
 local function set_timeout_body(self, seconds)
@@ -869,7 +879,7 @@ end
 -- failure after every retry raises SandboxTerminateError and keeps sandbox_id.
 function BaseSandbox:terminate(opts)
   opts = check(getmetatable(self), opts, "terminate")
-  return guarded(self, terminate_body, opts.timeout or constants.DEFAULT_TERMINATE_TIMEOUT)
+  return traced_op("glsb.sandbox.terminate", self, terminate_body, opts.timeout or constants.DEFAULT_TERMINATE_TIMEOUT)
 end
 
 ---------------------------------------------------------------------------
@@ -891,6 +901,8 @@ CodeInterpreterSandbox.options = {
     on_stderr = { "function", "called once per line of stderr, while it runs" },
     files = { "table", "`SandboxFile`s uploaded first, to `upload_dir/<filename>`" },
     upload_dir = { "string", "absolute directory for `files`", default = "/files" },
+    trace_into_sandbox = { "boolean", "pass the current span as `TRACEPARENT` in env",
+      default = "glsb.trace.configure's" },
   },
 }
 CodeInterpreterSandbox.languages = { python = true }
@@ -1012,9 +1024,11 @@ function CodeInterpreterSandbox:execute_code(code, opts)
     timeout = M.resolve_timeout(opts.timeout, self.default_code_timeout, "execute_code: timeout"),
     env = check_env(opts.env, "execute_code"),
     language = language, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
+    trace_into_sandbox = opts.trace_into_sandbox,
   }
   local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir)
-  return guarded(self, execution_body, "execute_code", "_run_code", code, hopts, files, upload_dir)
+  return traced_op("glsb.sandbox.execute_code", self, execution_body, "execute_code", "_run_code", code, hopts,
+    files, upload_dir)
 end
 
 return M

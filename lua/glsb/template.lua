@@ -387,6 +387,11 @@ end
 -- identical content already existed. A bad spec is an argument error; a failed build TemplateBuildError.
 function TemplateBuilder:ensure(spec)
   local norm = M.normalize(spec)
+  -- tracing's choke point: a span for ensure when tracing is on (one field read when off)
+  if trace_seam.on then
+    return trace_seam.operation("glsb.template.ensure", self, { ["glsb.template.name"] = norm.name },
+      run_wrapped, ensure_body, self, norm)
+  end
   return run_wrapped(ensure_body, self, norm)
 end
 

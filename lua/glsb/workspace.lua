@@ -19,6 +19,7 @@
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local sandbox_mod = require "glsb.sandbox"
+local trace_seam = require "glsb.trace.seam"
 local options = require "glsb.options"
 
 local Stage = models.Stage
@@ -117,6 +118,13 @@ local function run_guarded(sb, fn, ...)
   local loop = require "glsb.loop"
   if loop.is_cancelled(err) or errors.is_error(err) then error(err, 0) end
   error(workspace_error("workspace helper channel failed: " .. errors.describe(err), "channel", err), 0)
+end
+
+-- Tracing's choke point (glsb.trace): a span per workspace operation when tracing is on (one field read
+-- when it is off).
+local function traced(name, sb, fn, ...)
+  if trace_seam.on then return trace_seam.operation(name, sb, nil, fn, ...) end
+  return fn(...)
 end
 
 -- The declared request/options (glsb.options: an unknown key or a wrong type is an argument error at the
