@@ -131,6 +131,13 @@ end
 
 function ExecutionResult.is(x) return getmetatable(x) == ExecutionResult end
 
+-- ExecutionResult.text_of(repr) -> the `text` field's form of an interpreter's text/plain repr: a
+-- string's repr without its outer quotes ('aa' -> aa), anything else as it is (E2B's rule).
+function ExecutionResult.text_of(repr)
+  if type(repr) ~= "string" then return repr end
+  return repr:match("^'(.*)'$") or repr:match('^"(.*)"$') or repr
+end
+
 -- One line for a cause chain (glsb.errors.describe): status and code, not the whole output (an error's
 -- message already carries what matters of it, once).
 ExecutionResult.__describe = function(self)
