@@ -268,7 +268,7 @@ function M.run_command(conn, command, opts)
         failure = { exception_type = "TimeoutError", retry_safe = false } }
     elseif code then
       r = result { status = code == 0 and Status.SUCCESS or Status.ERROR, code = code,
-        error = code ~= 0 and (tb ~= "" and tb or ("exit status " .. code)) or nil }
+        error = code ~= 0 and ("command exited with code " .. code) or nil } -- the contract's words
     else
       -- execd could not start it (the OS said why): it did not run
       r = result { status = Status.ERROR, error = "execute_command: " .. value,
@@ -379,7 +379,7 @@ local function run_cell(conn, code, opts)
       r.execution_count = st_ev.execution_count
       r.context_id = st_ev.context_id
       local last = st_ev.results[#st_ev.results]
-      if last and r.status == Status.SUCCESS then r.text = last.text end
+      if last and r.status == Status.SUCCESS then r.text = models.ExecutionResult.text_of(last.text) end
       return r
     end
   end
