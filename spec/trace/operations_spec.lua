@@ -171,8 +171,9 @@ describe("glsb.trace operation spans #trace", function()
     assert.are.equal("1", env.A)
     sb:execute_command("c", { trace_into_sandbox = true })
     assert.is_string(backend.last("_run_command").opts.env.TRACEPARENT)
-    assert.has_error(function() sb:execute_code("d", { trace_into_sandbox = "yes" }) end,
-      "execute_code: opts.trace_into_sandbox must be a boolean, got string")
+    local ok, err = pcall(sb.execute_code, sb, "d", { trace_into_sandbox = "yes" })
+    assert.is_false(ok)
+    assert.matches("execute_code: option 'trace_into_sandbox' must be a boolean, got string \"yes\"", err)
   end)
 
   it("follow configure{trace_into_sandbox = true}, which a call can turn off", function()
