@@ -135,13 +135,14 @@ M.OPTIONS = {
     data = { "string", "the bytes to write" },
     max_bytes = { "integer", "refuse more than this", default = "16777216" },
     overwrite = { "boolean", "replace an existing file (never silently)", default = "false" },
+    timeout = { "seconds", "a far side that stops reading ends the write; `<= 0`: none", default = "60" },
   },
   run_workspace_command = {
     cwd_components = { "string_list", "working directory, as path components below the workspace root" },
     env = { "string_map", "environment variables (nothing else is inherited)" },
     env_allowlist = { "string_list", "names of the sandbox's own variables to pass on" },
     timeout = { "seconds", "the whole process group is killed after it; `<= 0`: none", default = "30" },
-    max_output_bytes = { "integer", "per stream; more is counted, not kept", default = "1048576" },
+    max_output_bytes = { "integer", "per stream, at most 64 MiB; more is counted, not kept", default = "1048576" },
   },
 }
 
