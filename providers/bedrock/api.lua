@@ -75,6 +75,25 @@ end
 
 -- config(opts) -> cfg, or nil, message (no region). cfg: region, endpoint, control_endpoint,
 -- credentials (a provider: cfg.credentials:get()), transport options, attempts.
+-- AgentCore's provider options, declared once (glsb.options: checked strictly by the base class; the
+-- README's tables come from these): create, connect, list and the template builder take them.
+M.OPTIONS = {
+  region = { "string|boolean", "none found: `SandboxStartError`, nothing sent (false: ignore the options')",
+    default = "$AWS_REGION, $AWS_DEFAULT_REGION, the profile's" },
+  access_key_id = { "string", "with `secret_access_key` (and `session_token`): explicit credentials",
+    default = "the AWS chain" },
+  secret_access_key = { "string", "see `access_key_id`" },
+  session_token = { "string", "temporary credentials' token" },
+  profile = { "string", "shared-files profile", default = "$AWS_PROFILE or default" },
+  endpoint = { "string", "data plane", default = "$BEDROCK_AGENTCORE_DP_ENDPOINT or https://bedrock-agentcore.<region>"
+    .. ".amazonaws.com" },
+  control_endpoint = { "string", "control plane (templates)", default = "$BEDROCK_AGENTCORE_CP_ENDPOINT or "
+    .. "https://bedrock-agentcore-control.<region>.amazonaws.com" },
+  cainfo = { "string", "a CA bundle to check the endpoints' certificates with" },
+  connect_to = { "string_list", "curl `HOST:PORT:TO_HOST:TO_PORT` entries (split horizon)" },
+  getenv = { "function", "where environment variables are read (tests)", default = "os.getenv" },
+}
+
 function M.config(opts)
   opts = opts or {}
   local region = credentials.region(opts)
@@ -297,7 +316,9 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
     out = { status = res.status or 0, headers = res.headers }
     if out.status == 200 then
       -- frames, or nil, message, code and the frames decoded before the failure
-      local frames, _, code, before = core.decode_frames("eventstream", chunks)
+      -- a frame holds one whole result: up to two capped streams JSON-escaped (glsb.output.CAP each), so
+      -- an oversized output is capped by the base class rather than lost as FRAME_TOO_LARGE
+      local frames, _, code, before = core.decode_frames("eventstream", chunks, 16 * require("glsb.output").CAP)
       read_frames(out, frames or before or {}, creds)
       if code and not res.error then
         out.transport = { phase = "framing", code = code, retry_safe = false,

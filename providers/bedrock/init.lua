@@ -36,6 +36,16 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("bedrock", {
   -- connection failures, one clientToken), so the base makes one attempt of each.
   create_retry = { attempts = 1 },
   terminate_retry = { attempts = 1 },
+  -- its options, declared once (glsb.options; kit's commit: strict options landed in the base class)
+  options = {
+    provider = api.OPTIONS,
+    create = {
+      identifier = { "string", "the code interpreter (id or ARN)", default = "aws.codeinterpreter.v1" },
+      session_timeout = { "seconds", "the session's TTL (1..28800), as `timeout`", default = "900" },
+      name = { "string", "session name", default = "glsb-<8 hex>" },
+      create_timeout = { "positive", "seconds per Start request", default = "60" },
+    },
+  },
 })
 M.Sandbox = Sandbox
 Sandbox.workspace_root = M.WORKDIR
@@ -228,7 +238,8 @@ function Sandbox:_run_command(command, opts)
   end
   local r = result { status = exit == 0 and Status.SUCCESS or Status.ERROR, code = exit,
     stdout = stdout, stderr = stderr }
-  if exit ~= 0 then r.error = ("exit status %d"):format(exit) .. (stderr ~= "" and (": " .. stderr:sub(-500)) or "") end
+  -- the contract's words on every provider; what the command said is in r.stderr
+  if exit ~= 0 then r.error = ("command exited with code %d"):format(exit) end
   return r
 end
 

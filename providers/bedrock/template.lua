@@ -26,7 +26,16 @@ M.BUILD_TIMEOUT = 900       -- seconds to wait for CREATING to end
 M.POLL_FIRST = 0.2
 M.POLL_MAX = 5
 
-local Template = template.TemplateBuilder:extend("bedrock")
+local Template = template.TemplateBuilder:extend("bedrock", {
+  -- declared once (glsb.options): the provider's (credentials, endpoints) and the builder's own
+  options = {
+    provider = api.OPTIONS,
+    builder = {
+      build_timeout = { "positive", "seconds until the interpreter is READY", default = "900" },
+      sleep = { "function", "the pause between status polls (tests)", default = "glsb.sleep" },
+    },
+  },
+})
 M.Template = Template
 
 local UNSUPPORTED = { "base_image", "base_template", "apt_packages", "files", "run", "env", "workdir", "start_cmd",
