@@ -12,7 +12,8 @@ local M = {}
 
 local function options() return require "glsb.options" end
 
-M.FILES = { "README.md", "providers/e2b/README.md", "providers/local/README.md", "providers/opensandbox/README.md" }
+M.FILES = { "README.md", "providers/e2b/README.md", "providers/local/README.md", "providers/opensandbox/README.md",
+  "providers/bedrock/README.md" }
 
 -- schema(who, what) -> the schema a marker names.
 function M.schema(who, what)

@@ -12,6 +12,7 @@ describe("README option tables #unit", function()
     ["providers/e2b/README.md"] = { "e2b provider", "e2b create", "e2b connect", "e2b template" },
     ["providers/local/README.md"] = { "local create", "local template" },
     ["providers/opensandbox/README.md"] = { "opensandbox provider", "opensandbox create", "opensandbox template" },
+    ["providers/bedrock/README.md"] = { "bedrock provider", "bedrock create", "bedrock template" },
   }
 
   for _, path in ipairs(readme.FILES) do
@@ -30,7 +31,7 @@ describe("README option tables #unit", function()
 
   it("every option a provider declares is in its README", function()
     local glsb = require "glsb"
-    for _, name in ipairs({ "e2b", "local", "opensandbox" }) do
+    for _, name in ipairs({ "e2b", "local", "opensandbox", "bedrock" }) do
       local p = glsb.provider(name)
       local text = readme.read("providers/" .. name .. "/README.md")
       local declared = options.merge(options.own(p.Sandbox, "create", "provider"), options.own(p.Sandbox, "connect"),
