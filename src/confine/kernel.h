@@ -22,6 +22,10 @@
 #ifndef SYS_openat2
 #define SYS_openat2 437
 #endif
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#define SYS_move_mount 429
+#endif
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
 #endif
@@ -41,6 +45,17 @@
 #endif
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080 /* unshare() only: the bit is CSIGNAL space for clone() */
+#endif
+
+/* --- open_tree / move_mount (5.2) --- */
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC 02000000 /* O_CLOEXEC */
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
 #endif
 
 /* --- mount_setattr (5.12) --- */

@@ -104,7 +104,9 @@ __attribute__((noreturn)) static void child_main(struct sb *sb)
 	/* A session of its own: no controlling terminal, no job control over the caller's. */
 	setsid();
 
-	glsb_sb_open_mount_sources(sb);
+	char err[600];
+	if (!sb->detached_sources && glsb_sb_open_mount_sources(sb, err, sizeof err) < 0)
+		glsb_sb_child_fail(sb, "%s", err);
 	glsb_sb_become_userns_root(sb);
 	glsb_sb_build_root(sb);
 	glsb_sb_setup_uts_net(sb);
@@ -177,16 +179,15 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	int rc = glsb_sb_parse_options(sb, argc, argv);
 	if (rc >= 0)
 		return rc;
-	sb->sup_sfd = sb->status_wr = sb->sync_rd = -1;
+	sb->sup_sfd = sb->status_wr = sb->sync_rd = sb->id_lock_fd = -1;
+	sb->id_slot = -1;
 	sb->root_mode = geteuid() == 0;
-	sb->host_uid = sb->root_mode ? sb->opt.id_base + SANDBOX_UID : (long)getuid();
-	sb->host_gid = sb->root_mode ? sb->opt.id_base + SANDBOX_UID : (long)getgid();
 
 	/* The supervisor dies with its owner too, but gets to clean up: SIGHUP, handled below.
 	 * If the owner is already gone, the signal will never come: stop here. */
-	pid_t owner = getppid();
+	sb->owner = getppid();
 	prctl(PR_SET_PDEATHSIG, SIGHUP);
-	if (getppid() != owner || owner == 1)
+	if (getppid() != sb->owner || sb->owner == 1)
 		return EXIT_SETUP;
 	/* Pipes and the report must not land on 0-2 if a caller closed them. */
 	for (int fd = 0; fd < 3; fd++)
@@ -200,8 +201,17 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	pid_t pid = -1;
 	char name[64];
 
+	if (sb->root_mode && !sb->opt.id_base_given && glsb_sb_claim_id_slot(sb, err, sizeof err) < 0)
+		goto fail;
+	sb->host_uid = sb->root_mode ? sb->opt.id_base + SANDBOX_UID : (long)getuid();
+	sb->host_gid = sb->root_mode ? sb->opt.id_base + SANDBOX_UID : (long)getgid();
 	if (glsb_sb_prepare_workspace(sb, err, sizeof err) < 0 ||
 	    glsb_sb_plan_mounts(sb, err, sizeof err) < 0)
+		goto fail;
+	/* As root, the child is created with the sandbox's own host ids (see start_child), which
+	 * cannot reach what root can: open the sources for it. */
+	sb->detached_sources = sb->root_mode;
+	if (sb->detached_sources && glsb_sb_open_mount_sources(sb, err, sizeof err) < 0)
 		goto fail;
 	if (sb->root_mode)
 		glsb_sb_give_stdio(sb);
@@ -264,6 +274,8 @@ out:
 	if (sb->sup_sfd >= 0)
 		close(sb->sup_sfd);
 	glsb_sb_cleanup(sb);
+	if (sb->id_lock_fd >= 0)
+		close(sb->id_lock_fd); /* the id range is free again */
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
 	return exit_code;
 }

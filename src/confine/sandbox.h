@@ -22,6 +22,10 @@
  * and 1000 only), like a subordinate id range. 0x70000000 is above the ranges useradd and
  * systemd-nspawn hand out. */
 #define DEFAULT_ID_BASE 1879048192L
+/* Without --id-base, each sandbox started by root claims its own slot of that range
+ * (sb_ids.c): ids DEFAULT_ID_BASE + k * SB_ID_SLOT_SIZE (+ 1000), k < --id-slots. */
+#define SB_ID_SLOT_SIZE 65536L
+#define SB_DEFAULT_ID_SLOTS 4096L
 #define NEWROOT "/tmp" /* where the new root tmpfs is built, in the new mount namespace only */
 #define EXIT_SETUP 125
 #define EXIT_USAGE 2
@@ -39,7 +43,8 @@ struct sb_options {
 	const char *env[256];
 	int nenv;
 	int network, degraded, cleanup, report_fd;
-	long memory_mb, cpu_s, nproc, file_mb, disk_mb, nofile, id_base;
+	long memory_mb, cpu_s, nproc, file_mb, disk_mb, nofile, id_base, id_slots;
+	int id_base_given;
 	double cpus; /* CPU quota in CPUs; 0: none */
 	char **argv; /* PROGRAM and its arguments */
 };
@@ -69,8 +74,12 @@ struct sb {
 	struct sb_mount plan[128];
 	int nplan;
 	char ws_real[PATH_MAX];
+	pid_t owner;                  /* the process that started us (PR_SET_PDEATHSIG) */
 	int root_mode;                /* started as root: shifted id map */
+	int detached_sources;         /* plan fds are open_tree clones made by the supervisor */
 	long host_uid, host_gid;      /* what the sandbox user is on the host */
+	long id_slot;                 /* the id range claimed, or -1 */
+	int id_lock_fd;               /* holds the claim (flock) until the supervisor exits */
 	int clone_flags;              /* namespaces the child was created with */
 	struct glsb_sb_cgroup cgroup;
 	int have_cgroup;
@@ -114,10 +123,14 @@ void glsb_sb_report_exit(struct sb *sb, int status);
 /* sb_mounts.c */
 int glsb_sb_plan_mounts(struct sb *sb, char *err, size_t errcap);   /* supervisor */
 void glsb_sb_plan_close(struct sb *sb);
-void glsb_sb_open_mount_sources(struct sb *sb);                     /* child, host ids */
+/* Open what the plan binds and copies: as root, the supervisor does it before clone (binds as
+ * detached mounts, sb->detached_sources); unprivileged, the child, before its ids change. */
+int glsb_sb_open_mount_sources(struct sb *sb, char *err, size_t errcap);
 void glsb_sb_build_root(struct sb *sb);                             /* child, userns root */
 
 /* sb_ids.c */
+/* Supervisor, root without --id-base: claim a free id range (sets opt.id_base). 0 or -1. */
+int glsb_sb_claim_id_slot(struct sb *sb, char *err, size_t errcap);
 int glsb_sb_prepare_workspace(struct sb *sb, char *err, size_t errcap); /* supervisor */
 void glsb_sb_give_stdio(struct sb *sb);                                 /* supervisor, root */
 int glsb_sb_write_id_maps(struct sb *sb, pid_t pid, char *err, size_t errcap);

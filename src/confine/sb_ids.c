@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -115,4 +117,72 @@ void glsb_sb_drop_privileges(struct sb *sb)
 	if (syscall(SYS_capset, &hdr, data) < 0)
 		glsb_sb_child_fail(sb, "capset: %s", strerror(errno));
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+/* --- one host id range per sandbox (root) ------------------------------------------------- */
+
+/* Each sandbox started by root without --id-base claims a slot k of the range: its ids are
+ * DEFAULT_ID_BASE + k * SB_ID_SLOT_SIZE (+ 1000), like the subordinate id ranges container
+ * runtimes hand out, so per-user kernel limits (inotify instances, RLIMIT_NPROC, ...) are per
+ * sandbox. A slot is claimed by an exclusive flock on SB_ID_LOCK_DIR/slot-<k>: atomic across
+ * processes, released when the supervisor exits however it exits (a crash included). */
+static int open_lock_dir(char *err, size_t errcap)
+{
+	static const char *const parts[] = {"run", "glsb-confine", "ids"};
+	int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	for (size_t i = 0; dir >= 0 && i < sizeof parts / sizeof parts[0]; i++) {
+		struct stat st;
+		mode_t mode = i == 0 ? 0755 : 0700;
+		if (mkdirat(dir, parts[i], mode) < 0 && errno != EEXIST)
+			goto fail;
+		int next = openat(dir, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0)
+			goto fail;
+		close(dir);
+		dir = next;
+		/* only root may be able to create or remove slots */
+		if (fstat(dir, &st) < 0 || st.st_uid != 0 || (st.st_mode & 022)) {
+			errno = EPERM;
+			goto fail;
+		}
+	}
+	return dir;
+fail:
+	glsb_sb_fmt(err, errcap, "id slots in /%s: %s", "run/glsb-confine/ids", strerror(errno));
+	if (dir >= 0)
+		close(dir);
+	return -1;
+}
+
+int glsb_sb_claim_id_slot(struct sb *sb, char *err, size_t errcap)
+{
+	char name[32], owner[64];
+	int dir = open_lock_dir(err, errcap);
+	if (dir < 0)
+		return -1;
+	long n = sb->opt.id_slots;
+	long start = (long)(((unsigned long)getpid() * 2654435761UL) % (unsigned long)n);
+	for (long i = 0; i < n; i++) {
+		long k = (start + i) % n;
+		glsb_sb_fmt(name, sizeof name, "slot-%ld", k);
+		int fd = openat(dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			close(fd);
+			continue;
+		}
+		/* who holds it, for whoever looks (the lock is what counts) */
+		int len = glsb_sb_fmt(owner, sizeof owner, "%d\n", (int)getpid());
+		if (ftruncate(fd, 0) == 0)
+			glsb_sb_write_all(fd, owner, (size_t)len);
+		close(dir);
+		sb->id_lock_fd = fd;
+		sb->id_slot = k;
+		sb->opt.id_base = DEFAULT_ID_BASE + k * SB_ID_SLOT_SIZE;
+		return 0;
+	}
+	close(dir);
+	glsb_sb_fmt(err, errcap, "no free id slot: %ld sandboxes started by root run now (--id-slots)", n);
+	return -1;
 }

@@ -137,17 +137,28 @@ void glsb_sb_plan_close(struct sb *sb)
 
 /* Open every bind source now: a bind needs a source in our own mount namespace, and only
  * before the switch to the sandbox's ids can we cross a 0700 workspace owned by the caller. */
-void glsb_sb_open_mount_sources(struct sb *sb)
+int glsb_sb_open_mount_sources(struct sb *sb, char *err, size_t errcap)
 {
 	for (int i = 0; i < sb->nplan; i++) {
 		struct sb_mount *m = &sb->plan[i];
 		if (m->kind == M_SYMLINK)
 			continue;
-		m->fd = open(m->src, (m->kind == M_COPY ? O_RDONLY : O_PATH) | O_CLOEXEC |
-				     (m->follow ? 0 : O_NOFOLLOW));
-		if (m->fd < 0)
-			glsb_sb_child_fail(sb, "open %s: %s", m->src, strerror(errno));
+		if (m->kind != M_COPY && sb->detached_sources) {
+			/* A detached copy of the mount (open_tree), attached by the child with move_mount:
+			 * the child owns its mount namespace but not these paths. */
+			m->fd = (int)syscall(SYS_open_tree, AT_FDCWD, m->src,
+					     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+					     (m->follow ? 0 : AT_SYMLINK_NOFOLLOW));
+		} else {
+			m->fd = open(m->src, (m->kind == M_COPY ? O_RDONLY : O_PATH) | O_CLOEXEC |
+					     (m->follow ? 0 : O_NOFOLLOW));
+		}
+		if (m->fd < 0) {
+			glsb_sb_fmt(err, errcap, "open %s: %s", m->src, strerror(errno));
+			return -1;
+		}
 	}
+	return 0;
 }
 
 static void mkdirs_or_fail(struct sb *sb, const char *path)
@@ -193,9 +204,17 @@ static void do_bind(struct sb *sb, const struct sb_mount *m, const char *dst)
 		if (fd >= 0)
 			close(fd);
 	}
-	/* The supervisor opened the source while it could still reach it (a 0700 workspace). */
-	snprintf(src, sizeof src, "/proc/self/fd/%d", m->fd);
-	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+	/* The source was opened while it could still be reached (a 0700 workspace, a template in
+	 * root's home): by the supervisor as a detached mount (root), else by us before our ids
+	 * changed; a bind needs a source in our own mount namespace, which /proc/self/fd gives. */
+	int rc;
+	if (sb->detached_sources) {
+		rc = (int)syscall(SYS_move_mount, m->fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+	} else {
+		snprintf(src, sizeof src, "/proc/self/fd/%d", m->fd);
+		rc = mount(src, dst, NULL, MS_BIND | MS_REC, NULL);
+	}
+	if (rc < 0)
 		glsb_sb_child_fail(sb, "bind %s on %s: %s", m->src, m->dst, strerror(errno));
 	seal_mount(sb, dst, m->kind != M_BIND_RW, m->kind != M_DEV);
 }

@@ -55,7 +55,8 @@ static const char usage_text[] =
 	"                       cap on RLIMIT_FSIZE. It does NOT bound the total written to\n"
 	"                       /home/user and /files (host disk) nor the number of files there.\n"
 	"  --max-open-files N   default 1024: RLIMIT_NOFILE\n"
-	"  --id-base N          ids when run as root, see below (default 1879048192)\n"
+	"  --id-base N          ids when run as root, see below (default: a free slot)\n"
+	"  --id-slots N         default 4096: how many slots of 65536 ids root may hand out\n"
 	"  --allow-degraded     start even if a required feature is missing (it is listed in\n"
 	"                       \"missing\"); user, mount and pid namespaces are always required\n"
 	"  --report-fd N        write JSON lines to fd N (REPORT.md). Just before PROGRAM\n"
@@ -72,12 +73,17 @@ static const char usage_text[] =
 	"                       Without --report-fd, errors go to stderr.\n"
 	"  --cleanup            remove DIR (recursively, not following symlinks) at the end\n"
 	"\n"
-	"Ids: run as root, sandbox uid/gid 0 and 1000 are host ids N and N+1000 (--id-base), like\n"
-	"a subordinate id range, and DIR/home and DIR/files are chowned to N+1000. Host root never\n"
-	"owns what the sandbox writes (no setuid-root file can be planted on the host disk), the\n"
-	"sandbox has no owner rights on root's files, and RLIMIT_NPROC applies (root is exempt).\n"
-	"Files the caller puts in DIR/files are read-only inside unless chowned to N+1000.\n"
-	"Run unprivileged, uid/gid 1000 is the caller's own uid/gid (the only id it may map).\n"
+	"Ids: run as root, sandbox uid/gid 0 and 1000 are host ids N and N+1000, like a subordinate\n"
+	"id range: N = 1879048192 + k * 65536 for a slot k of its own (0 <= k < --id-slots, held by\n"
+	"an flock on /run/glsb-confine/ids/slot-k while the supervisor runs, free again when it\n"
+	"exits, also by a crash), or N = --id-base for all. Its user namespace is owned by N+1000,\n"
+	"so per-user kernel limits (inotify instances, RLIMIT_NPROC, ...) are per sandbox.\n"
+	"DIR/home and DIR/files are chowned to N+1000. Host root never owns what the sandbox\n"
+	"writes (no setuid-root file can be planted on the host disk), the sandbox has no owner\n"
+	"rights on root's files, and RLIMIT_NPROC applies (root is exempt). Files the caller puts\n"
+	"in DIR/files are read-only inside unless chowned to N+1000.\n"
+	"Run unprivileged, uid/gid 1000 is the caller's own uid/gid (the only id it may map): all\n"
+	"sandboxes of one user share that user's kernel limits; run as root for one id each.\n"
 	"\n"
 	"Required: user/mount/pid/net(unless --network)/ipc/uts namespaces, Landlock, seccomp,\n"
 	"no_new_privs. Optional (listed in optional_missing): cgroup and time namespaces, cgroup\n"
@@ -109,7 +115,8 @@ int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 
 	*o = (struct sb_options){.report_fd = -1, .memory_mb = 1024, .cpu_s = 3600, .nproc = 256,
 				 .file_mb = 512, .disk_mb = 1024, .nofile = 1024,
-				 .id_base = DEFAULT_ID_BASE, .cpus = 1.0};
+				 .id_base = DEFAULT_ID_BASE, .id_slots = SB_DEFAULT_ID_SLOTS,
+				 .cpus = 1.0};
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int more = argc - i - 1;
@@ -167,6 +174,7 @@ int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 				{"--disk-mb", &o->disk_mb, 1, 1L << 24},
 				{"--max-open-files", &o->nofile, 16, 1L << 20},
 				{"--id-base", &o->id_base, 1, 4294967294L - SANDBOX_UID},
+				{"--id-slots", &o->id_slots, 1, SB_DEFAULT_ID_SLOTS},
 				{"--report-fd", &n, 0, INT_MAX},
 			};
 			size_t k;
@@ -178,6 +186,8 @@ int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 				fprintf(stderr, "glsb-confine sandbox: bad option %s %s\n", a, argv[i + 1]);
 				return EXIT_USAGE;
 			}
+			if (nums[k].val == &o->id_base)
+				o->id_base_given = 1;
 			if (nums[k].val == &n) {
 				if (fcntl((int)n, F_GETFD) < 0) {
 					fprintf(stderr, "glsb-confine sandbox: --report-fd %ld is not open\n", n);

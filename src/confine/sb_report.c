@@ -108,8 +108,12 @@ void glsb_sb_report_applied(struct sb *sb, const struct sb_applied *a)
 	else
 		glsb_ws_buf_puts(&b, "false");
 	glsb_ws_buf_printf(&b, ",\"cgroup_sockets\":%s", cg->sockets ? "true" : "false");
-	glsb_ws_buf_printf(&b, ",\"uid\":%d,\"host_uid\":%ld,\"host_gid\":%ld}", SANDBOX_UID,
+	glsb_ws_buf_printf(&b, ",\"uid\":%d,\"host_uid\":%ld,\"host_gid\":%ld", SANDBOX_UID,
 			   sb->host_uid, sb->host_gid);
+	if (sb->id_slot >= 0)
+		glsb_ws_buf_printf(&b, ",\"id_slot\":%ld}", sb->id_slot);
+	else
+		glsb_ws_buf_puts(&b, ",\"id_slot\":null}");
 	glsb_ws_buf_printf(&b, ",\"missing\":[%s],\"optional_missing\":[%s]\n", sb->missing,
 			   sb->opt_missing);
 	if (b.failed)

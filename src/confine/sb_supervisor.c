@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -24,8 +25,34 @@ pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(str
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		sb->clone_flags = flags;
+		/* The user namespace is owned by our effective ids at clone, and per-user kernel
+		 * counts inside it (inotify instances, user namespaces, ...; ucounts) are charged to
+		 * its owner as well: as root, let the sandbox's own host ids own it, so those limits
+		 * are per sandbox. Root gets its capabilities back with its euid below. */
+		if (sb->root_mode && (setresgid(-1, (gid_t)sb->host_gid, -1) < 0 ||
+				      setresuid(-1, (uid_t)sb->host_uid, -1) < 0)) {
+			glsb_sb_fmt(err, errcap, "cannot take the sandbox's ids to create it: %s",
+				    strerror(errno));
+			setresgid(-1, 0, -1);
+			return -1;
+		}
 		/* fork-like clone (no new stack): the child continues here with a copy of memory. */
 		long pid = syscall(SYS_clone, (unsigned long)flags | SIGCHLD, NULL, NULL, NULL, NULL);
+		int clone_errno = errno;
+		if (pid != 0 && sb->root_mode && (setresuid(-1, 0, -1) < 0 || setresgid(-1, 0, -1) < 0)) {
+			/* cannot happen for root (the saved uid is 0); without our ids nothing works */
+			if (pid > 0)
+				kill((pid_t)pid, SIGKILL);
+			glsb_sb_fmt(err, errcap, "cannot take our ids back: %s", strerror(errno));
+			return -1;
+		}
+		if (pid != 0 && sb->root_mode) {
+			/* Changing the euid cleared our parent-death signal: set it again, and if the
+			 * owner died meanwhile, act as if the signal had come (it is handled later). */
+			prctl(PR_SET_PDEATHSIG, SIGHUP);
+			if (getppid() != sb->owner)
+				kill(getpid(), SIGHUP);
+		}
 		if (pid == 0) {
 			close(pipes[0][1]);
 			close(pipes[1][0]);
@@ -33,13 +60,14 @@ pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(str
 			sb->status_wr = pipes[1][1];
 			if (sb->opt.report_fd >= 0)
 				close(sb->opt.report_fd);
+			if (sb->id_lock_fd >= 0)
+				close(sb->id_lock_fd); /* the claim is the supervisor's alone */
 			close(sb->sup_sfd);
 			child_main(sb);
 			_exit(EXIT_SETUP); /* child_main does not return */
 		}
 		if (pid > 0)
 			return (pid_t)pid;
-		int clone_errno = errno;
 		if (attempt > 0)
 			break;
 		/* Find out which namespace the kernel refused. */
