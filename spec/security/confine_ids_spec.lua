@@ -73,7 +73,7 @@ print("probe", "ok" if libc.inotify_init1(0) >= 0 else "errno %d" % ctypes.get_e
     local ws, rep = dir .. "/ws", dir .. "/rep"
     local out = H.sh("sh -c " .. H.q(H.join({ H.bin, "sandbox", "--cleanup", "--workspace", ws, "--report-fd", "3",
       "--", "sleep", "30" }) .. " 3>" .. H.q(rep) .. " & echo $! > " .. H.q(dir .. "/sup") .. "; wait") ..
-      " >/dev/null 2>&1 & for i in $(seq 200); do grep -q pid " .. H.q(rep) .. " && break; sleep 0.05; done; echo started")
+      " >/dev/null 2>&1 & for i in $(seq 200); do grep -qs pid " .. H.q(rep) .. " && break; sleep 0.05; done; echo started")
     assert.matches("started", out)
     local report = H.decode_report(H.read(rep))
     local slot = ("/run/glsb-confine/ids/slot-%d"):format(report.applied.id_slot)

@@ -46,6 +46,8 @@ struct sb_options {
 	long memory_mb, cpu_s, nproc, file_mb, disk_mb, nofile, id_base, id_slots;
 	int id_base_given;
 	double cpus; /* CPU quota in CPUs; 0: none */
+	int private_storage; /* /tmp, /home/user, /files on one private tmpfs (else host binds) */
+	long max_inodes;     /* of the private storage */
 	char **argv; /* PROGRAM and its arguments */
 };
 

@@ -28,7 +28,7 @@ int glsb_sb_prepare_workspace(struct sb *sb, char *err, size_t errcap)
 		glsb_sb_fmt(err, errcap, "workspace %s: %s", sb->opt.workspace, strerror(errno));
 		return -1;
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2 && !sb->opt.private_storage; i++) {
 		struct stat st;
 		glsb_sb_fmt(p, sizeof p, "%s/%s", sb->ws_real, sub[i]);
 		if ((mkdir(p, 0700) < 0 && errno != EEXIST) || lstat(p, &st) < 0 ||

@@ -106,12 +106,14 @@ int glsb_sb_plan_mounts(struct sb *sb, char *err, size_t errcap)
 		if (plan_add(sb, M_DEV, src, src, 1, err, errcap) < 0)
 			return -1;
 	}
-	snprintf(src, sizeof src, "%s/home", sb->ws_real);
-	if (plan_add(sb, M_BIND_RW, src, SANDBOX_HOME, 0, err, errcap) < 0)
-		return -1;
-	snprintf(src, sizeof src, "%s/files", sb->ws_real);
-	if (plan_add(sb, M_BIND_RW, src, "/files", 0, err, errcap) < 0)
-		return -1;
+	if (!sb->opt.private_storage) {
+		snprintf(src, sizeof src, "%s/home", sb->ws_real);
+		if (plan_add(sb, M_BIND_RW, src, SANDBOX_HOME, 0, err, errcap) < 0)
+			return -1;
+		snprintf(src, sizeof src, "%s/files", sb->ws_real);
+		if (plan_add(sb, M_BIND_RW, src, "/files", 0, err, errcap) < 0)
+			return -1;
+	}
 	for (int i = 0; i < sb->opt.nbinds; i++) {
 		char real[PATH_MAX];
 		if (!realpath(sb->opt.binds[i].src, real)) {
@@ -264,6 +266,43 @@ static void generate_etc(struct sb *sb)
 	}
 }
 
+/* Private storage: one tmpfs of --disk-mb bytes and --max-inodes inodes holds /tmp,
+ * /home/user and /files (bound from its tmp/, home/ and files/), so everything the sandbox can
+ * write is bounded together and a full disk is ENOSPC. It lives in the sandbox's mount
+ * namespace only: gone with it, never on the host, and no host path in mountinfo. */
+static void mount_private_storage(struct sb *sb)
+{
+	static const struct {
+		const char *sub, *dst;
+		mode_t mode;
+		int user;
+	} dirs[] = {
+		{"tmp", "/tmp", 01777, 0},
+		{"home", SANDBOX_HOME, 0700, 1},
+		{"files", "/files", 0700, 1},
+	};
+	const char *at = NEWROOT "/.storage";
+	char opts[96], src[64], dst[64];
+
+	mkdirs_or_fail(sb, at);
+	snprintf(opts, sizeof opts, "mode=0755,size=%ldm,nr_inodes=%ld", sb->opt.disk_mb,
+		 sb->opt.max_inodes);
+	if (mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		glsb_sb_child_fail(sb, "mount the storage tmpfs (%s): %s", opts, strerror(errno));
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		snprintf(src, sizeof src, "%s/%s", at, dirs[i].sub);
+		snprintf(dst, sizeof dst, NEWROOT "%s", dirs[i].dst);
+		if (mkdir(src, dirs[i].mode) < 0 || chmod(src, dirs[i].mode) < 0 ||
+		    (dirs[i].user && chown(src, SANDBOX_UID, SANDBOX_UID) < 0))
+			glsb_sb_child_fail(sb, "storage %s: %s", dirs[i].sub, strerror(errno));
+		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			glsb_sb_child_fail(sb, "bind storage %s on %s: %s", dirs[i].sub, dirs[i].dst,
+					   strerror(errno));
+	}
+	if (umount2(at, MNT_DETACH) < 0 || rmdir(at) < 0)
+		glsb_sb_child_fail(sb, "storage: %s", strerror(errno));
+}
+
 void glsb_sb_build_root(struct sb *sb)
 {
 	char dst[PATH_MAX], opts[64];
@@ -319,9 +358,13 @@ void glsb_sb_build_root(struct sb *sb)
 
 	if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		glsb_sb_child_fail(sb, "mount /proc: %s", strerror(errno));
-	snprintf(opts, sizeof opts, "mode=1777,size=%ldm", sb->opt.disk_mb);
-	if (mount("tmpfs", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
-		glsb_sb_child_fail(sb, "mount /tmp: %s", strerror(errno));
+	if (sb->opt.private_storage) {
+		mount_private_storage(sb);
+	} else {
+		snprintf(opts, sizeof opts, "mode=1777,size=%ldm", sb->opt.disk_mb);
+		if (mount("tmpfs", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+			glsb_sb_child_fail(sb, "mount /tmp: %s", strerror(errno));
+	}
 	generate_etc(sb);
 	seal_mount(sb, NEWROOT "/dev", 1, 0);
 

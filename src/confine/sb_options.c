@@ -34,8 +34,16 @@ static const char usage_text[] =
 	"/dev/stderr can be reopened inside.\n"
 	"\n"
 	"options:\n"
-	"  --workspace DIR      host dir (required; created 0700 if missing). DIR/home is /home/user\n"
-	"                       (HOME and initial cwd), DIR/files is /files, both read-write.\n"
+	"  --workspace DIR      host dir (required; created 0700 if missing). With --storage\n"
+	"                       workspace, DIR/home is /home/user (HOME and initial cwd) and\n"
+	"                       DIR/files is /files, both read-write.\n"
+	"  --storage private|workspace   default private with --cleanup, else workspace.\n"
+	"                       private: /tmp, /home/user and /files are one tmpfs of --disk-mb\n"
+	"                       and --max-inodes in the sandbox's own mount namespace: nothing\n"
+	"                       reaches the host, a full disk is ENOSPC, the content is gone with\n"
+	"                       the sandbox. It is memory: its pages count in the memory cgroup.\n"
+	"                       workspace: binds of DIR/home and DIR/files (host disk, NOT bounded\n"
+	"                       by --disk-mb, neither in bytes nor in files), /tmp a tmpfs.\n"
 	"  --ro-bind SRC DST    extra read-only bind (repeatable)\n"
 	"  --bind SRC DST       extra read-write bind (repeatable); SRC must be writable by the\n"
 	"                       sandbox user's host uid (\"host_uid\" in the report)\n"
@@ -51,9 +59,10 @@ static const char usage_text[] =
 	"  --cpu-seconds N      default 3600: RLIMIT_CPU, per process\n"
 	"  --max-processes N    default 256: cgroup pids limit and RLIMIT_NPROC\n"
 	"  --max-file-mb N      default 512: RLIMIT_FSIZE (capped at --disk-mb)\n"
-	"  --disk-mb N          default 1024: size of the tmpfs /tmp (/dev/shm points there), and a\n"
-	"                       cap on RLIMIT_FSIZE. It does NOT bound the total written to\n"
-	"                       /home/user and /files (host disk) nor the number of files there.\n"
+	"  --disk-mb N          default 1024: size of the storage (private), or of /tmp (workspace);\n"
+	"                       /dev/shm points to /tmp; also a cap on RLIMIT_FSIZE\n"
+	"  --max-inodes N       default 64 per MB of --disk-mb, at least 4096: files and\n"
+	"                       directories the private storage can hold\n"
 	"  --max-open-files N   default 1024: RLIMIT_NOFILE\n"
 	"  --id-base N          ids when run as root, see below (default: a free slot)\n"
 	"  --id-slots N         default 4096: how many slots of 65536 ids root may hand out\n"
@@ -116,7 +125,7 @@ int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 	*o = (struct sb_options){.report_fd = -1, .memory_mb = 1024, .cpu_s = 3600, .nproc = 256,
 				 .file_mb = 512, .disk_mb = 1024, .nofile = 1024,
 				 .id_base = DEFAULT_ID_BASE, .id_slots = SB_DEFAULT_ID_SLOTS,
-				 .cpus = 1.0};
+				 .cpus = 1.0, .private_storage = -1};
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int more = argc - i - 1;
@@ -154,6 +163,13 @@ int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			o->cpus = v;
+		} else if (!strcmp(a, "--storage") && more >= 1) {
+			const char *v = argv[++i];
+			if (strcmp(v, "private") && strcmp(v, "workspace")) {
+				fprintf(stderr, "glsb-confine sandbox: bad option --storage %s (private or workspace)\n", v);
+				return EXIT_USAGE;
+			}
+			o->private_storage = !strcmp(v, "private");
 		} else if (!strcmp(a, "--env") && more >= 1) {
 			if (!strchr(argv[i + 1], '=') || o->nenv >= 256) {
 				fprintf(stderr, "glsb-confine sandbox: bad --env %s\n", argv[i + 1]);
@@ -173,6 +189,7 @@ int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 				{"--max-file-mb", &o->file_mb, 1, 1L << 24},
 				{"--disk-mb", &o->disk_mb, 1, 1L << 24},
 				{"--max-open-files", &o->nofile, 16, 1L << 20},
+				{"--max-inodes", &o->max_inodes, 64, 1L << 30},
 				{"--id-base", &o->id_base, 1, 4294967294L - SANDBOX_UID},
 				{"--id-slots", &o->id_slots, 1, SB_DEFAULT_ID_SLOTS},
 				{"--report-fd", &n, 0, INT_MAX},
@@ -209,5 +226,10 @@ int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	o->argv = argv + i;
+	/* An ephemeral sandbox keeps nothing: private storage; a kept workspace is on the host. */
+	if (o->private_storage < 0)
+		o->private_storage = o->cleanup;
+	if (!o->max_inodes)
+		o->max_inodes = o->disk_mb * 64 > 4096 ? o->disk_mb * 64 : 4096;
 	return -1;
 }

@@ -102,6 +102,11 @@ void glsb_sb_report_applied(struct sb *sb, const struct sb_applied *a)
 			   "\"nofile\":%ld,\"nproc\":%ld},\"tmp_mb\":%ld,\"network\":\"%s\"",
 			   o->cpu_s, o->memory_mb, a->fsize_mb, o->nofile, o->nproc, o->disk_mb,
 			   o->network ? "host" : "loopback");
+	if (o->private_storage)
+		glsb_ws_buf_printf(&b, ",\"storage\":{\"type\":\"private\",\"mb\":%ld,\"inodes\":%ld}",
+				   o->disk_mb, o->max_inodes);
+	else
+		glsb_ws_buf_printf(&b, ",\"storage\":{\"type\":\"workspace\",\"tmp_mb\":%ld}", o->disk_mb);
 	glsb_ws_buf_puts(&b, ",\"cgroup_cpus\":");
 	if (cg->cpu)
 		glsb_ws_buf_printf(&b, "%g", o->cpus);
