@@ -39,7 +39,7 @@ local function tree(root)
 end
 
 local function event(s, name)
-  for _, e in ipairs(s.events) do if e.name == name then return e end end
+  for _, e in ipairs(s.events or {}) do if e.name == name then return e end end
 end
 
 describe("glsb.trace operation spans #trace", function()
@@ -209,7 +209,7 @@ describe("glsb.trace operation spans #trace", function()
     for _, s in ipairs(ended) do
       scan(s.name .. " name", s.name)
       for k, v in pairs(s.attributes) do scan(s.name .. " " .. k, v) end
-      for _, e in ipairs(s.events) do for k, v in pairs(e.attributes) do scan(s.name .. " event " .. k, v) end end
+      for _, e in ipairs(s.events or {}) do for k, v in pairs(e.attributes) do scan(s.name .. " event " .. k, v) end end
       if s.status_message then scan(s.name .. " status", s.status_message) end
     end
     -- the terminate failure is there, with its secrets replaced

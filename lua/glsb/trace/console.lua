@@ -31,7 +31,7 @@ function M.line(span)
   if span.parent_span_id then out[#out + 1] = "parent=" .. span.parent_span_id end
   if span.kind ~= "internal" then out[#out + 1] = "kind=" .. span.kind end
   for _, k in ipairs(span.attribute_keys) do out[#out + 1] = k .. "=" .. value_text(span.attributes[k]) end
-  for _, e in ipairs(span.events) do
+  for _, e in ipairs(span.events or {}) do
     local attrs = {}
     for _, k in ipairs(e.attribute_keys) do attrs[#attrs + 1] = k .. "=" .. value_text(e.attributes[k]) end
     out[#out + 1] = "event=" .. e.name .. (#attrs > 0 and ("{" .. table.concat(attrs, " ") .. "}") or "")

@@ -45,21 +45,28 @@ local function refill()
   buffer, pos = block, 1
 end
 
--- bytes(n) -> n random bytes (n <= BLOCK).
-function M.bytes(n)
+-- take(n) -> where n fresh random bytes start in `buffer` (refilled first when short).
+local function take(n)
   if pos + n - 1 > #buffer then refill() end
-  local s = buffer:sub(pos, pos + n - 1)
+  local at = pos
   pos = pos + n
-  return s
+  return at
 end
 
-local HEX16 = string.rep("%02x", 16)
-local HEX8 = string.rep("%02x", 8)
+-- bytes(n) -> n random bytes (n <= BLOCK).
+function M.bytes(n)
+  local at = take(n)
+  return buffer:sub(at, at + n - 1)
+end
+
+-- Ids are the raw bytes read as 64-bit integers and printed in hex (%016x of a negative integer is
+-- its two's complement: all 16 digits, lowercase): one unpack and one format per id.
 
 -- trace_id() -> 32 lowercase hex digits, never all zero.
 function M.trace_id()
   while true do
-    local id = string.format(HEX16, M.bytes(16):byte(1, 16))
+    local at = take(16) -- before reading `buffer`: take may replace it
+    local id = string.format("%016x%016x", string.unpack("<i8i8", buffer, at))
     if id ~= "00000000000000000000000000000000" then return id end
   end
 end
@@ -67,7 +74,8 @@ end
 -- span_id() -> 16 lowercase hex digits, never all zero.
 function M.span_id()
   while true do
-    local id = string.format(HEX8, M.bytes(8):byte(1, 8))
+    local at = take(8)
+    local id = string.format("%016x", (string.unpack("<i8", buffer, at)))
     if id ~= "0000000000000000" then return id end
   end
 end

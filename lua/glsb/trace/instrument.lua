@@ -22,8 +22,8 @@ function M.bind(api, st)
   trace_api, state = api, st
 end
 
--- span -> what instrumentation knows about it (provider, secrets), for spans it started: weak keys, so
--- nothing outlives its span.
+-- span -> the subject of the operation it belongs to, for the operation spans running now (an entry is
+-- removed when its span ends; weak keys all the same, for a span that never ends).
 local info = setmetatable({}, { __mode = "k" })
 
 local function current() return trace_api.current() end
@@ -164,14 +164,25 @@ local function subject_attributes(subject, attrs)
   return attrs
 end
 
--- The provider and secrets of the nearest enclosing operation (children inherit their parent's).
-local function inherited(parent, subject)
-  local pi = parent and info[parent]
-  local provider = type(subject) == "table" and type(subject.provider) == "string" and subject.provider
-    or (pi and pi.provider)
-  local secrets = type(subject) == "table" and type(subject.options) == "table" and redact.secrets(subject.options)
-    or (pi and pi.secrets) or {}
-  return { provider = provider, secrets = secrets }
+-- Secrets of an options table, computed once per table (weak keys: gone with the options).
+local secrets_of = setmetatable({}, { __mode = "k" })
+
+local function secrets(subject)
+  local opts = type(subject) == "table" and subject.options
+  if type(opts) ~= "table" then return nil end
+  local list = secrets_of[opts]
+  if not list then
+    list = redact.secrets(opts)
+    secrets_of[opts] = list
+  end
+  return list
+end
+
+-- info[span] = the subject of the nearest enclosing operation (children inherit their parent's): its
+-- provider decides propagation, its options' secrets are scrubbed from messages.
+local function subject_of(parent, subject)
+  if type(subject) == "table" then return subject end
+  return parent and info[parent] or nil
 end
 
 local function finish(span, subject, name, ok, res)
@@ -181,8 +192,11 @@ local function finish(span, subject, name, ok, res)
     local interpret = RESULTS[name]
     if interpret then pcall(interpret, span, res[2]) end
   else
-    record_error(span, res[2], info[span] and info[span].secrets)
+    record_error(span, res[2], secrets(info[span]))
   end
+  -- only spans still running are looked up (as parents): keeping the table that small spares the
+  -- collector an ephemeron table that grows with every span made between two cycles
+  info[span] = nil
   span:finish()
 end
 
@@ -196,10 +210,12 @@ function M.operation(name, subject, attributes, fn, ...)
   if not ok_start or type(span) ~= "table" and type(span) ~= "userdata" then
     return fn(...) -- a broken tracer must not break the call
   end
-  info[span] = inherited(parent, subject)
+  info[span] = subject_of(parent, subject) or false -- false: one of ours, without a subject
   local describe_args = ARGS[name]
   if describe_args then pcall(describe_args, span, ...) end
-  local res = table.pack(pcall(context.with, span, fn, ...))
+  local prev = context.swap(span)
+  local res = table.pack(pcall(fn, ...))
+  context.swap(prev)
   pcall(finish, span, subject, name, res[1], res)
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
@@ -271,17 +287,17 @@ local function with_trace_headers(opts, tp, ts)
   return copy
 end
 
-local function finish_http(span, res, secrets)
+local function finish_http(span, res, scrub)
   local r = res[2]
   if not res[1] then
-    record_error(span, r, secrets)
+    record_error(span, r, scrub)
   elseif type(r) == "table" then
     if r.error then
       local f = r.error
       span:set_attribute("error.type", tostring(f.code or "transport"))
       span:set_attribute("glsb.failure.phase", tostring(f.phase))
       span:set_attribute("glsb.failure.retry_safe", f.retry_safe == true)
-      span:set_status("error", redact.text(tostring(f.message or f.code or "transport failure"), secrets))
+      span:set_status("error", redact.text(tostring(f.message or f.code or "transport failure"), scrub))
     end
     if math.type(r.status) == "integer" and r.status > 0 then
       span:set_attribute("http.response.status_code", r.status)
@@ -311,13 +327,13 @@ function M.http(request_fn, opts)
   local ok_start, span = pcall(tracer.start_span, tracer, KNOWN_METHODS[method] and method or "HTTP",
     { kind = "client", parent = parent, attributes = attrs })
   if not ok_start or (type(span) ~= "table" and type(span) ~= "userdata") then return request_fn(opts) end
-  local pi = parent and info[parent]
-  if type(span.traceparent) == "function" and propagation_allowed(pi and pi.provider) then
+  local subject = parent and info[parent]
+  if type(span.traceparent) == "function" and propagation_allowed(subject and subject.provider) then
     local ok, tp, ts = pcall(span.traceparent, span)
     if ok and type(tp) == "string" then opts = with_trace_headers(opts, tp, ts) end
   end
   local res = table.pack(pcall(request_fn, opts))
-  pcall(finish_http, span, res, pi and pi.secrets)
+  pcall(finish_http, span, res, secrets(subject))
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
 end

@@ -10,6 +10,9 @@ local span_mod = require "glsb.trace.span"
 
 local M = {}
 
+local KIND_TEXT = {}
+for name, code in pairs(span_mod.KIND) do KIND_TEXT[name] = tostring(code) end
+
 local ESCAPES = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f", ["\n"] = "\\n",
   ["\r"] = "\\r", ["\t"] = "\\t" }
 
@@ -34,11 +37,28 @@ local function repair_utf8(s)
 end
 M.repair_utf8 = repair_utf8
 
-local function str(s)
+local function escape(s)
   if not utf8.len(s) then s = repair_utf8(s) end
   return '"' .. s:gsub('[%c"\\]', function(c)
     return ESCAPES[c] or string.format("\\u%04x", c:byte())
   end) .. '"'
+end
+
+-- Escaped forms of the strings seen lately: keys and most values (provider, status, names) repeat
+-- from span to span. Bounded: emptied when it grows past MEMO_MAX entries.
+local MEMO_MAX = 1024
+local memo, memo_n = {}, 0
+
+local function str(s)
+  local e = memo[s]
+  if e then return e end
+  e = escape(s)
+  if #s <= 64 then
+    if memo_n >= MEMO_MAX then memo, memo_n = {}, 0 end
+    memo[s] = e
+    memo_n = memo_n + 1
+  end
+  return e
 end
 M.string = str
 
@@ -48,72 +68,146 @@ local function double(v)
   return string.format("%.17g", v)
 end
 
-local function any_value(v)
+-- The writers append to `out` (an array of strings joined once at the end), `n` being its length;
+-- each returns the new length.
+
+local function any_value(out, n, v)
   local t = type(v)
-  if t == "string" then return '{"stringValue":' .. str(v) .. "}" end
-  if t == "boolean" then return v and '{"boolValue":true}' or '{"boolValue":false}' end
-  if t == "number" then
-    if math.type(v) == "integer" then return '{"intValue":"' .. string.format("%d", v) .. '"}' end
-    return '{"doubleValue":' .. double(v) .. "}"
+  if t == "string" then
+    out[n + 1], out[n + 2], out[n + 3] = '{"stringValue":', str(v), "}"
+    return n + 3
+  elseif t == "boolean" then
+    out[n + 1] = v and '{"boolValue":true}' or '{"boolValue":false}'
+    return n + 1
+  elseif t == "number" then
+    if math.type(v) == "integer" then
+      out[n + 1], out[n + 2], out[n + 3] = '{"intValue":"', tostring(v), '"}'
+    else
+      out[n + 1], out[n + 2], out[n + 3] = '{"doubleValue":', double(v), "}"
+    end
+    return n + 3
   end
   -- arrays (span.attribute_value admits only homogeneous arrays of the above)
-  local parts = {}
-  for i = 1, #v do parts[i] = any_value(v[i]) end
-  return '{"arrayValue":{"values":[' .. table.concat(parts, ",") .. "]}}"
+  out[n + 1] = '{"arrayValue":{"values":['
+  n = n + 1
+  for i = 1, #v do
+    if i > 1 then out[n + 1] = ","; n = n + 1 end
+    n = any_value(out, n, v[i])
+  end
+  out[n + 1] = "]}}"
+  return n + 1
 end
 
--- attributes(map, keys) -> '[{"key":..,"value":..},...]' in keys order (all keys of map when nil).
-local function attributes(map, keys)
+-- attributes: '[{"key":..,"value":..},...]' in keys order (all keys of map, sorted, when keys is nil).
+local function attributes(out, n, map, keys)
   if not keys then
     keys = {}
     for k in pairs(map) do keys[#keys + 1] = k end
     table.sort(keys)
   end
-  local parts = {}
+  out[n + 1] = "["
+  n = n + 1
   for i, k in ipairs(keys) do
-    parts[i] = '{"key":' .. str(k) .. ',"value":' .. any_value(map[k]) .. "}"
+    out[n + 1], out[n + 2], out[n + 3] = i > 1 and ',{"key":' or '{"key":', str(k), ',"value":'
+    n = any_value(out, n + 3, map[k])
+    out[n + 1] = "}"
+    n = n + 1
   end
-  return "[" .. table.concat(parts, ",") .. "]"
+  out[n + 1] = "]"
+  return n + 1
 end
-M.attributes = attributes
 
-local function span_json(s)
-  local out = {
-    '{"traceId":"', s.trace_id, '","spanId":"', s.span_id, '"',
-  }
-  if s.parent_span_id then out[#out + 1] = ',"parentSpanId":"' .. s.parent_span_id .. '"' end
-  if s.tracestate then out[#out + 1] = ',"traceState":' .. str(s.tracestate) end
-  out[#out + 1] = ',"name":' .. str(s.name)
-  out[#out + 1] = ',"kind":' .. (span_mod.KIND[s.kind] or 1)
-  out[#out + 1] = string.format(',"startTimeUnixNano":"%d","endTimeUnixNano":"%d"', s.start_ns, s.end_ns)
-  if #s.attribute_keys > 0 then out[#out + 1] = ',"attributes":' .. attributes(s.attributes, s.attribute_keys) end
-  if s.dropped_attributes > 0 then out[#out + 1] = ',"droppedAttributesCount":' .. s.dropped_attributes end
-  if #s.events > 0 then
-    local evs = {}
-    for i, e in ipairs(s.events) do
-      evs[i] = string.format('{"timeUnixNano":"%d","name":%s', e.time_ns, str(e.name))
-        .. (#e.attribute_keys > 0 and (',"attributes":' .. attributes(e.attributes, e.attribute_keys)) or "") .. "}"
-    end
-    out[#out + 1] = ',"events":[' .. table.concat(evs, ",") .. "]"
-  end
-  if s.dropped_events > 0 then out[#out + 1] = ',"droppedEventsCount":' .. s.dropped_events end
-  local code = span_mod.STATUS[s.status_code] or 0
-  if code ~= 0 then
-    out[#out + 1] = ',"status":{"code":' .. code
-      .. (s.status_message and (',"message":' .. str(s.status_message)) or "") .. "}"
-  end
-  out[#out + 1] = "}"
+function M.attributes(map, keys)
+  local out = {}
+  attributes(out, 0, map, keys)
   return table.concat(out)
 end
-M.span = span_json
+
+local function span_json(out, n, s)
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = '{"traceId":"', s.trace_id, '","spanId":"', s.span_id
+  n = n + 4
+  if s.parent_span_id then
+    out[n + 1], out[n + 2] = '","parentSpanId":"', s.parent_span_id
+    n = n + 2
+  end
+  out[n + 1] = '"'
+  n = n + 1
+  if s.tracestate then
+    out[n + 1], out[n + 2] = ',"traceState":', str(s.tracestate)
+    n = n + 2
+  end
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ',"name":', str(s.name), ',"kind":', KIND_TEXT[s.kind] or "1"
+  out[n + 5], out[n + 6], out[n + 7], out[n + 8], out[n + 9] =
+    ',"startTimeUnixNano":"', tostring(s.start_ns), '","endTimeUnixNano":"', tostring(s.end_ns), '"'
+  n = n + 9
+  if #s.attribute_keys > 0 then
+    out[n + 1] = ',"attributes":'
+    n = attributes(out, n + 1, s.attributes, s.attribute_keys)
+  end
+  if s.dropped_attributes > 0 then
+    out[n + 1], out[n + 2] = ',"droppedAttributesCount":', tostring(s.dropped_attributes)
+    n = n + 2
+  end
+  if s.events and #s.events > 0 then
+    out[n + 1] = ',"events":['
+    n = n + 1
+    for i, e in ipairs(s.events) do
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] =
+        i > 1 and ',{"timeUnixNano":"' or '{"timeUnixNano":"', tostring(e.time_ns), '","name":', str(e.name)
+      n = n + 4
+      if #e.attribute_keys > 0 then
+        out[n + 1] = ',"attributes":'
+        n = attributes(out, n + 1, e.attributes, e.attribute_keys)
+      end
+      out[n + 1] = "}"
+      n = n + 1
+    end
+    out[n + 1] = "]"
+    n = n + 1
+  end
+  if s.dropped_events > 0 then
+    out[n + 1], out[n + 2] = ',"droppedEventsCount":', tostring(s.dropped_events)
+    n = n + 2
+  end
+  local code = span_mod.STATUS[s.status_code] or 0
+  if code ~= 0 then
+    out[n + 1], out[n + 2] = ',"status":{"code":', tostring(code)
+    n = n + 2
+    if s.status_message then
+      out[n + 1], out[n + 2] = ',"message":', str(s.status_message)
+      n = n + 2
+    end
+    out[n + 1] = "}"
+    n = n + 1
+  end
+  out[n + 1] = "}"
+  return n + 1
+end
+
+function M.span(s)
+  local out = {}
+  span_json(out, 0, s)
+  return table.concat(out)
+end
 
 -- encode(spans, resource, scope) -> the request body. resource: attribute map; scope: {name, version}.
 function M.encode(spans, resource, scope)
-  local parts = {}
-  for i, s in ipairs(spans) do parts[i] = span_json(s) end
-  return '{"resourceSpans":[{"resource":{"attributes":' .. attributes(resource) .. '},"scopeSpans":[{"scope":{"name":'
-    .. str(scope.name) .. (scope.version and (',"version":' .. str(scope.version)) or "") .. '},"spans":['
-    .. table.concat(parts, ",") .. "]}]}]}"
+  local out = { '{"resourceSpans":[{"resource":{"attributes":' }
+  local n = attributes(out, 1, resource)
+  out[n + 1], out[n + 2] = '},"scopeSpans":[{"scope":{"name":', str(scope.name)
+  n = n + 2
+  if scope.version then
+    out[n + 1], out[n + 2] = ',"version":', str(scope.version)
+    n = n + 2
+  end
+  out[n + 1] = '},"spans":['
+  n = n + 1
+  for i, s in ipairs(spans) do
+    if i > 1 then out[n + 1] = ","; n = n + 1 end
+    n = span_json(out, n, s)
+  end
+  out[n + 1] = "]}]}]}"
+  return table.concat(out)
 end
 
 return M

@@ -97,14 +97,12 @@ end
 
 function Span:set_attributes(t)
   if type(t) ~= "table" then return end
-  local keys = {}
-  for k in pairs(t) do if type(k) == "string" then keys[#keys + 1] = k end end
-  table.sort(keys) -- a stable order for exports and the console
-  for _, k in ipairs(keys) do self:set_attribute(k, t[k]) end
+  for k, v in pairs(t) do self:set_attribute(k, v) end
 end
 
 function Span:add_event(name, attributes)
   if self.end_ns or type(name) ~= "string" then return end
+  if not self.events then self.events = {} end -- most spans have none
   if #self.events >= M.MAX_EVENTS then
     self.dropped_events = self.dropped_events + 1
     return
@@ -186,7 +184,7 @@ function Tracer:start_span(name, opts)
     sampled = true, tracestate = tracestate,
     start_ns = opts.start_ns or clock.now_ns(),
     attributes = {}, attribute_keys = {}, dropped_attributes = 0,
-    events = {}, dropped_events = 0,
+    events = nil, dropped_events = 0,
     status_code = "unset",
     processors = self.processors,
   }, Span)
