@@ -194,8 +194,12 @@ describe("glsb.trace OTLP export #trace", function()
     loop.sleep(0.3) -- the worker's request is now in flight, waiting on the collector
     assert.are.equal(1, #rec:received().requests)
     assert.are.equal(0, trace.stats().exported)
+    -- the flush waits for the export in flight rather than cancel and send the batch again
     assert.is_true(trace.force_flush(5))
     assert.are.equal(1, trace.stats().exported)
+    local got = rec:received()
+    assert.are.equal(1, #got.requests)
+    assert.are.equal(1, #got.spans)
   end)
 
   it("flushes at the end of a glsb-lua script and of a plain lua5.4 script, from the environment alone", function()

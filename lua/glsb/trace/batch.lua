@@ -84,7 +84,9 @@ local function worker_body(self)
     end
     if self.worker ~= me or self:size() == 0 then break end
     local batch = take(self, self.max_batch)
+    self.exporting = true
     local ok, err = pcall(self._export, self, batch, loop.now() + self.export_timeout, self.failing and 1 or nil)
+    self.exporting = false
     if not ok then
       -- cancelled by a flush or shutdown: the batch goes back to the front, the flusher sends it
       for i = #batch, 1, -1 do
@@ -113,7 +115,9 @@ function Batch:on_end(span)
   self.queue[self.tail] = span
   self.stats.queued = self.stats.queued + 1
   if not self.first_at then self.first_at = loop.now() end
-  if not self.worker then
+  if self.flushing then
+    return -- the flush in progress sends it, or the next worker does
+  elseif not self.worker then
     self:_start_worker()
   elseif self.sleeping and self:size() >= self.max_batch then
     self.wakeup:notify()
@@ -121,23 +125,35 @@ function Batch:on_end(span)
 end
 
 -- force_flush(timeout, attempts) -> true when every queued span was exported. Runs the exports in the caller
--- (a task or the main chunk), after cancelling the worker (its batch in flight is put back first).
+-- (a task or the main chunk). A worker waiting for its batch to fill is cancelled; one with an export in
+-- flight finishes it first (cancelling it could send spans the collector already has twice), unless it
+-- overruns the deadline: then it is cancelled and its batch put back.
 function Batch:force_flush(timeout, attempts)
   local deadline = loop.now() + (timeout or self.export_timeout)
   local w = self.worker
-  self.worker = nil
+  self.worker = nil -- the worker leaves its loop after the export in hand
+  self.flushing = true -- and on_end starts no other meanwhile: one export at a time
   if w and not w:done() then
-    w:cancel()
-    pcall(w.wait, w, math.max(0.001, deadline - loop.now())) -- lets it put its batch back
-  end
-  local all = true
-  while self:size() > 0 and loop.now() < deadline do
-    local batch = take(self, self.max_batch)
-    if not self:_export(batch, deadline, attempts or (self.failing and 1 or nil)) then
-      all = false
-      break
+    if self.exporting then pcall(w.wait, w, math.max(0.001, deadline - loop.now())) end
+    if not w:done() then
+      w:cancel()
+      pcall(w.wait, w, math.max(0.001, deadline - loop.now())) -- lets it put its batch back
     end
   end
+  local all = true
+  local ok, err = pcall(function()
+    while self:size() > 0 and loop.now() < deadline do
+      local batch = take(self, self.max_batch)
+      if not self:_export(batch, deadline, attempts or (self.failing and 1 or nil)) then
+        all = false
+        break
+      end
+    end
+  end)
+  self.flushing = false
+  if not ok then error(err, 0) end
+  -- spans that arrived meanwhile (or a failed batch's successors) get a worker again
+  if self:size() > 0 and not self.closing then self:_start_worker() end
   return all and self:size() == 0
 end
 
@@ -145,6 +161,7 @@ end
 -- new spans. What could not be sent is counted as dropped.
 function Batch:shutdown(timeout)
   if self.shut then return true end
+  self.closing = true
   local ok = self:force_flush(timeout, self.failing and 1 or 2)
   self.shut = true
   local left = self:size()
