@@ -167,6 +167,32 @@ async function admin(req, res, url) {
   return sendJson(res, 404, { error: `no admin route ${m} ${p}` });
 }
 
+// Any other port: what a program in the sandbox listens on. Sandboxes share the emulator's network (no
+// network namespace), so the port is this machine's loopback port; nothing there -> the proxy's 502.
+const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host', 'opensandbox-ingress-to',
+  'open-sandbox-api-key']);
+function proxyPort(sbx, port, req, res, target) {
+  const headers = {};
+  for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k)) headers[k] = v;
+  return new Promise((resolve) => {
+    const up = http.request({ host: '127.0.0.1', port, method: req.method, path: target.pathname + target.search, headers },
+      (ures) => {
+        const h = {};
+        for (const [k, v] of Object.entries(ures.headers)) if (!HOP.has(k)) h[k] = v;
+        res.writeHead(ures.statusCode, h);
+        ures.pipe(res);
+        ures.on('end', resolve);
+        ures.on('error', () => { res.socket?.destroy(); resolve(); });
+      });
+    up.on('error', (e) => {
+      if (!res.headersSent) unreachable(res, sbx.id, port, e.code === 'ECONNREFUSED' ? 'connection refused' : e.message);
+      else res.socket?.destroy();
+      resolve();
+    });
+    req.pipe(up);
+  });
+}
+
 async function handle(req, res) {
   const url = new URL(req.url, 'http://emulator');
   if (url.pathname.startsWith('/_emulator/')) return admin(req, res, url);
@@ -227,10 +253,6 @@ async function handle(req, res) {
     await readBody(req).catch(() => {});
     return sandboxGone(res, r.sandboxId);
   }
-  if (r.port !== EXECD_PORT && r.port !== EGRESS_PORT) {
-    await readBody(req).catch(() => {});
-    return unreachable(res, sbx.id, r.port, 'connection refused');
-  }
   if (sbx.state !== 'Running') {
     await readBody(req).catch(() => {});
     return unreachable(res, sbx.id, r.port, sbx.state === 'Paused' ? 'the container is paused' : 'the container is not running yet');
@@ -241,6 +263,7 @@ async function handle(req, res) {
     return unreachable(res, sbx.id, r.port, 'connection refused (execd is starting)');
   }
   const target = new URL(r.path + url.search, 'http://sandbox');
+  if (r.port !== EXECD_PORT && r.port !== EGRESS_PORT) return proxyPort(sbx, r.port, req, res, target);
   sbx.active.add(res);
   res.on('close', () => sbx.active.delete(res));
   if (r.port === EGRESS_PORT) return handleEgress(sbx, req, res, target);

@@ -39,13 +39,15 @@ function childrenOf(pid) {
 }
 
 // Signal a process tree. Under bubblewrap our child is bwrap and the program is pid 1 of its own pid
-// namespace: SIGKILL to it makes the kernel kill the whole namespace, and bwrap reaps it and exits. As
-// a namespace init the program ignores signals it has no handler for, so SIGTERM is backed by SIGKILL
-// by the callers. Without bubblewrap the process group is signalled. SIGSTOP/SIGCONT go to the group
-// (bwrap and everything it started share it unless a program made its own).
+// namespace: SIGKILL to it makes the kernel kill the whole namespace, and bwrap reaps it and exits;
+// SIGINT reaches it when it has a handler (python: KeyboardInterrupt). Without bubblewrap, and for every
+// other signal, the process group is signalled (bwrap and everything it started share it unless a program
+// made its own).
 export function signalTree(child, signal = 'SIGKILL') {
   if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  if (child.isBwrap && signal !== 'SIGSTOP' && signal !== 'SIGCONT') {
+  // SIGTERM goes to the group, as execd sends it: the program, as its namespace's init, would ignore it
+  // (no handler), but bwrap in the same group ends on it and takes the namespace with it.
+  if (child.isBwrap && (signal === 'SIGKILL' || signal === 'SIGINT')) {
     let sent = 0;
     for (const p of childrenOf(child.pid)) {
       try { process.kill(p, signal); sent++; } catch { /* gone */ }
