@@ -60,22 +60,30 @@ Conn.__index = Conn
 -- GET /sandboxes/{id}/endpoints/44772?use_server_proxy=...; every header of the answer goes on every
 -- execd call (a gateway routes by them). The API key does not: execd runs inside the sandbox.
 function M.connect(cfg, sandbox_id, class, stage)
-  local res = lifecycle.request(cfg, "GET", lifecycle.sandbox_path(sandbox_id, "/endpoints/" .. M.PORT),
-    nil, { query = "use_server_proxy=" .. (cfg.use_server_proxy and "true" or "false") })
-  lifecycle.raise_if(class, stage, res, "OpenSandbox endpoint lookup failed")
-  local j = res.json
-  if type(j) ~= "table" or type(j.endpoint) ~= "string" or j.endpoint == "" then
-    local errors = require "glsb.errors"
-    errors.raise(class, stage, "OpenSandbox endpoint lookup: the answer has no endpoint",
-      lifecycle.failure(res))
-  end
+  local j = M.endpoint(cfg, sandbox_id, M.PORT, cfg.use_server_proxy, class, stage)
   local headers = { ["User-Agent"] = lifecycle.USER_AGENT }
-  if type(j.headers) == "table" then
-    for k, v in pairs(j.headers) do headers[k] = tostring(v) end
-  end
+  for k, v in pairs(j.headers or {}) do headers[k] = v end
   local base = j.endpoint:match("^https?://") and j.endpoint or (cfg.protocol .. "://" .. j.endpoint)
   return setmetatable({ base = base:gsub("/+$", ""), headers = headers, cfg = cfg, sandbox_id = sandbox_id,
     endpoint = j.endpoint }, Conn)
+end
+
+-- endpoint(cfg, sandbox_id, port, use_server_proxy, class, stage) -> {endpoint, headers}: GET
+-- /sandboxes/{id}/endpoints/{port}?use_server_proxy=...; raises class/stage.
+function M.endpoint(cfg, sandbox_id, port, use_server_proxy, class, stage)
+  local res = lifecycle.request(cfg, "GET", lifecycle.sandbox_path(sandbox_id, "/endpoints/" .. tostring(port)),
+    nil, { query = "use_server_proxy=" .. (use_server_proxy and "true" or "false") })
+  lifecycle.raise_if(class, stage, res, "OpenSandbox endpoint lookup failed")
+  local j = res.json
+  if type(j) ~= "table" or type(j.endpoint) ~= "string" or j.endpoint == "" then
+    require("glsb.errors").raise(class, stage, "OpenSandbox endpoint lookup: the answer has no endpoint",
+      lifecycle.failure(res))
+  end
+  local headers = {}
+  if type(j.headers) == "table" then
+    for k, v in pairs(j.headers) do headers[k] = tostring(v) end
+  end
+  return { endpoint = j.endpoint, headers = next(headers) and headers or nil }
 end
 M.PORT = lifecycle.EXECD_PORT
 
@@ -211,18 +219,53 @@ function M.wrap(command)
   return "(\n" .. command .. "\n); __glsb_rc=$?; printf '\\n'; printf '\\n' >&2; exit $__glsb_rc"
 end
 
--- Rebuilds one stream from its line events (see M.wrap) into an output capture.
-local function line_joiner(out)
-  local started = {}
-  return function(name, text)
-    local line = text == "\n" and "" or text
-    out:push(name, started[name] and ("\n" .. line) or line)
+-- Rebuilds both streams from execd's line events (see M.wrap). Two views of the same lines:
+--   the capture (on_stdout/on_stderr, a background command's output so far) gets each line with its
+--   "\n" as soon as it arrives; blank lines wait for the next line, since the last one is the wrapper's;
+--   the exact bytes (the result) join the lines with "\n": they are right once the wrapper's newline
+--   came, i.e. when the command ended with execution_complete or an exit code.
+local function line_feed(out)
+  local exact, size, pending, started = { stdout = {}, stderr = {} }, { stdout = 0, stderr = 0 },
+    { stdout = 0, stderr = 0 }, {}
+  local lf = {}
+  function lf.push(name, text)
+    local blank = text == "\n"
+    local line = blank and "" or text
+    if size[name] <= output.CAP then
+      local piece = (started[name] and "\n" or "") .. line
+      exact[name][#exact[name] + 1] = piece
+      size[name] = size[name] + #piece
+    end
     started[name] = true
+    if blank then
+      pending[name] = pending[name] + 1
+    else
+      if pending[name] > 0 then out:push(name, string.rep("\n", pending[name])) end
+      pending[name] = 0
+      out:push(name, line .. "\n")
+    end
   end
+  -- finish(r, ended): r gets stdout/stderr (exact when the command ended, else what the capture holds)
+  function lf.finish(r, ended)
+    for name, n in pairs(pending) do
+      if n > 1 then out:push(name, string.rep("\n", n - 1)) end
+    end
+    out:finish(r)
+    if not ended then return end
+    for name, parts in pairs(exact) do
+      if size[name] <= output.CAP and not r[name .. "_truncated"] then r[name] = table.concat(parts) end
+    end
+  end
+  return lf
 end
 
+-- The signal a killed command died of, from execd's traceback ("signal: killed").
+local SIGNALS = { killed = "SIGKILL", terminated = "SIGTERM", interrupt = "SIGINT", hangup = "SIGHUP",
+  quit = "SIGQUIT", aborted = "SIGABRT", ["segmentation fault"] = "SIGSEGV", ["broken pipe"] = "SIGPIPE" }
+
 -- run_command(conn, command, opts) -> ExecutionResult. opts: timeout (s or nil), env, cwd, on_stdout,
--- on_stderr, alive (fn).
+-- on_stderr, alive (fn); out (a glsb.output capture to use), on_init(id) (execd's command id, as soon as
+-- the stream says it).
 function M.run_command(conn, command, opts)
   local texts = { command, opts.cwd }
   for k, v in pairs(opts.env or {}) do texts[#texts + 1] = k texts[#texts + 1] = tostring(v) end
@@ -236,17 +279,18 @@ function M.run_command(conn, command, opts)
     body.envs = env
   end
   if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout * 1000)) end
-  local out = output.capture(opts)
-  local push = line_joiner(out)
+  local out = opts.out or output.capture(opts)
+  local lf = line_feed(out)
   local ev_state = {}
   local res, st = M.stream(conn, "/command", body,
     { timeout = opts.timeout and (opts.timeout + M.COMMAND_GRACE) or nil },
     function(ev)
       local t = ev.type
       if (t == "stdout" or t == "stderr") and type(ev.text) == "string" then
-        push(t, ev.text)
+        lf.push(t, ev.text)
       elseif t == "init" then
         ev_state.id = clean(ev.text)
+        if opts.on_init then opts.on_init(ev_state.id) end
       elseif t == "error" then
         ev_state.error = type(ev.error) == "table" and ev.error or {}
         return true
@@ -266,6 +310,10 @@ function M.run_command(conn, command, opts)
       r = result { status = Status.TIMEOUT, code = code,
         error = string.format("execute_command: timed out after %gs (the process group was killed)", opts.timeout),
         failure = { exception_type = "TimeoutError", retry_safe = false } }
+    elseif code == -1 and tb:match("^signal: ") then
+      local sig = tb:match("^signal: ([%w ]+)")
+      r = result { status = Status.ERROR, code = code,
+        error = "command ended by signal: " .. (SIGNALS[sig] or sig) } -- the contract's words
     elseif code then
       r = result { status = code == 0 and Status.SUCCESS or Status.ERROR, code = code,
         error = code ~= 0 and ("command exited with code " .. code) or nil } -- the contract's words
@@ -289,9 +337,53 @@ function M.run_command(conn, command, opts)
         or "execute_command: the stream ended without a completion or an exit code; the command may have run",
       failure = { exception_type = gone and outcome.GONE or "ProtocolError", retry_safe = false } }
   end
-  out:finish(r)
+  lf.finish(r, ev_state.complete or ev_state.error ~= nil)
   r.command_id = ev_state.id
   return r
+end
+
+-- A command running in the background (sb:start_command): the same /command stream, read by a task.
+local Handle = {}
+Handle.__index = Handle
+
+-- start_command(conn, command, opts) -> handle {pid(), output(), done(), wait(timeout), kill()}. opts as
+-- run_command's.
+function M.start_command(conn, command, opts)
+  local h = setmetatable({ conn = conn, out = output.capture(opts), started = loop.condition() }, Handle)
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.out = h.out
+  o.on_init = function(id)
+    h.id = id
+    h.started:broadcast()
+  end
+  h.task = loop.spawn(function()
+    local r = M.run_command(conn, command, o)
+    h.started:broadcast()
+    return r
+  end)
+  return h
+end
+
+function Handle:pid() return self.id end
+function Handle:output() return self.out:text("stdout"), self.out:text("stderr") end
+function Handle:done() return self.task:done() end
+function Handle:wait(timeout) return self.task:wait(timeout) end
+
+-- kill() -> true when execd took the interrupt (SIGTERM to the group, SIGKILL 3 s later; the stream then
+-- ends with the command), false when it had ended already.
+function Handle:kill()
+  if self.task:done() then return false end
+  local deadline = loop.now() + lifecycle.CONNECT_TIMEOUT
+  while not self.id and not self.task:done() do
+    if self.started:wait(deadline) == "timeout" then break end
+  end
+  if self.task:done() then return false end
+  if not self.id then
+    self.task:cancel()
+    return true
+  end
+  return (M.interrupt(self.conn, "/command", self.id, 30))
 end
 
 ---------------------------------------------------------------------------

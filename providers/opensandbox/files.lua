@@ -104,6 +104,13 @@ function M.remove(conn, path, opts)
   check(opts.class, opts.stage, res, "removing " .. path .. " failed")
 end
 
+-- remove_all(conn, path, opts): DELETE /directories?path= (os.RemoveAll: a file or a tree; missing is fine).
+function M.remove_all(conn, path, opts)
+  local res = conn:http { method = "DELETE", url = conn:url("/directories?path=" .. http.escape(path)),
+    headers = conn:hdrs(), timeout = opts.timeout or M.TIMEOUT }
+  check(opts.class, opts.stage, res, "removing " .. path .. " failed")
+end
+
 -- mkdir(conn, path, opts): POST /directories {path: {mode: 755}} (mkdir -p), raises on failure.
 function M.mkdir(conn, path, opts)
   local res = conn:http { method = "POST", url = conn:url("/directories"),

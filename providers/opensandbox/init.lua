@@ -16,6 +16,7 @@ local sandbox = require "glsb.sandbox"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local core = require "glsb.core"
+local http = require "glsb.http"
 local log = require "glsb.log"
 local registry = require "glsb.registry"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
@@ -79,64 +80,6 @@ Sandbox.options = {
   connect = { ready_timeout = M.CREATE_OPTIONS.ready_timeout },
 }
 
--- Until glsb.options checks declared options in the base class, this file checks its own (the same
--- rules: an unknown key names the closest known one, a wrong type the expected one).
-local HAS_OPTIONS_MODULE = pcall(require, "glsb.options")
-local BASE_OPTIONS = { timeout = "number", template = "string|table", env = "table", metadata = "table",
-  retry = "boolean|table", language = "string", additional_packages = "table", package_install_timeout = "number" }
-local LUA_TYPE = { string = "string", boolean = "boolean", table = "table", number = "number", positive = "number",
-  seconds = "number", integer = "number", count = "number", string_map = "table", string_list = "table",
-  ["function"] = "function" }
-
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:sub(i, i) == b:sub(j, j) and 0 or 1))
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
-
--- check_options(opts, level, schemas...): plain argument errors for an unknown key or a wrong type.
-function M.check_options(opts, level, ...)
-  local known = {}
-  for _, schema in ipairs({ ... }) do
-    for k, d in pairs(schema) do known[k] = type(d) == "table" and d[1] or d end
-  end
-  for k, v in pairs(opts) do
-    local want = known[k]
-    if want == nil then
-      local best, bd = nil, math.huge
-      for name in pairs(known) do
-        local d = distance(tostring(k), name)
-        if d < bd or (d == bd and name < best) then best, bd = name, d end
-      end
-      error(string.format("opensandbox: unknown option '%s'%s", tostring(k),
-        bd <= 3 and (" (did you mean '" .. best .. "'?)") or ""), level + 1)
-    end
-    local ok, names = false, {}
-    for t in want:gmatch("[^|]+") do
-      names[#names + 1] = LUA_TYPE[t] or t
-      if type(v) == (LUA_TYPE[t] or t) then ok = true end
-    end
-    if not ok then
-      error(string.format("opensandbox: option '%s' must be a %s, got %s", k, table.concat(names, " or "), type(v)),
-        level + 1)
-    end
-  end
-end
-
-if not HAS_OPTIONS_MODULE then
-  function Sandbox._prepare_create(sopts, level)
-    M.check_options(sopts, level + 1, BASE_OPTIONS, M.PROVIDER_OPTIONS, M.CREATE_OPTIONS)
-    sandbox.CodeInterpreterSandbox._prepare_create(sopts, level + 1)
-  end
-end
-
 local function string_map(t, what)
   if t == nil then return {} end
   local out = {}
@@ -165,6 +108,15 @@ end
 ---------------------------------------------------------------------------
 -- Requests
 ---------------------------------------------------------------------------
+
+-- The user's metadata: the create token is ours.
+local function user_metadata(m)
+  local out = {}
+  for k, v in pairs(type(m) == "table" and m or {}) do
+    if k ~= M.CREATE_TOKEN then out[k] = v end
+  end
+  return out
+end
 
 function Sandbox:_api(method, path, body, opts)
   return lifecycle.request(self._cfg, method, path, body, opts)
@@ -299,6 +251,19 @@ function Sandbox:_create_body(opts)
   return body
 end
 
+-- execd answers before we hand the sandbox out (the base deletes it if this fails), polled as the
+-- official SDKs do: the endpoint, then GET /ping every 200 ms up to 30 s.
+function Sandbox:_ready(ready_timeout)
+  self._conn = execd.connect(self._cfg, self.sandbox_id, errors.SandboxStartError, Stage.HEALTH_CHECK)
+  ready_timeout = ready_timeout or execd.READY_TIMEOUT
+  local ok, why = execd.wait_ready(self._conn, ready_timeout)
+  if not ok then
+    errors.raise(errors.SandboxStartError, Stage.HEALTH_CHECK, string.format(
+      "OpenSandbox sandbox %s: execd did not answer /ping within %gs (last: %s)", self.sandbox_id, ready_timeout,
+      errors.describe(why)), { message = "readiness timed out", sandbox_id = self.sandbox_id, last = why })
+  end
+end
+
 function Sandbox:_start(opts)
   self._cfg = lifecycle.config(opts)
   local body = self:_create_body(opts)
@@ -321,16 +286,7 @@ function Sandbox:_start(opts)
     end
     self.sandbox_id = j.id
   end
-  -- execd answers before we hand the sandbox out (the base deletes it if this fails), polled as the
-  -- official SDKs do: the endpoint, then GET /ping every 200 ms up to 30 s.
-  self._conn = execd.connect(self._cfg, self.sandbox_id, errors.SandboxStartError, Stage.HEALTH_CHECK)
-  local ready_timeout = opts.ready_timeout or execd.READY_TIMEOUT
-  local ok, why = execd.wait_ready(self._conn, ready_timeout)
-  if not ok then
-    errors.raise(errors.SandboxStartError, Stage.HEALTH_CHECK, string.format(
-      "OpenSandbox sandbox %s: execd did not answer /ping within %gs (last: %s)", self.sandbox_id, ready_timeout,
-      errors.describe(why)), { message = "readiness timed out", sandbox_id = self.sandbox_id, last = why })
-  end
+  self:_ready(opts.ready_timeout)
   if opts.timeout and opts.timeout < M.MIN_TIMEOUT then self:_set_timeout(opts.timeout) end
 end
 
@@ -346,6 +302,180 @@ function Sandbox:_terminate(opts)
   local res = self:_api("DELETE", lifecycle.sandbox_path(self.sandbox_id), nil, { timeout = opts.timeout })
   if not res.error and res.status == 404 then return end
   lifecycle.raise_if(errors.SandboxTerminateError, Stage.TERMINATE, res, "OpenSandbox delete failed")
+end
+
+---------------------------------------------------------------------------
+-- Handles that outlive a process: ref, connect, list
+---------------------------------------------------------------------------
+
+-- sb:ref(): what connect needs besides the id (no key: credentials come from connect's options or
+-- the environment).
+function Sandbox:_ref(_opts)
+  local pub = lifecycle.public(self._cfg)
+  return { domain = pub.domain, use_server_proxy = pub.use_server_proxy, template_id = self.template_id }
+end
+
+-- Seconds left in a lease, by the server's clock: expiresAt against the answer's Date header.
+local function lease_left(res)
+  local j = res.json
+  local ends = type(j) == "table" and lifecycle.parse_iso(j.expiresAt)
+  if not ends then return nil end
+  local now = lifecycle.parse_http_date(res.headers and res.headers.date) or os.time()
+  return math.max(0, ends - now)
+end
+
+-- connect: GET /sandboxes/{id} (404: gone); a Paused sandbox is resumed (POST /resume), as the SDK's
+-- Sandbox.resume does; then the endpoint and /ping as after create. opts.timeout renews the lease.
+function Sandbox:_attach(ref, opts)
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  if o.domain == nil then o.domain = ref.domain end
+  if o.use_server_proxy == nil then o.use_server_proxy = ref.use_server_proxy end
+  self._cfg = lifecycle.config(o)
+  local id = ref.sandbox_id
+  local res = self:_api("GET", lifecycle.sandbox_path(id))
+  if not res.error and res.status == 404 then
+    local e = lifecycle.check(errors.SandboxStartError, Stage.CONNECT, res,
+      string.format("OpenSandbox connect: no sandbox '%s' (it was deleted or expired)", id))
+    error(e, 0)
+  end
+  lifecycle.raise_if(errors.SandboxStartError, Stage.CONNECT, res, "OpenSandbox connect failed")
+  local j = type(res.json) == "table" and res.json or {}
+  local state = type(j.status) == "table" and j.status.state or nil
+  if state == "Terminated" or state == "Failed" or state == "Stopping" then
+    errors.raise(errors.SandboxStartError, Stage.CONNECT,
+      string.format("OpenSandbox connect: sandbox '%s' is %s", id, tostring(state)))
+  end
+  self.sandbox_id = id
+  self.template_id = j.snapshotId ~= http.json_null and j.snapshotId or nil
+  self.metadata = user_metadata(j.metadata)
+  if state == "Paused" then
+    local r = self:_api("POST", lifecycle.sandbox_path(id, "/resume"))
+    lifecycle.raise_if(errors.SandboxStartError, Stage.CONNECT, r, "OpenSandbox resume failed")
+  end
+  self._lease_remaining = lease_left(res)
+  self:_ready(opts.ready_timeout)
+  if opts.timeout then
+    self:_set_timeout(opts.timeout)
+    self._lease_remaining = opts.timeout
+  end
+end
+
+local STATES = { running = "Running", paused = "Paused", pending = "Pending" }
+
+-- list: GET /sandboxes?state=Running&state=Paused&metadata=k%3Dv&page=N&pageSize=200, every page.
+function Sandbox._list(_cls, opts)
+  local cfg = lifecycle.config(opts)
+  local q = {}
+  local states = opts.state or { "running", "paused" }
+  if type(states) == "string" then states = { states } end
+  for _, s in ipairs(states) do q[#q + 1] = { "state", STATES[s:lower()] or s } end
+  if opts.metadata and next(opts.metadata) then
+    q[#q + 1] = { "metadata", lifecycle.metadata_filter(opts.metadata) }
+  end
+  local refs, page = {}, 1
+  local pub = lifecycle.public(cfg)
+  while true do
+    local pq = { table.unpack(q) }
+    pq[#pq + 1] = { "page", tostring(page) }
+    pq[#pq + 1] = { "pageSize", "200" }
+    local res = lifecycle.request(cfg, "GET", "/sandboxes", nil, { query = lifecycle.query(pq) })
+    lifecycle.raise_if(errors.SandboxStartError, Stage.CONNECT, res, "OpenSandbox list failed")
+    local j = type(res.json) == "table" and res.json or {}
+    for _, s in ipairs(type(j.items) == "table" and j.items or {}) do
+      local st = type(s.status) == "table" and s.status.state or nil
+      refs[#refs + 1] = { sandbox_id = s.id, state = type(st) == "string" and st:lower() or nil,
+        metadata = user_metadata(s.metadata), created_at = s.createdAt, expires_at = s.expiresAt,
+        image = type(s.image) == "table" and s.image.uri or nil, template_id = s.snapshotId,
+        domain = pub.domain, use_server_proxy = pub.use_server_proxy }
+      if opts.limit and #refs >= opts.limit then return refs end
+    end
+    local p = type(j.pagination) == "table" and j.pagination or {}
+    if p.hasNextPage ~= true then return refs end
+    page = page + 1
+  end
+end
+
+---------------------------------------------------------------------------
+-- Background commands, ports, files, info
+---------------------------------------------------------------------------
+
+-- start_command: the same /command stream, read by a task; kill() is DELETE /command?id=.
+function Sandbox:_start_command(command, opts)
+  return execd.start_command(self._conn, command, { timeout = opts.timeout, env = opts.env, cwd = opts.cwd,
+    on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, alive = alive_fn(self) })
+end
+
+-- sb:get_endpoint(port) -> {endpoint = "host[:port][/path]", headers = {...}}: where that port of the
+-- sandbox is reached (GET /sandboxes/{id}/endpoints/{port}); every header must go on every request.
+function Sandbox:get_endpoint(port, use_server_proxy)
+  return sandbox.guarded(self, function()
+    local proxy = use_server_proxy
+    if proxy == nil then proxy = self._cfg.use_server_proxy end
+    return execd.endpoint(self._cfg, self.sandbox_id, port, proxy, errors.SandboxExecutionError, Stage.EXECUTE)
+  end)
+end
+
+-- get_host(port): the endpoint when it needs no header; a gateway that routes by header does not fit in
+-- one string, so then the server proxy's route, which needs none.
+function Sandbox:_get_host(port)
+  local ep = execd.endpoint(self._cfg, self.sandbox_id, port, self._cfg.use_server_proxy,
+    errors.SandboxExecutionError, Stage.EXECUTE)
+  if ep.headers and next(ep.headers) then
+    ep = execd.endpoint(self._cfg, self.sandbox_id, port, true, errors.SandboxExecutionError, Stage.EXECUTE)
+  end
+  return ep.endpoint
+end
+
+local function fopts(opts)
+  return { timeout = opts and opts.timeout, class = errors.SandboxExecutionError, stage = Stage.FILES }
+end
+
+function Sandbox:_files_write(path, data, opts)
+  files.upload(self._conn, { { path = path, data = data } }, fopts(opts))
+end
+
+function Sandbox:_files_read(path, opts)
+  return files.download(self._conn, path, fopts(opts))
+end
+
+local TYPES = { file = "file", directory = "dir", symlink = "symlink" }
+
+function Sandbox:_files_list(path, opts)
+  local out = {}
+  for _, f in ipairs(files.list(self._conn, path, fopts(opts))) do
+    local p = tostring(f.path)
+    out[#out + 1] = { name = p:match("[^/]*$"), path = p, type = TYPES[f.type] or "other",
+      size = math.tointeger(f.size) or f.size }
+  end
+  table.sort(out, function(x, y) return x.name < y.name end)
+  return out
+end
+
+function Sandbox:_files_exists(path, opts)
+  return files.info(self._conn, path, fopts(opts)) ~= nil
+end
+
+function Sandbox:_files_make_dir(path, opts)
+  if files.info(self._conn, path, fopts(opts)) ~= nil then return false end
+  files.mkdir(self._conn, path, fopts(opts))
+  return true
+end
+
+function Sandbox:_files_remove(path, opts)
+  files.remove_all(self._conn, path, fopts(opts))
+end
+
+-- info(): what the lifecycle API says (GET /sandboxes/{id}).
+function Sandbox:_info()
+  local res = self:_api("GET", lifecycle.sandbox_path(self.sandbox_id))
+  lifecycle.raise_if(errors.SandboxExecutionError, Stage.EXECUTE, res, "OpenSandbox sandbox info failed")
+  local j = type(res.json) == "table" and res.json or {}
+  local st = type(j.status) == "table" and j.status or {}
+  return { server_state = st.state, server_reason = st.reason,
+    image = type(j.image) == "table" and j.image.uri or nil,
+    snapshot_id = j.snapshotId, created_at = j.createdAt, expires_at = j.expiresAt, entrypoint = j.entrypoint,
+    metadata = user_metadata(j.metadata) }
 end
 
 ---------------------------------------------------------------------------

@@ -176,4 +176,15 @@ function M.parse_iso(s)
   return lt + (lt - os.time(utc))
 end
 
+local MONTHS = { Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10,
+  Nov = 11, Dec = 12 }
+
+-- parse_http_date("Tue, 01 Dec 2026 06:14:26 GMT") -> epoch seconds, or nil.
+function M.parse_http_date(s)
+  if type(s) ~= "string" then return nil end
+  local d, mon, y, h, mi, sec = s:match("(%d+) (%a%a%a) (%d+) (%d+):(%d+):(%d+)")
+  if not d or not MONTHS[mon] then return nil end
+  return M.parse_iso(string.format("%04d-%02d-%02dT%s:%s:%s", tonumber(y), MONTHS[mon], tonumber(d), h, mi, sec))
+end
+
 return M

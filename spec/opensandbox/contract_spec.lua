@@ -12,10 +12,6 @@ describe("opensandbox contract run #opensandbox", function()
     return emu:opts { timeout = 120 }
   end, {
     tag = "#opensandbox",
-    -- not in the adapter yet (kit's note, PROVIDERS.md "One behaviour"): execd's background commands
-    -- (/command with background) and the server's endpoints API (GET /sandboxes/{id}/endpoints/{port})
-    background = false,
-    ports = false,
     call_languages = {}, -- python only
     leftovers = function() return emu:leftovers() end,
   })
