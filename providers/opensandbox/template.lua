@@ -13,9 +13,9 @@
 -- template_id, its name, or the bare spec name (the newest Ready snapshot built for it).
 --
 -- Builder options (glsb.template("opensandbox", opts)): domain, api_key, protocol, use_server_proxy,
--- request_timeout (as the sandbox), image (the default base), resources, on_log(entry) with entry =
--- {timestamp, level, message, step?}, progress (nil = a line per step on stdout when it is a terminal;
--- false = never), build_timeout (s, default 3600), step_timeout (s per step, default 1800).
+-- request_timeout (as the sandbox), image (the default base), resources, build_timeout (s, default 3600),
+-- step_timeout (s per step, default 1800), and every builder's on_log / progress (glsb.template).
+-- builder:list() names the snapshots it made; builder:delete(name) removes them.
 --
 -- What a snapshot cannot carry is refused, not ignored: start_cmd and ready_cmd (a restore takes its
 -- entrypoint at create time). workdir is where relative files land (created); sandboxes restored from
@@ -24,7 +24,6 @@
 local template = require "glsb.template"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
-local output = require "glsb.output"
 local packages = require "glsb.packages"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 local snapshot = require "glsb.providers.opensandbox.snapshot"
@@ -102,8 +101,6 @@ M.Template = Template
 M.BUILDER_OPTIONS = {
   image = { "string", "the base of a spec without base_image / base_template" },
   resources = { "string_map", "`resourceLimits` of the build sandbox" },
-  on_log = { "function", "called with every log entry `{timestamp, level, message, step}`" },
-  progress = { "boolean", "one line per step on stdout", default = "when stdout is a terminal" },
   build_timeout = { "positive", "seconds a build may take", default = "3600" },
   step_timeout = { "positive", "seconds one step may take", default = "1800" },
 }
@@ -111,10 +108,6 @@ M.BUILDER_OPTIONS = {
 Template.options = { provider = opensandbox.PROVIDER_OPTIONS, builder = M.BUILDER_OPTIONS }
 
 function Template:_init(opts)
-  if not pcall(require, "glsb.options") then
-    -- until the base class checks declared options itself (glsb.options)
-    opensandbox.check_options(opts, 4, opensandbox.PROVIDER_OPTIONS, M.BUILDER_OPTIONS)
-  end
   self._cfg = lifecycle.config(opts)
   self._sandbox_opts = {}
   for _, k in ipairs({ "domain", "api_key", "protocol", "use_server_proxy", "request_timeout", "cainfo" }) do
@@ -122,26 +115,13 @@ function Template:_init(opts)
   end
   self.image = opts.image
   self.resources = opts.resources
-  self.on_log = opts.on_log
   self.build_timeout = opts.build_timeout or 3600
   self.step_timeout = opts.step_timeout or 1800
-  if opts.progress == nil then
-    -- glsb-lua has no isatty; `test -t 1` in a child that inherits our stdout answers it
-    self.progress = os.execute("test -t 1") == true
-  else
-    self.progress = opts.progress
-  end
 end
 
-function Template:_log(message, level, step)
-  local entry = { timestamp = os.date("!%Y-%m-%dT%H:%M:%SZ"), level = level or "info", message = message, step = step }
-  if self.on_log then output.call_back(self.on_log, entry) end
-end
-
-function Template:_progress(name, text)
-  if not self.progress then return end
-  io.stdout:write(string.format("[opensandbox template %s] %s\n", name, text))
-  io.stdout:flush()
+-- One build log entry: to on_log and the progress line (the base class's _log).
+function Template:_say(message, level, step)
+  self:_log { timestamp = os.date("!%Y-%m-%dT%H:%M:%SZ"), level = level or "info", message = message, step = step }
 end
 
 -- The newest Ready snapshot built from exactly this content.
@@ -188,9 +168,8 @@ function Template:_build_sandbox(spec)
 end
 
 -- Runs one step in the build sandbox; raises TemplateBuildError naming it when it fails.
-function Template:_step(sb, i, n, step, name)
-  self:_progress(name, string.format("step %d/%d: %s", i, n, step.title))
-  self:_log(string.format("step %d/%d: %s", i, n, step.title), "info", i)
+function Template:_step(sb, i, n, step)
+  self:_say(string.format("step %d/%d: %s", i, n, step.title), "info", i)
   if step.files then
     local ok, err = pcall(files.upload, sb._conn, step.files,
       { timeout = self.step_timeout, class = errors.TemplateBuildError, stage = Stage.TEMPLATE_BUILD })
@@ -200,7 +179,7 @@ function Template:_step(sb, i, n, step, name)
     end
     return
   end
-  local function line(level) return function(l) self:_log(l, level, i) end end
+  local function line(level) return function(l) self:_say(l, level, i) end end
   local r = sb:execute_command(step.command, { timeout = self.step_timeout,
     on_stdout = line("info"), on_stderr = line("warn") })
   if r.status ~= Status.SUCCESS then
@@ -215,24 +194,57 @@ function Template:_build(spec, hash)
   unsupported(spec)
   local name = M.snapshot_name(spec.name, hash)
   local steps = M.steps(spec)
-  self:_progress(spec.name, "starting the build sandbox")
+  self:_say("starting the build sandbox")
   local sb = self:_build_sandbox(spec)
-  self:_log("build sandbox " .. tostring(sb.sandbox_id))
+  self:_say("build sandbox " .. tostring(sb.sandbox_id))
   local ok, res = pcall(function()
-    for i, step in ipairs(steps) do self:_step(sb, i, #steps, step, spec.name) end
-    self:_progress(spec.name, "snapshot " .. name)
+    for i, step in ipairs(steps) do self:_step(sb, i, #steps, step) end
     local snap = snapshot.create(self._cfg, sb.sandbox_id, name, errors.TemplateBuildError, Stage.TEMPLATE_BUILD)
-    self:_log("snapshot " .. snap.id .. " " .. name)
+    self:_say("snapshot " .. snap.id .. " " .. name)
     snapshot.wait_ready(self._cfg, snap.id, M.SNAPSHOT_TIMEOUT, errors.TemplateBuildError, Stage.TEMPLATE_BUILD,
-      function(state) self:_log("snapshot " .. snap.id .. " " .. tostring(state)) end)
+      function(state) self:_say("snapshot " .. snap.id .. " " .. tostring(state)) end)
     return { template_id = snap.id, name = name }
   end)
   -- the build sandbox goes, whatever happened (a snapshot outlives its source)
   local tok, terr = pcall(sb.terminate, sb)
-  if not tok then self:_log("could not delete the build sandbox: " .. errors.describe(terr), "error") end
+  if not tok then self:_say("could not delete the build sandbox: " .. errors.describe(terr), "error") end
   if not ok then error(res, 0) end
-  self:_progress(spec.name, "ready: " .. res.template_id)
+  self:_say("ready: " .. res.template_id)
   return res
+end
+
+---------------------------------------------------------------------------
+-- list and delete: the snapshots this builder made ("<name>@glsb-<hash>")
+---------------------------------------------------------------------------
+
+function Template:_list()
+  local out = {}
+  for _, s in ipairs(snapshot.list(self._cfg, {}, errors.TemplateBuildError, Stage.TEMPLATE_BUILD)) do
+    local name = type(s.name) == "string" and s.name or ""
+    local base, h = name:match("^(.-)" .. M.SEPARATOR:gsub("%p", "%%%0") .. "(%x+)$")
+    if base then
+      out[#out + 1] = { name = base, snapshot_name = name, template_id = s.id, hash = h,
+        state = type(s.status) == "table" and s.status.state or nil, created_at = s.createdAt }
+    end
+  end
+  table.sort(out, function(a, b)
+    if a.name ~= b.name then return a.name < b.name end
+    return tostring(a.created_at) > tostring(b.created_at)
+  end)
+  return out
+end
+
+-- delete(name): every snapshot built for that spec name (or the one snapshot name / id given).
+function Template:_delete(name)
+  local ids = {}
+  for _, t in ipairs(self:_list()) do
+    if t.name == name or t.snapshot_name == name or t.template_id == name then ids[#ids + 1] = t.template_id end
+  end
+  for _, id in ipairs(ids) do
+    local ok, err = snapshot.delete(self._cfg, id, errors.TemplateBuildError, Stage.TEMPLATE_BUILD)
+    if not ok then error(err, 0) end
+  end
+  return #ids > 0
 end
 
 return M
