@@ -128,6 +128,18 @@ end
 -- what each class down the chain declares in its `options` field (PROVIDERS.md, "Options").
 ---------------------------------------------------------------------------
 
+-- What execute_code and execute_command both take.
+local RUN_OPTIONS = {
+  env = { "string_map", "environment variables of this run" },
+  on_stdout = { "function", "called once per line of stdout, while it runs" },
+  on_stderr = { "function", "called once per line of stderr, while it runs" },
+  files = { "table", "`SandboxFile`s uploaded first, to `upload_dir/<filename>`" },
+  upload_dir = { "string", "absolute directory for `files`", default = "/files" },
+  trace_into_sandbox = { "boolean", "pass the current span as `TRACEPARENT` in env",
+    default = "glsb.trace.configure's" },
+}
+M.RUN_OPTIONS = RUN_OPTIONS
+
 local COMMON = {
   provider = {},
   create = {
@@ -148,17 +160,10 @@ local COMMON = {
     state = { "string|string_list", "`running`, `paused`, or a list", default = "both" },
     limit = { "count", "at most this many refs" },
   },
-  execute_command = {
+  execute_command = options.merge(RUN_OPTIONS, {
     timeout = { "seconds", "`<= 0`: none", default = "30" },
-    env = { "string_map", "environment variables of this command" },
     cwd = { "string", "working directory" },
-    on_stdout = { "function", "called once per line of stdout, while it runs" },
-    on_stderr = { "function", "called once per line of stderr, while it runs" },
-    files = { "table", "`SandboxFile`s uploaded first, to `upload_dir/<filename>`" },
-    upload_dir = { "string", "absolute directory for `files`", default = "/files" },
-    trace_into_sandbox = { "boolean", "pass the current span as `TRACEPARENT` in env",
-      default = "glsb.trace.configure's" },
-  },
+  }),
   download_file = { timeout = { "seconds", "`<= 0`: none", default = "60" } },
   start_command = {
     timeout = { "seconds", "the command is killed after this; `<= 0` or nil: runs until it ends or `kill()`" },
@@ -893,17 +898,10 @@ CodeInterpreterSandbox.options = {
     additional_packages = { "string_list", "pip packages installed once into the kernel (Python only)" },
     package_install_timeout = { "seconds", "the whole `additional_packages` install", default = "600" },
   },
-  execute_code = {
+  execute_code = options.merge(M.RUN_OPTIONS, {
     timeout = { "seconds", "`<= 0`: none", default = "300" },
     language = { "string", "run this call in another language the provider runs", default = "the sandbox's" },
-    env = { "string_map", "environment variables of this execution" },
-    on_stdout = { "function", "called once per line of stdout, while it runs" },
-    on_stderr = { "function", "called once per line of stderr, while it runs" },
-    files = { "table", "`SandboxFile`s uploaded first, to `upload_dir/<filename>`" },
-    upload_dir = { "string", "absolute directory for `files`", default = "/files" },
-    trace_into_sandbox = { "boolean", "pass the current span as `TRACEPARENT` in env",
-      default = "glsb.trace.configure's" },
-  },
+  }),
 }
 CodeInterpreterSandbox.languages = { python = true }
 CodeInterpreterSandbox.default_code_timeout = constants.DEFAULT_CODE_TIMEOUT
