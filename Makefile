@@ -103,7 +103,8 @@ test-lua: all
 	@scripts/test lua
 
 # Live runs of the provider contract suite against the real services, when credentials exist:
-# OpenSandbox when OPEN_SANDBOX_DOMAIN is set, E2B when E2B_API_KEY is set; otherwise one line each says
+# OpenSandbox when OPEN_SANDBOX_DOMAIN is set, E2B when E2B_API_KEY is set, Bedrock AgentCore when
+# GLSB_LIVE_BEDROCK=1 (credentials from the AWS chain); otherwise one line each says
 # it was skipped. Not part of `make test` (which never leaves loopback).
 test-live: all
 	@rc=0; \
@@ -113,6 +114,9 @@ test-live: all
 	if [ -n "$$E2B_API_KEY" ]; then \
 		$(LUA) /usr/bin/busted --pattern=_live spec/live/e2b_live.lua || rc=1; \
 	else echo "test-live: e2b skipped: E2B_API_KEY is not set"; fi; \
+	if [ "$$GLSB_LIVE_BEDROCK" = 1 ]; then \
+		$(LUA) /usr/bin/busted --pattern=_live spec/live/bedrock_live.lua || rc=1; \
+	else echo "test-live: bedrock skipped: GLSB_LIVE_BEDROCK=1 is not set (with AWS credentials and AWS_REGION)"; fi; \
 	exit $$rc
 
 # ASan+UBSan build of the core and the C tests in a separate tree, then valgrind
