@@ -89,6 +89,8 @@ M.OPTIONS = {
     .. ".amazonaws.com" },
   control_endpoint = { "string", "control plane (templates)", default = "$BEDROCK_AGENTCORE_CP_ENDPOINT or "
     .. "https://bedrock-agentcore-control.<region>.amazonaws.com" },
+  identifier = { "string", "the code interpreter (id or ARN): sessions start on it, list and connect look there",
+    default = "aws.codeinterpreter.v1" },
   cainfo = { "string", "a CA bundle to check the endpoints' certificates with" },
   connect_to = { "string_list", "curl `HOST:PORT:TO_HOST:TO_PORT` entries (split horizon)" },
   getenv = { "function", "where environment variables are read (tests)", default = "os.getenv" },

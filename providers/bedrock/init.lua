@@ -28,6 +28,7 @@ M.DEFAULT_SESSION_TIMEOUT = 900      -- AgentCore's own default (§1.1)
 M.MAX_SESSION_TIMEOUT = 28800        -- 8 h, the hard maximum; also what "no lease" becomes
 -- The session user's working directory on AgentCore (the file tools' relative paths land there).
 M.WORKDIR = "/opt/amazon/genesis1p-tools/var"
+M.LIST_PAGE = 100                   -- ListCodeInterpreterSessions maxResults (1..100)
 
 local Sandbox = sandbox.CodeInterpreterSandbox:extend("bedrock", {
   languages = { python = true },
@@ -40,7 +41,6 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("bedrock", {
   options = {
     provider = api.OPTIONS,
     create = {
-      identifier = { "string", "the code interpreter (id or ARN)", default = "aws.codeinterpreter.v1" },
       session_timeout = { "seconds", "the session's TTL (1..28800), as `timeout`", default = "900" },
       name = { "string", "session name", default = "glsb-<8 hex>" },
       create_timeout = { "positive", "seconds per Start request", default = "60" },
@@ -409,6 +409,80 @@ end
 -- pip through executeCommand, as AWS's own wrapper installs packages.
 function Sandbox:_install_packages(pkgs, opts)
   return self:_run_command(packages.shell_install_command(pkgs), { timeout = opts.timeout })
+end
+
+---------------------------------------------------------------------------
+-- Handles that outlive a process: ref, connect, list
+---------------------------------------------------------------------------
+
+local CONNECT = Stage.CONNECT or Stage.CREATE
+
+-- What reconnecting needs besides sandbox_id: the interpreter and where the service is (no secret:
+-- credentials come from connect's options or the AWS chain).
+function Sandbox:_ref()
+  local cfg = self._cfg or {}
+  return { identifier = self.identifier, region = cfg.region, endpoint = cfg.endpoint,
+    control_endpoint = cfg.control_endpoint }
+end
+
+-- connect's options win over what the ref says.
+local function config_for(ref, opts)
+  local merged = {}
+  for _, k in ipairs({ "region", "endpoint", "control_endpoint", "identifier" }) do merged[k] = ref[k] end
+  for k, v in pairs(opts or {}) do merged[k] = v end
+  local cfg, err = api.config(merged)
+  if not cfg then errors.raise(errors.SandboxStartError, CONNECT, err) end
+  return cfg, merged.identifier or M.DEFAULT_IDENTIFIER
+end
+
+-- A session by id: GetCodeInterpreterSession must say READY. Its TTL (createdAt +
+-- sessionTimeoutSeconds) is what is left of the lease: AgentCore cannot extend it.
+function Sandbox:_attach(ref, opts)
+  local cfg, identifier = config_for(ref, opts)
+  self._cfg = cfg
+  self.identifier = identifier
+  local ok, j = pcall(api.call, cfg, "data", "GET", "/code-interpreters/" .. http.escape(identifier) .. "/sessions/get",
+    { query = { { "sessionId", ref.sandbox_id } } })
+  if not ok then raise_from(errors.SandboxStartError, CONNECT, "GetCodeInterpreterSession " .. ref.sandbox_id, j) end
+  if j.status ~= "READY" then
+    errors.raise(errors.SandboxStartError, CONNECT, ("connect: the session %s is %s"):format(ref.sandbox_id,
+      tostring(j.status)))
+  end
+  self.sandbox_id = ref.sandbox_id
+  self.session_timeout = math.tointeger(j.sessionTimeoutSeconds)
+  local created = require("glsb.aws.credentials").parse_time(j.createdAt)
+  if created and self.session_timeout then
+    self._lease_remaining = math.max(0, created + self.session_timeout - os.time())
+  end
+end
+
+-- The READY sessions of the interpreter (opts.identifier, default the system one), every page.
+-- AgentCore sessions carry no labels: a metadata filter matches none of them; none is ever paused.
+function Sandbox._list(_cls, opts)
+  opts = opts or {}
+  local cfg, identifier = config_for({}, opts)
+  local states = opts.state
+  if type(states) == "string" then states = { states } end
+  local want_running = states == nil
+  for _, st in ipairs(states or {}) do if st == "running" then want_running = true end end
+  if not want_running or (opts.metadata and next(opts.metadata)) then return {} end
+  local refs, token = {}, nil
+  repeat
+    local body = { maxResults = M.LIST_PAGE, status = "READY", nextToken = token }
+    local ok, j = pcall(api.call, cfg, "data", "POST",
+      "/code-interpreters/" .. http.escape(identifier) .. "/sessions/list", { json = body })
+    if not ok then raise_from(errors.SandboxStartError, CONNECT, "ListCodeInterpreterSessions", j) end
+    for _, it in ipairs(type(j.items) == "table" and j.items or {}) do
+      if it.status == "READY" then
+        refs[#refs + 1] = { sandbox_id = it.sessionId, state = "running", identifier = identifier, name = it.name,
+          created_at = it.createdAt, region = cfg.region, endpoint = cfg.endpoint,
+          control_endpoint = cfg.control_endpoint, language = "python" }
+        if opts.limit and #refs >= opts.limit then return refs end
+      end
+    end
+    token = type(j.nextToken) == "string" and j.nextToken ~= "" and j.nextToken or nil
+  until not token
+  return refs
 end
 
 -- The session's TTL is fixed at start (AgentCore cannot extend it): _set_timeout is left out, so
