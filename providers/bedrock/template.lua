@@ -92,7 +92,7 @@ local function check_spec(spec)
 end
 
 -- All custom interpreters (ListCodeInterpreters, every page).
-function Template:_list()
+function Template:_summaries()
   local out, token = {}, nil
   repeat
     local q = { { "maxResults", "100" }, { "type", "CUSTOM" } }
@@ -131,7 +131,7 @@ local function ref_of(detail, spec)
     packages = spec.packages or {} }
 end
 
-function Template:_delete(id)
+function Template:_remove(id)
   local _, err = call(self, "DELETE", "/code-interpreters/" .. http.escape(id),
     { query = { { "clientToken", api.uuid() } } })
   if err and not (type(err) == "table" and err.http_status == 404) then
@@ -145,14 +145,14 @@ end
 function Template:_find(spec, hash)
   check_spec(spec)
   local suffix = "_" .. hash:sub(1, 12)
-  for _, s in ipairs(self:_list()) do
+  for _, s in ipairs(self:_summaries()) do
     if type(s.name) == "string" and s.name:sub(-#suffix) == suffix then
       local d = s
       if d.status == "CREATING" then d = self:_wait(s.codeInterpreterId, "CREATING") end
       if d and d.status == "READY" then return ref_of(d, spec) end
       if d and (d.status == "CREATE_FAILED" or d.status == "DELETE_FAILED") then
         log.info("bedrock template: rebuilding " .. tostring(s.codeInterpreterId) .. " (" .. tostring(d.status) .. ")")
-        self:_delete(s.codeInterpreterId)
+        self:_remove(s.codeInterpreterId)
       elseif d and d.status == "DELETING" then
         self:_wait(s.codeInterpreterId, "DELETING")
       end
@@ -194,15 +194,29 @@ function Template:_build(spec, hash)
   return ref_of(d, spec)
 end
 
--- builder:delete(template_id): remove a custom interpreter glsb built (waits until it is gone).
-function Template:delete(id)
-  if type(id) ~= "string" or id == "" then error("bedrock template: delete wants a template id", 2) end
-  return loop.run(function()
-    local ok, err = pcall(self._delete, self, id)
-    if ok then return true end
-    if loop.is_cancelled(err) then error(err, 0) end
-    error(errors.wrap(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, err), 0)
-  end)
+-- builder:list(): the custom interpreters glsb built (their description says so), with their hash.
+function Template:_list()
+  local out = {}
+  for _, d in ipairs(self:_summaries()) do
+    local ok, j = pcall(http.decode_json, d.description or "")
+    if ok and type(j) == "table" and j.glsb == "template-v1" then
+      out[#out + 1] = { name = d.name, template_id = d.codeInterpreterId, hash = j.hash, status = d.status,
+        packages = j.packages, arn = d.codeInterpreterArn }
+    end
+  end
+  return out
+end
+
+-- builder:delete(name): a template id, or an interpreter's name; waits until it is gone. -> true, or
+-- false when there is no such template.
+function Template:_delete(name)
+  for _, d in ipairs(self:_summaries()) do
+    if d.codeInterpreterId == name or d.name == name then
+      self:_remove(d.codeInterpreterId)
+      return true
+    end
+  end
+  return false
 end
 
 return M

@@ -105,9 +105,20 @@ describe("bedrock templates #bedrock", function()
     assert.matches("unknown provider option 'networkmode'", err.message, 1, true)
   end)
 
-  it("deletes a template and waits until it is gone", function()
-    local res = builder:ensure { name = "short-lived" }
-    assert.is_true(builder:delete(res.ref.template_id))
+  it("lists the templates glsb built, deletes one by id or name and waits until it is gone", function()
+    local a = builder:ensure { name = "short-lived" }
+    local b = builder:ensure { name = "second", packages = { "pip" } }
+    local listed = builder:list()
+    table.sort(listed, function(x, y) return x.name < y.name end)
+    assert.are.equal(2, #listed)
+    assert.are.equal(b.ref.template_id, listed[1].template_id)
+    assert.are.equal(b.hash, listed[1].hash)
+    assert.are.same({ "pip" }, listed[1].packages)
+    assert.are.equal("READY", listed[2].status)
+    assert.is_true(builder:delete(a.ref.template_id))
+    assert.is_true(builder:delete(listed[1].name))
+    assert.is_false(builder:delete("glsb_nothing_000000000000"))
     assert.are.same({}, emu:state().interpreters)
+    assert.are.same({}, builder:list())
   end)
 end)
