@@ -44,12 +44,19 @@ CTEST_BIN := $(CTEST_SRC:src/tests/%.c=$(BUILD)/tests/%)
 
 BUSTED := $(LUA) /usr/bin/busted
 
-.PHONY: install-rock all deps demo test test-c test-lua test-live test-conformance check-c check-layers lint install uninstall clean rock-test bench
+.PHONY: install-rock all build deps demo test test-c test-lua test-live test-conformance check-c check-layers lint install uninstall clean rock-test bench
 
 all: $(BUILD)/glsb-lua $(BUILD)/lib/glsb/core.so $(BUILD)/glsb-confine
 
+INSTALL_DEPS ?= scripts/install-deps
+
 deps:
-	@scripts/install-deps
+	@$(INSTALL_DEPS)
+
+# `build` installs what is missing, then builds in a fresh make: this one computed the pkg-config flags
+# above when it read the Makefile, before the packages existed (the first `make demo` on a new machine).
+build: deps
+	@$(MAKE) --no-print-directory all
 
 $(OBJ)/core/%.o: src/core/%.c $(CORE_HDR)
 	@mkdir -p $(dir $@)
@@ -89,11 +96,11 @@ $(BUILD)/tests/%: src/tests/%.c $(CORE_OBJ) $(wildcard src/tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CORE_CFLAGS) -Isrc/tests -o $@ $< $(CORE_OBJ) $(LUA_LIBS) $(CORE_LIBS) $(call WRAP_ALLOC,$<)
 
-demo: deps all
+demo: build
 	$(BUILD)/glsb-lua examples/quickstart.lua
 
 # The whole suite; scripts/test prints the closing `N passed, N failed` line.
-test: deps all
+test: build
 	@scripts/test
 
 test-c: $(CTEST_BIN)
@@ -128,7 +135,8 @@ check-c: deps
 check-layers: $(CORE_OBJ)
 	@scripts/check-layers $(OBJ)/core
 
-lint: deps check-layers
+lint: deps
+	@$(MAKE) --no-print-directory check-layers
 	luacheck lua providers spec examples bench
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D__linux__ -Isrc/core src
