@@ -1,5 +1,7 @@
 /* glsb_lua.c: the glsb-lua interpreter: Lua 5.4 with glsb.core preloaded and glsb's modules on the path. */
+#include <dlfcn.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include <lualib.h>
 
 #include "core.h"
+#include "loop.h"
 
 #ifndef GLSB_VERSION
 #define GLSB_VERSION "dev"
@@ -29,8 +32,13 @@ static const char usage_text[] =
 	"  -v, --version   print the version\n"
 	"  -h, --help      print this help\n"
 	"\n"
+	"The global 'glsb' is require \"glsb\", loaded on first use (scripts, -e and the prompt).\n"
+	"At the prompt: line editing and history (libedit, when installed), Ctrl-C interrupts the running\n"
+	"call and keeps the session.\n"
+	"\n"
 	"environment:\n"
 	"  GLSB_PATH       colon-separated folders of extra provider modules (searched first)\n"
+	"  GLSB_HISTORY    the prompt's history file (default ~/.glsb_lua_history; empty: none)\n"
 	"  GLSB_CONFINE    path of the glsb-confine helper (default: found next to glsb-lua)\n"
 	"\n"
 	"example:\n"
@@ -113,12 +121,47 @@ static int report(lua_State *L, int status)
 	return status;
 }
 
+/*
+ * Ctrl-C, as lua.c does it: the first SIGINT during a call makes the call raise "interrupted!", a second
+ * one ends the process. The error is raised where it cannot break the scheduler's bookkeeping: by
+ * core.poll before it hands out anything (a call waiting on the loop sleeps there), or by a hook on the
+ * next Lua instruction outside glsb/loop.lua (a call computing in Lua). Tasks the call started stay on
+ * the loop, and the Lua state (the prompt's variables) stays as it was.
+ */
+static lua_State *running_L;
+
+static void interrupt_hook(lua_State *L, lua_Debug *ar)
+{
+	if (lua_getinfo(L, "S", ar) && strstr(ar->source, "glsb/loop.lua"))
+		return; /* mid-step: try again on the next instruction */
+	lua_sethook(L, NULL, 0, 0);
+	glsb_loop_interrupted();
+	luaL_error(L, "interrupted!");
+}
+
+static void on_sigint(int sig)
+{
+	signal(sig, SIG_DFL); /* a second Ctrl-C ends the process */
+	glsb_loop_interrupt();
+	lua_sethook(running_L, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
+}
+
 static int docall(lua_State *L, int nargs, int nres)
 {
 	int base = lua_gettop(L) - nargs;
+	struct sigaction sa, old;
+
 	lua_pushcfunction(L, msghandler);
 	lua_insert(L, base);
+	running_L = L;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigint; /* no SA_RESTART: a blocked wait returns at once */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old);
 	int status = lua_pcall(L, nargs, nres, base);
+	sigaction(SIGINT, &old, NULL);
+	lua_sethook(L, NULL, 0, 0);
+	glsb_loop_interrupted(); /* a Ctrl-C that came as the call ended is spent */
 	lua_remove(L, base);
 	return status;
 }
@@ -168,13 +211,71 @@ static int incomplete(lua_State *L, int status)
 	return 0;
 }
 
+/*
+ * Line editing and history come from libedit (BSD-licensed, like glsb; its readline interface), opened
+ * only when the prompt starts, so scripts never load it. Without it the prompt reads plain lines.
+ */
+static struct {
+	char *(*readline)(const char *prompt);
+	int (*add_history)(const char *line);
+	int (*read_history)(const char *file);
+	int (*write_history)(const char *file);
+	char history[PATH_MAX];
+} editor;
+
+static void editor_open(void)
+{
+	static const char *const libs[] = {"libedit.so.2", "libedit.so", NULL};
+	void *h = NULL;
+	for (int i = 0; libs[i] && !h; i++)
+		h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return;
+	*(void **)&editor.readline = dlsym(h, "readline");
+	*(void **)&editor.add_history = dlsym(h, "add_history");
+	*(void **)&editor.read_history = dlsym(h, "read_history");
+	*(void **)&editor.write_history = dlsym(h, "write_history");
+	if (!editor.readline || !editor.add_history) {
+		editor.readline = NULL;
+		return;
+	}
+	const char *file = getenv("GLSB_HISTORY"), *home = getenv("HOME");
+	if (file)
+		snprintf(editor.history, sizeof editor.history, "%s", file);
+	else if (home && *home)
+		snprintf(editor.history, sizeof editor.history, "%s/.glsb_lua_history", home);
+	if (editor.history[0] && editor.read_history)
+		editor.read_history(editor.history);
+}
+
+static void editor_close(void)
+{
+	if (editor.readline && editor.history[0] && editor.write_history)
+		editor.write_history(editor.history);
+}
+
 static int read_line(const char *prompt, char *line, size_t size)
 {
+	if (editor.readline) {
+		char *got = editor.readline(prompt);
+		if (!got)
+			return 0;
+		snprintf(line, size, "%s", got);
+		if (got[0])
+			editor.add_history(got);
+		free(got);
+		return 1;
+	}
 	fputs(prompt, stdout);
 	fflush(stdout);
 	if (!fgets(line, (int)size, stdin))
 		return 0;
 	line[strcspn(line, "\n")] = '\0';
+	if (strchr(line, '\033')) {
+		/* an arrow key's escape sequence, which Lua would take for a binary chunk */
+		fputs("glsb-lua: no line editing here (libedit is not installed); the line was ignored\n", stderr);
+		line[0] = '\0';
+	}
 	return 1;
 }
 
@@ -214,6 +315,7 @@ static void repl(lua_State *L)
 	char line[8192];
 	printf("glsb-lua %s (%s) - require \"glsb\" is loaded as 'glsb'\n", GLSB_VERSION, LUA_RELEASE);
 	dostring(L, "glsb = require 'glsb'", "=repl");
+	editor_open();
 	while (read_line("> ", line, sizeof line)) {
 		if (!line[0])
 			continue;
@@ -230,6 +332,7 @@ static void repl(lua_State *L)
 		}
 	}
 	putchar('\n');
+	editor_close();
 }
 
 int main(int argc, char **argv)
@@ -245,6 +348,11 @@ int main(int argc, char **argv)
 	/* The provider searcher (GLSB_PATH, the source tree's providers/), so that
 	 * require "glsb.providers.x" works before require "glsb" as it does installed. */
 	dostring(L, "pcall(require, 'glsb.registry')", "=paths");
+	/* The global 'glsb' (README examples use it in scripts as at the prompt), loaded on first use so a
+	 * script that never touches it does not pay for it: _G's __index answers that one name. */
+	dostring(L, "setmetatable(_G, { __index = function(g, k)\n"
+		    "  if k == 'glsb' then local m = require 'glsb'; rawset(g, 'glsb', m); return m end\n"
+		    "end })", "=glsb");
 
 	int script = 0, interactive = 0, ran_chunk = 0, status = LUA_OK;
 	for (int i = 1; i < argc && !script; i++) {

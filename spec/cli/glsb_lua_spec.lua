@@ -1,5 +1,6 @@
--- The glsb-lua interpreter: scripts with arg, -e, stdin, --version/--help, the prompt on a terminal,
--- GLSB_PATH providers, and how an uncaught glsb error is reported.
+-- The glsb-lua interpreter: scripts with arg, -e, stdin, --version/--help, the prompt on a terminal
+-- (line editing, history, Ctrl-C), the glsb global, GLSB_PATH providers, and how an uncaught glsb error
+-- is reported.
 local core = require "glsb.core"
 
 local GLSB_LUA = core.realpath("build/glsb-lua")
@@ -116,6 +117,72 @@ describe("glsb-lua #cli", function()
     assert.matches("glsb%-lua", out)
     assert.matches("42", out)
     assert.matches("create", out)
+  end)
+
+  -- The prompt on a real pseudo-terminal, keystroke by keystroke (spec/cli/pty_session.py).
+  local function session(steps, env)
+    local cmd = { env or "", "/usr/bin/python3 spec/cli/pty_session.py", GLSB_LUA, "--" }
+    for _, s in ipairs(steps) do cmd[#cmd + 1] = ("%q"):format(s):gsub("\\\n", "\\n") end
+    return run(table.concat(cmd, " "))
+  end
+
+  it("edits lines: the Up arrow brings back the last line instead of 'bad binary format'", function()
+    local hist = os.tmpname()
+    finally(function() os.remove(hist) end)
+    local code, out = session({ "x = 41\\r", "print(x + 1)\\r", "\\x1b[A\\r", "print(12)\\x1b[D\\x1b[D3\\r",
+      "print('hist' .. 'ory')\\r" }, "GLSB_HISTORY=" .. hist)
+    assert.equal(0, code, out)
+    assert.matches("\n132", out) -- two Left arrows, then a digit typed in the middle
+    assert.is_nil(out:find("bad binary format", 1, true), out)
+    local _, n = out:gsub("\n42", "")
+    assert.equal(2, n, out) -- typed once, recalled once
+    -- and the history outlives the session: the next one recalls the last line without typing it
+    code, out = session({ "\\x1b[A\\r" }, "GLSB_HISTORY=" .. hist)
+    assert.equal(0, code, out)
+    assert.matches("\nhistory", out)
+  end)
+
+  it("Ctrl-C interrupts the running call, not the prompt; the session's variables survive", function()
+    local srv = require("support.server").start({ "node", "spec/support/fault_server.mjs", "0" })
+    finally(function() srv.stop() end)
+    local code, out = session({
+      "x = 41\\r",
+      "while true do end\\r", "wait:0.5", "\\x03", "until:interrupted!",
+      "print('after a loop', x)\\r",
+      "require('glsb.loop').sleep(60)\\r", "wait:0.5", "\\x03", "until:interrupted!",
+      "print('after a sleep', x)\\r",
+      "r = require('glsb.http').request({ url = '" .. srv.url .. "/slow?ms=60000' })\\r", "wait:0.5", "\\x03",
+      "until:interrupted!",
+      "print('after a request', x)\\r",
+    }, "GLSB_HISTORY=")
+    assert.equal(0, code, out)
+    local _, n = out:gsub("interrupted!", "")
+    assert.equal(3, n, out)
+    assert.matches("after a loop\t41", out)
+    assert.matches("after a sleep\t41", out)
+    assert.matches("after a request\t41", out)
+  end)
+
+  it("scripts and -e chunks see the glsb global the prompt has, loaded only when used", function()
+    local code, out = run(GLSB_LUA .. [[ -e 'print(package.loaded.glsb == nil); print(glsb == require "glsb")']])
+    assert.equal(0, code, out)
+    assert.equal("true\ntrue\n", out)
+  end)
+
+  it("runs the README's pcall(glsb.create, ...) example as a script", function()
+    local readme = assert(io.open("README.md")):read("a")
+    local block = readme:match("```lua\n(local ok, err = pcall%(glsb%.create.-)```")
+    assert.is_string(block, "the README example is still there")
+    local emu = require("e2b.emulator").start()
+    finally(function() emu:stop() end)
+    local script = os.tmpname()
+    finally(function() os.remove(script) end)
+    local f = assert(io.open(script, "w"))
+    f:write(block, "\nprint(ok, glsb.errors.is(err, glsb.errors.SandboxStartError), err.transient)\n")
+    f:close()
+    local code, out = run(("E2B_API_URL=%s %s %s"):format(emu.base, GLSB_LUA, script))
+    assert.equal(0, code, out)
+    assert.equal("false\ttrue\tfalse\n", out) -- a bad key: refused, and not worth retrying
   end)
 
   it("continues an unfinished statement on the next lines at the prompt", function()

@@ -1,6 +1,7 @@
 /* loop.c: the poll step: one wait over the registered sources (fds, the transfer driver), returning ready tokens. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,20 @@ static struct {
 	long long *ready;
 	size_t nready, capready;
 } loop;
+
+static volatile sig_atomic_t interrupt_requested;
+
+void glsb_loop_interrupt(void)
+{
+	interrupt_requested = 1;
+}
+
+int glsb_loop_interrupted(void)
+{
+	int was = interrupt_requested != 0;
+	interrupt_requested = 0;
+	return was;
+}
 
 long long glsb_loop_token(void)
 {
@@ -160,6 +175,9 @@ static int l_poll(lua_State *L)
 	const struct glsb_loop_driver *driver = loop.driver;
 	const char *err = NULL;
 
+	if (glsb_loop_interrupted())
+		return luaL_error(L, "interrupted!");
+
 	/* A driver makes progress first: work added since the last step must start before we sleep. */
 	if (driver)
 		driver->step();
@@ -187,6 +205,12 @@ static int l_poll(lua_State *L)
 		} else {
 			rc = 0;
 		}
+	}
+	if (glsb_loop_interrupted()) {
+		/* Before any source is dispatched or token handed out: they wait for the next step. */
+		if (fds != stackfds)
+			free(fds);
+		return luaL_error(L, "interrupted!");
 	}
 	if (rc != 0) {
 		if (fds != stackfds)

@@ -37,4 +37,10 @@ struct glsb_loop_driver {
 };
 void glsb_loop_set_driver(const struct glsb_loop_driver *driver);
 
+/* Ctrl-C (glsb-lua): glsb_loop_interrupt, async-signal-safe, makes the poll step raise "interrupted!"
+ * before it hands out anything (a safe point for the scheduler). glsb_loop_interrupted clears the
+ * request and says whether there was one. */
+void glsb_loop_interrupt(void);
+int glsb_loop_interrupted(void);
+
 #endif
