@@ -169,20 +169,26 @@ describe("glsb-lua #cli", function()
     assert.equal("true\ntrue\n", out)
   end)
 
-  it("runs the README's pcall(glsb.create, ...) example as a script", function()
+  it("runs the README's pcall(glsb.create, ...) example as a script, with or without its require line", function()
     local readme = assert(io.open("README.md")):read("a")
-    local block = readme:match("```lua\n(local ok, err = pcall%(glsb%.create.-)```")
+    local block
+    for b in readme:gmatch("```lua\n(.-)```") do
+      if b:find("pcall(glsb.create", 1, true) then block = b end
+    end
     assert.is_string(block, "the README example is still there")
     local emu = require("e2b.emulator").start()
     finally(function() emu:stop() end)
     local script = os.tmpname()
     finally(function() os.remove(script) end)
-    local f = assert(io.open(script, "w"))
-    f:write(block, "\nprint(ok, glsb.errors.is(err, glsb.errors.SandboxStartError), err.transient)\n")
-    f:close()
-    local code, out = run(("E2B_API_URL=%s %s %s"):format(emu.base, GLSB_LUA, script))
-    assert.equal(0, code, out)
-    assert.equal("false\ttrue\tfalse\n", out) -- a bad key: refused, and not worth retrying
+    -- as written, and as it read when scripts had no glsb global (no require line: bug 5)
+    for _, text in ipairs({ block, (block:gsub('local glsb = require "glsb"\n', "")) }) do
+      local f = assert(io.open(script, "w"))
+      f:write(text, "\nprint(ok, glsb.errors.is(err, glsb.errors.SandboxStartError), err.transient)\n")
+      f:close()
+      local code, out = run(("E2B_API_URL=%s %s %s"):format(emu.base, GLSB_LUA, script))
+      assert.equal(0, code, out)
+      assert.matches("false\ttrue\tfalse\n$", out) -- a bad key: refused, and not worth retrying
+    end
   end)
 
   it("continues an unfinished statement on the next lines at the prompt", function()
