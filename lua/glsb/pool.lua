@@ -148,7 +148,7 @@ function M.new(provider, opts)
     failures = 0, backoff_until = nil, last_error = nil, store_ok = true,
     primary = false, lock_until = nil, last_tick = nil, stalled_for = 0,
     creating = 0, acquiring = 0, background = {},  -- background: task -> true (kills, connects)
-    handles = setmetatable({}, { __mode = "v" }),  -- sandbox_id -> handle this process made (shared stores)
+    handles = {},                 -- sandbox_id -> handle this process made and put idle (shared stores)
     wake = loop.condition(),      -- the reconciler sleeps on it between ticks
     arrived = loop.condition(),   -- broadcast when a warm sandbox was put idle
     settled = loop.condition(),   -- broadcast when in-flight work drops to zero
@@ -185,6 +185,7 @@ end
 -- Kills a sandbox named by an entry: its handle when we have one, else through glsb.connect.
 local function kill_entry(self, entry)
   local sb = entry.sandbox or self.handles[entry.id]
+  self.handles[entry.id] = nil
   if not sb then
     if not entry.ref or type(self.cls.connect) ~= "function" then return end
     local ok, got = pcall(self.cls.connect, entry.ref, connect_opts(self))
@@ -326,6 +327,19 @@ local function shrink(self, n)
   end
 end
 
+-- Forgets the handles of sandboxes no longer idle in a shared store (another process took them: they are
+-- its now). Without this a long-running process would keep a handle of every sandbox it ever warmed.
+local function prune_handles(self)
+  if next(self.handles) == nil then return end
+  local ok, entries = store_call(self, "idle_entries")
+  if not ok then return end
+  local idle = {}
+  for _, e in ipairs(entries) do idle[e.id] = true end
+  for id in pairs(self.handles) do
+    if not idle[id] then self.handles[id] = nil end
+  end
+end
+
 -- One tick (§5.2). Returns true when there is more to do right away.
 local function tick(self)
   local now = loop.now()
@@ -336,11 +350,15 @@ local function tick(self)
       { pool = self.name })
   end
   self.last_tick = now
-  local ok, got = store_call(self, "try_acquire_primary_lock", self.owner, self.opts.primary_lock_ttl)
+  if self.store.shared and self.store.idle_entries then prune_handles(self) end
+  local ok, got, left = store_call(self, "try_acquire_primary_lock", self.owner, self.opts.primary_lock_ttl)
   if not ok or not got then
     self.primary = false
+    -- another process holds it: look again the moment it would lapse, if that is before the next tick
+    if ok and type(left) == "number" then self.lock_free_at = loop.now() + left + 0.005 end
     return false
   end
+  self.lock_free_at = nil
   self.primary, self.lock_until = true, now + self.opts.primary_lock_ttl
   if self.store.is_destroyed then
     local dok, destroyed = store_call(self, "is_destroyed")
@@ -408,6 +426,7 @@ local function reconcile(self)
     if self.lifecycle ~= "running" then break end
     if not more and not self.kicked then
       local wake_at = loop.now() + self.opts.reconcile_interval
+      if self.lock_free_at and self.lock_free_at < wake_at then wake_at = math.max(loop.now(), self.lock_free_at) end
       if self.backoff_until and self.backoff_until < wake_at then wake_at = math.max(loop.now(), self.backoff_until) end
       self.wake:wait(wake_at)
     end

@@ -303,6 +303,23 @@ describe("Redis store #pool #redis", function()
       assert.is_true(backend.count("_start") <= 3 + 6, tostring(backend.count("_start")))
     end)
 
+    it("keeps the handles of its own idle sandboxes (no reconnect, also after a GC) and forgets taken ones", function()
+      local a, b = pool(), pool()
+      a:start()
+      assert.is_true(a:wait_idle(3, 10))
+      collectgarbage("collect")
+      collectgarbage("collect")
+      local mine = a:acquire()
+      assert.are.equal(0, backend.connects, "acquired through its own handle (regression: handles were weak)")
+      b:start()
+      local taken = {}
+      for _ = 1, 2 do taken[#taken + 1] = b:acquire().sandbox_id end
+      assert.are.equal(2, backend.connects)
+      glsb.sleep(0.6) -- a few of a's ticks
+      for _, id in ipairs(taken) do assert.is_nil(a.handles[id], "a still holds a handle of " .. id) end
+      assert.is_nil(a.handles[mine.sandbox_id])
+    end)
+
     it("a dead shared entry is removed and killed; fail_fast raises PoolAcquireFailedError", function()
       local a, b = pool({ size = 1 }), pool({ size = 1 })
       a:start()

@@ -73,7 +73,8 @@ local function launch(self)
       local line = p:read_line("stdout", deadline)
       if not line then return false end
       lines[#lines + 1] = line
-      if line:find("Ready to accept connections", 1, true) then return true end
+      -- "Ready to accept connections tcp", or "The server is now ready to accept connections at <socket>"
+      if line:lower():find("ready to accept connections", 1, true) then return true end
     end
   end)
   if not ready then

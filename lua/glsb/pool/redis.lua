@@ -87,14 +87,15 @@ redis.call('LREM', KEYS[1], 0, ARGV[1])
 return n
 ]]
 
--- KEYS: lock. ARGV: owner, ttl (ms). -> 1 when the caller holds the lock now
+-- KEYS: lock. ARGV: owner, ttl (ms). -> 1 when the caller holds the lock now, else minus the milliseconds
+-- the holder's lock has left (so a waiting process can look again right when it lapses)
 local LOCK = [[
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
-return 0
+return -math.max(0, redis.call('PTTL', KEYS[1]))
 ]]
 
 local RENEW = [[
@@ -299,8 +300,11 @@ function Store:remove_idle(name, id)
   return self:_script("remove", keys(self, name, "idle:list", "idle:expires", "idle:refs"), { id }) == 1
 end
 
+-- try_acquire_primary_lock(name, owner, ttl) -> true, or false, seconds the holder's lock has left.
 function Store:try_acquire_primary_lock(name, owner, ttl)
-  return self:_script("lock", keys(self, name, "lock"), { owner, ms(ttl) }) == 1
+  local r = self:_script("lock", keys(self, name, "lock"), { owner, ms(ttl) })
+  if r == 1 then return true end
+  return false, -(tonumber(r) or 0) / 1000
 end
 
 function Store:renew_primary_lock(name, owner, ttl)
