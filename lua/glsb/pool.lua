@@ -32,6 +32,7 @@ local models = require "glsb.models"
 local log = require "glsb.log"
 local registry = require "glsb.registry"
 local options = require "glsb.pool.options"
+local trace_seam = require "glsb.trace.seam"
 
 local Stage = models.Stage
 
@@ -570,7 +571,15 @@ function Pool:acquire(opts)
   running(self, "acquire")
   local lease = opts.sandbox_timeout or self.opts.create.timeout
   self.acquiring = self.acquiring + 1
-  local res = table.pack(pcall(loop.run, acquire_body, self, policy, loop.now() + timeout, lease))
+  local deadline = loop.now() + timeout
+  local res
+  if trace_seam.on then -- tracing's choke point: a glsb.pool.acquire span (one field read when off)
+    res = table.pack(pcall(trace_seam.operation, "glsb.pool.acquire", self,
+      { ["glsb.pool.name"] = self.name, ["glsb.pool.policy"] = policy }, loop.run, acquire_body, self, policy,
+      deadline, lease))
+  else
+    res = table.pack(pcall(loop.run, acquire_body, self, policy, deadline, lease))
+  end
   self.acquiring = self.acquiring - 1
   if not res[1] then error(res[2], 0) end
   return res[2]
