@@ -247,4 +247,40 @@ describe("glsb.trace operation spans #trace", function()
     assert.are.equal("TemplateBuildError", failed.attributes["error.type"])
     assert.are.equal("template_build", failed.attributes["glsb.error.stage"])
   end)
+
+  it("make a glsb.pool.acquire span: a hit has no create under it, a miss creates directly under it", function()
+    local registry = require "glsb.registry"
+    provider.Sandbox._alive = function(self) return backend.live[self.sandbox_id] == true end
+    registry.register("tracefake", provider)
+    local pool = glsb.pool("tracefake", { name = "traced", size = 1, create = { retry = false, api_key = "sk-pool-secret-1" },
+      reconcile_interval = 0.2, primary_lock_ttl = 1 })
+    finally(function()
+      pcall(pool.shutdown, pool, { graceful = false })
+      registry.unregister("tracefake")
+    end)
+    pool:start()
+    assert.is_true(pool:wait_idle(1, 5))
+    local root = trace.start_span("script")
+    trace.with_span(root, function()
+      pool:acquire():terminate()                    -- the warm one
+      pool:acquire({ policy = "direct_create" })    -- none idle yet: created on the spot
+    end)
+    root:finish()
+    local acquires = named("glsb.pool.acquire")
+    assert.are.equal(2, #acquires)
+    for _, a in ipairs(acquires) do
+      assert.are.equal(root.span_id, a.parent_span_id)
+      assert.are.equal("traced", a.attributes["glsb.pool.name"])
+      assert.are.equal("tracefake", a.attributes["glsb.provider"])
+      assert.is_string(a.attributes["glsb.sandbox.id"])
+    end
+    local created_under = {}
+    for _, c in ipairs(named("glsb.sandbox.create")) do
+      local p = c.parent_span_id or "none" -- the pool's warm-up creates are roots of their own
+      created_under[p] = (created_under[p] or 0) + 1
+    end
+    assert.is_true(created_under.none >= 1)
+    assert.is_nil(created_under[acquires[1].span_id])
+    assert.are.equal(1, created_under[acquires[2].span_id])
+  end)
 end)

@@ -108,6 +108,12 @@ RESULTS["glsb.sandbox.set_timeout"] = function(span, ok)
   end
 end
 
+RESULTS["glsb.pool.acquire"] = function(span, sb)
+  if type(sb) == "table" and type(sb.sandbox_id) == "string" then
+    span:set_attribute("glsb.sandbox.id", sb.sandbox_id)
+  end
+end
+
 RESULTS["glsb.template.ensure"] = function(span, res)
   if type(res) ~= "table" then return end
   span:set_attribute("glsb.template.built", res.built == true)
@@ -168,7 +174,8 @@ end
 local secrets_of = setmetatable({}, { __mode = "k" })
 
 local function secrets(subject)
-  local opts = type(subject) == "table" and subject.options
+  -- a sandbox's or builder's options; a pool's (its create options inside)
+  local opts = type(subject) == "table" and (subject.options or subject.opts)
   if type(opts) ~= "table" then return nil end
   local list = secrets_of[opts]
   if not list then
