@@ -246,6 +246,23 @@ function M.start_span(name, opts)
   return state.tracer:start_span(name, o)
 end
 
+-- A tracker that does nothing: what steps returns while tracing is off.
+local NOOP_STEPS = setmetatable({ step = function() end, finish = function() end },
+  { __close = function() end })
+
+-- steps(name) -> a tracker for the steps of a long operation that a provider watches from outside (a
+-- template build it polls): tracker:step(id[, attributes]) ends the previous step's span and starts a
+-- span `name` for step id (attribute glsb.step), a child of the current span; the same id again does
+-- nothing; tracker:finish([err]) ends the last one. Declared `local steps <close> = trace.steps(...)`,
+-- the last step ends with the block, marked with its error when the block raised. While tracing is
+-- off: a shared tracker that does nothing.
+function M.steps(name)
+  if type(name) ~= "string" then error("glsb.trace.steps: name must be a string", 2) end
+  M._ensure_if_wanted()
+  if not state.tracer then return NOOP_STEPS end
+  return require("glsb.trace.instrument").steps(name)
+end
+
 function M._ensure_if_wanted()
   if seam.on then M._ensure() end
 end

@@ -236,6 +236,45 @@ function M.annotate(attributes)
 end
 
 ---------------------------------------------------------------------------------------------------
+-- steps of a long operation watched from outside (a template build the provider polls)
+
+local Steps = {}
+Steps.__index = Steps
+
+-- steps(name) -> a tracker whose step spans are children of the current span (see glsb.trace.steps).
+function M.steps(name)
+  local parent = current()
+  return setmetatable({ name = name, parent = parent, subject = parent and info[parent] or false }, Steps)
+end
+
+function Steps:step(id, attributes)
+  id = tostring(id)
+  if id == self.id then return end
+  self:finish()
+  local tracer = state.tracer
+  if not tracer then return end
+  local attrs = { ["glsb.step"] = id }
+  for k, v in pairs(attributes or {}) do attrs[k] = v end
+  local ok, span = pcall(tracer.start_span, tracer, self.name, { kind = "internal", parent = self.parent,
+    attributes = attrs })
+  if ok and span then
+    self.span, self.id = span, id
+  end
+end
+
+-- finish(err): ends the current step's span, recording err when there is one.
+function Steps:finish(err)
+  local span = self.span
+  if not span then return end
+  self.span, self.id = nil, nil
+  if err ~= nil then pcall(record_error, span, err, secrets(self.subject)) end
+  pcall(span.finish, span)
+end
+
+-- `local steps <close> = trace.steps(...)`: the last step ends with the block, with its error if any.
+Steps.__close = function(self, err) self:finish(err) end
+
+---------------------------------------------------------------------------------------------------
 -- HTTP client spans
 
 local KNOWN_METHODS = { GET = true, HEAD = true, POST = true, PUT = true, DELETE = true, CONNECT = true,
