@@ -221,6 +221,8 @@ function Template:_wait(name, tid, bid)
   local deadline = loop.now() + self.build_timeout
   local offset, status, last = 0, "waiting", {}
   local path = "/templates/" .. http.escape(tid) .. "/builds/" .. http.escape(bid) .. "/status?logsOffset="
+  -- a glsb.template.build_step span per step the log entries name (tracing; a no-op when it is off)
+  local steps <close> = require("glsb.trace").steps("glsb.template.build_step")
   while true do
     local res = self:_api("GET", path .. offset)
     check(res, "E2B build status failed")
@@ -232,6 +234,7 @@ function Template:_wait(name, tid, bid)
       if type(e) == "table" then
         self:_log({ timestamp = e.timestamp, level = e.level, message = e.message,
           step = e.step ~= http.json_null and e.step or nil, status = status })
+        if e.step ~= nil and e.step ~= http.json_null then steps:step(e.step) end
         if type(e.message) == "string" then
           last[#last + 1] = e.message
           if #last > LOG_TAIL then table.remove(last, 1) end
