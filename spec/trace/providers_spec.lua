@@ -172,6 +172,45 @@ describe("glsb.trace span trees #trace", function()
       assert.are.equal(0, attempts[3].status.code)
     end)
 
+    it("a template build: glsb.template.ensure with a child per build step, the failing one marked", function()
+      local b = glsb.template("e2b", { api_key = emu.api_key, api_url = emu.base, progress = false })
+      local root = run_script(function()
+        b:ensure { name = "glsb-trace-steps", env = { A = "1" }, run = { "echo one", "echo two" } }
+        pcall(b.ensure, b, { name = "glsb-trace-broken", run = { "echo fine", "exit 7" } })
+      end)
+      local got = flushed()
+      local ensures = {}
+      for _, s in ipairs(rec:named("glsb.template.ensure", got)) do
+        if s.traceId == root.trace_id then ensures[s.attributes["glsb.template.name"]] = s end
+      end
+      local function steps_of(parent)
+        local out = {}
+        for _, s in ipairs(got.spans) do
+          if s.parentSpanId == parent.spanId and s.name == "glsb.template.build_step" then out[#out + 1] = s end
+        end
+        table.sort(out, function(a, b2) return a.attributes["glsb.step"] < b2.attributes["glsb.step"] end)
+        return out
+      end
+      local ok_steps = steps_of(ensures["glsb-trace-steps"])
+      assert.is_true(#ok_steps >= 3, "steps: " .. #ok_steps)
+      for _, st in ipairs(ok_steps) do assert.are.equal(0, st.status.code) end
+      assert.is_true(ensures["glsb-trace-steps"].attributes["glsb.template.built"])
+      local broken = ensures["glsb-trace-broken"]
+      assert.are.equal(2, broken.status.code)
+      assert.are.equal("TemplateBuildError", broken.attributes["error.type"])
+      local bad_steps = steps_of(broken) -- "1", "2", "base" (E2B names the FROM step "base")
+      assert.are.same({ "1", "2", "base" }, { bad_steps[1].attributes["glsb.step"],
+        bad_steps[2].attributes["glsb.step"], bad_steps[3].attributes["glsb.step"] })
+      assert.are.equal(0, bad_steps[1].status.code)
+      assert.are.equal(0, bad_steps[3].status.code)
+      assert.are.equal(2, bad_steps[2].status.code)
+      assert.are.equal("exception", bad_steps[2].events[1].name)
+      -- step spans carry the step number only: no command text
+      for _, st in ipairs(bad_steps) do
+        for k, v in pairs(st.attributes) do assert.is_nil(tostring(v):find("exit 7", 1, true), k) end
+      end
+    end)
+
     it("a TIMEOUT (sandbox killed mid-request) and an UNKNOWN (stream cut after delivery)", function()
       local t, u
       run_script(function()
