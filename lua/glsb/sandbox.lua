@@ -377,7 +377,7 @@ local function teardown(self, timeout, override)
   p.retryable = function(err) return errors.classify(err) ~= false end
   p.on_retry = p.on_retry or function(err, attempt, delay)
     log.warn(string.format("terminate attempt %d failed, retrying in %.2fs: %s", attempt, delay, tostring(err)),
-      { provider = self.provider, sandbox_id = self.sandbox_id })
+      { provider = self.provider, sandbox_id = self.sandbox_id, stage = Stage.TERMINATE })
   end
   local ok, err = pcall(retry.call, self._terminate, p, self, { timeout = timeout })
   if ok then
@@ -403,7 +403,7 @@ local function teardown_quietly(self, why)
   if not ok then done, err = false, done end
   if not done then
     log.error("could not tear down sandbox after " .. why .. "; it may still be running: " .. tostring(err),
-      { provider = self.provider, sandbox_id = id })
+      { provider = self.provider, sandbox_id = id, stage = Stage.TERMINATE })
   end
   return done
 end
@@ -488,7 +488,7 @@ local function do_create(self, sopts, retry_override)
   p.on_retry = p.on_retry or function(err, attempt, delay)
     -- a warning: retries show at the default level
     log.warn(string.format("create attempt %d failed (transient), retrying in %.2fs: %s", attempt, delay,
-      tostring(err)), { provider = self.provider })
+      tostring(err)), { provider = self.provider, stage = Stage.CREATE })
   end
   local started = now()
   local attempt = 0
@@ -707,7 +707,7 @@ local function download_body(self, path, timeout)
     if retry.is_cancellation(data) then error(data, 0) end
     -- the reason, whole: a 404, BODY_TOO_LARGE, a timeout...
     log.warn("download_file of " .. path .. " gives nil: " .. (errors.is_error(data) and tostring(data)
-      or errors.describe(data)), { provider = self.provider, path = path })
+      or errors.describe(data)), { provider = self.provider, path = path, stage = Stage.DOWNLOAD })
     return nil
   end
   if type(data) ~= "string" then return nil end
@@ -943,7 +943,7 @@ function CodeInterpreterSandbox:_after_start(sopts)
   if not pkgs or #pkgs == 0 then return end
   if self.language ~= models.Language.PYTHON then
     log.warn(string.format("additional_packages skipped: language '%s' is not python", self.language),
-      { provider = self.provider, packages = table.concat(pkgs, " ") })
+      { provider = self.provider, packages = table.concat(pkgs, " "), stage = Stage.PACKAGE_INSTALL })
     return
   end
   local started = now()
