@@ -51,4 +51,25 @@ describe("glsb.log JSON lines #trace", function()
     assert.is_nil(outside.trace_id)
     assert.is_nil(outside.span_id)
   end)
+
+  it("from a sandbox operation: the stage as error_code, the ids of the operation's span", function()
+    local fake = require "support.fake_provider"
+    local provider, backend = fake.new("fake")
+    trace.configure({ exporter = "none" })
+    local lines = {}
+    local prev = log.set_handler(function(level, msg, fields) lines[#lines + 1] = log.json_line(level, msg, fields) end)
+    local sb = provider.Sandbox.create {}
+    backend.download_failure = "404 Not Found"
+    local root = trace.start_span("script")
+    trace.with_span(root, function() assert.is_nil(sb:download_file("/nope")) end)
+    root:finish()
+    log.set_handler(prev)
+    sb:terminate()
+    trace.shutdown()
+    local doc = cjson.decode(lines[#lines])
+    assert.are.equal("download", doc.error_code)
+    assert.are.equal(root.trace_id, doc.trace_id)
+    assert.are_not.equal(root.span_id, doc.span_id) -- the download's own span, under the script's
+    assert.matches("^%x+$", doc.span_id)
+  end)
 end)
