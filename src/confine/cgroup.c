@@ -362,6 +362,25 @@ long glsb_sb_cgroup_oom_kills(const struct glsb_sb_cgroup *cg)
 	return -1;
 }
 
+static long long read_number(const char *dir, const char *name)
+{
+	char p[640], buf[64];
+	glsb_sb_fmt(p, sizeof p, "%s/%s", dir, name);
+	if (glsb_sb_read_file(p, buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9')
+		return -1;
+	return strtoll(buf, NULL, 10);
+}
+
+void glsb_sb_cgroup_memory(const struct glsb_sb_cgroup *cg, long long *current, long long *peak)
+{
+	*current = *peak = -1;
+	if (!cg->version || cg->mem_idx < 0)
+		return;
+	const char *dir = cg->dirs[cg->mem_idx];
+	*current = read_number(dir, cg->version == 2 ? "memory.current" : "memory.usage_in_bytes");
+	*peak = read_number(dir, cg->version == 2 ? "memory.peak" : "memory.max_usage_in_bytes");
+}
+
 int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid)
 {
 	char val[32];

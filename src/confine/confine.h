@@ -7,5 +7,6 @@ int glsb_cmd_sandbox(int argc, char **argv);  /* sandbox.c: start a confined pro
 int glsb_cmd_doctor(int argc, char **argv);   /* doctor.c: report kernel confinement features (JSON) */
 int glsb_cmd_write(int argc, char **argv);    /* ws_write.c: write_workspace_file */
 int glsb_cmd_run(int argc, char **argv);      /* ws_run.c: run_workspace_command */
+int glsb_cmd_read(int argc, char **argv);     /* ws_read.c: read one file (downloads) */
 
 #endif

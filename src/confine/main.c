@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "confine.h"
+#include "sbutil.h"
 
 static const struct {
 	const char *name;
@@ -13,6 +14,7 @@ static const struct {
 	{"doctor", glsb_cmd_doctor, "print the confinement features this kernel offers (JSON)"},
 	{"write", glsb_cmd_write, "write one file beneath a workspace root (write_workspace_file)"},
 	{"run", glsb_cmd_run, "run an exact argv in a workspace (run_workspace_command)"},
+	{"read", glsb_cmd_read, "print one regular file beneath a root (downloads)"},
 };
 
 static void usage(FILE *out)
@@ -25,6 +27,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+	glsb_remember_process_text(argc, argv);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -36,7 +37,7 @@ static int env_has(const struct sb *sb, const char *key)
 	return 0;
 }
 
-static char **program_env(const struct sb *sb)
+char **glsb_sb_program_env(const struct sb *sb)
 {
 	static char *envp[260];
 	int ne = 0;
@@ -133,7 +134,7 @@ __attribute__((noreturn)) static void child_main(struct sb *sb)
 
 	confine_self(sb, &a);
 
-	char **envp = program_env(sb);
+	char **envp = glsb_sb_program_env(sb);
 	const char *path = NULL;
 	for (int i = 0; envp[i]; i++)
 		if (!strncmp(envp[i], "PATH=", 5))
@@ -145,6 +146,12 @@ __attribute__((noreturn)) static void child_main(struct sb *sb)
 
 	glsb_sb_report_applied(sb, &a);
 	close(sb->sync_rd); /* status_wr stays: init reports PROGRAM's raw wait status on it */
+	/* PID 1's /proc/1/cmdline and environ are the supervisor's (host paths, the host's
+	 * environment): keep copies of what PROGRAM needs, then blank them. */
+	sb->opt.argv = glsb_dup_strings(sb->opt.argv);
+	envp = glsb_dup_strings(envp);
+	glsb_hide_process_text("glsb-confine");
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* and its memory is nobody's business in the sandbox */
 	glsb_sb_run_init(sb, prog, envp);
 }
 
@@ -177,9 +184,14 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	char err[1024];
 
 	int rc = glsb_sb_parse_options(sb, argc, argv);
-	if (rc >= 0)
+	if (rc >= 0) {
+		free(sb->config_words);
+		free(sb->config_argv);
 		return rc;
+	}
 	sb->sup_sfd = sb->status_wr = sb->sync_rd = sb->id_lock_fd = -1;
+	for (int i = 0; i < SB_NS_FDS; i++)
+		sb->ns_fds[i] = -1;
 	sb->id_slot = -1;
 	sb->root_mode = geteuid() == 0;
 
@@ -205,6 +217,8 @@ int glsb_cmd_sandbox(int argc, char **argv)
 		goto fail;
 	sb->host_uid = sb->root_mode ? sb->opt.id_base + SANDBOX_UID : (long)getuid();
 	sb->host_gid = sb->root_mode ? sb->opt.id_base + SANDBOX_UID : (long)getgid();
+	if (glsb_sb_control_open(sb, err, sizeof err) < 0)
+		goto fail;
 	if (glsb_sb_prepare_workspace(sb, err, sizeof err) < 0 ||
 	    glsb_sb_plan_mounts(sb, err, sizeof err) < 0)
 		goto fail;
@@ -243,9 +257,13 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	close(pipes[1][1]);
 	pipes[0][0] = pipes[1][1] = -1;
 
-	if (glsb_sb_write_id_maps(sb, pid, err, sizeof err) < 0 ||
+	if ((sb->opt.control_in >= 0 && glsb_sb_call_open_namespaces(sb, pid, err, sizeof err) < 0) ||
+	    glsb_sb_write_id_maps(sb, pid, err, sizeof err) < 0 ||
 	    send_go(pipes[0][1], "1", err, sizeof err) < 0)
 		goto kill_fail;
+	/* Nothing may touch the supervisor (it serves the control channel); not before the maps
+	 * are written: the child inherits it, and its /proc files would be root's. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* Moving a task between cgroups waits for an RCU grace period (milliseconds, on v1
 	 * especially): do it while the child builds its root, which allocates next to nothing. */
 	if (sb->have_cgroup && glsb_sb_cgroup_attach(&sb->cgroup, pid) < 0) {
@@ -276,6 +294,10 @@ out:
 	glsb_sb_cleanup(sb);
 	if (sb->id_lock_fd >= 0)
 		close(sb->id_lock_fd); /* the id range is free again */
+	glsb_sb_control_finish(sb);
+	glsb_sb_call_close_namespaces(sb);
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	free(sb->config_words);
+	free(sb->config_argv);
 	return exit_code;
 }

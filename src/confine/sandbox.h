@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <stdarg.h>
+#include <poll.h>
 #include <sys/types.h>
 
 #include "sbkit.h"
@@ -47,6 +48,7 @@ struct sb_options {
 	int id_base_given;
 	double cpus; /* CPU quota in CPUs; 0: none */
 	int private_storage; /* /tmp, /home/user, /files on one private tmpfs (else host binds) */
+	int control_in, control_out; /* --control-fd (CONTROL.md), or -1 */
 	long max_inodes;     /* of the private storage */
 	char **argv; /* PROGRAM and its arguments */
 };
@@ -77,6 +79,10 @@ struct sb {
 	int nplan;
 	char ws_real[PATH_MAX];
 	pid_t owner;                  /* the process that started us (PR_SET_PDEATHSIG) */
+	int ns_fds[6];                /* the sandbox's user, mnt, ipc, uts, net, pid namespaces, for
+				       * calls (--control-fd only; -1 where it has none of its own) */
+	char **config_words;          /* --config-fd: the words read, and argv spliced with them */
+	char **config_argv;
 	int root_mode;                /* started as root: shifted id map */
 	int detached_sources;         /* plan fds are open_tree clones made by the supervisor */
 	long host_uid, host_gid;      /* what the sandbox user is on the host */
@@ -147,6 +153,27 @@ long glsb_sb_apply_rlimits(struct sb *sb);
 
 /* sb_init.c (child): become PID 1's loop: run prog, reap, forward signals, exit with its status. */
 __attribute__((noreturn)) void glsb_sb_run_init(struct sb *sb, const char *prog, char **envp);
+
+/* sandbox.c: PROGRAM's environment: exactly --env plus HOME, PATH and LANG unless given. */
+char **glsb_sb_program_env(const struct sb *sb);
+
+/* sb_control.c: the control channel (CONTROL.md), served by the supervisor once the sandbox
+ * reported. pollfds fills at most 5 entries and their indexes (-1: not polled). */
+int glsb_sb_control_open(struct sb *sb, char *err, size_t errcap);
+int glsb_sb_control_pollfds(struct sb *sb, struct pollfd *p, int *idx);
+void glsb_sb_control_events(struct sb *sb, const struct pollfd *p, const int *idx);
+int glsb_sb_control_timeout_ms(void);
+void glsb_sb_control_reap(struct sb *sb); /* on SIGCHLD */
+void glsb_sb_control_finish(struct sb *sb); /* the sandbox ended: end the call, flush, close */
+
+/* sb_call.c: a call's confined child (CONTROL.md). */
+#define SB_NS_FDS 6
+extern const char *const glsb_sb_ns_fd_names[SB_NS_FDS];
+/* Supervisor, right after clone (the child is still reachable): open its namespaces. */
+int glsb_sb_call_open_namespaces(struct sb *sb, pid_t pid, char *err, size_t errcap);
+void glsb_sb_call_close_namespaces(struct sb *sb);
+int glsb_sb_call_allowed(const char *command);
+pid_t glsb_sb_call_start(struct sb *sb, int argc, char **argv, int fds[3], char *err, size_t errcap);
 
 /* sb_supervisor.c */
 pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(struct sb *),

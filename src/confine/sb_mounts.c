@@ -121,7 +121,14 @@ int glsb_sb_plan_mounts(struct sb *sb, char *err, size_t errcap)
 			return -1;
 		}
 		snprintf(dst, sizeof dst, "%s", sb->opt.binds[i].dst);
-		if (plan_add(sb, sb->opt.binds[i].rw ? M_BIND_RW : M_BIND_RO, real, dst, 0, err, errcap) < 0)
+		/* A small file bound read-only is copied instead: no host path in mountinfo (the
+		 * kernel shows a bind's source path; a directory bind keeps showing it). */
+		struct stat st;
+		enum sb_mkind kind = sb->opt.binds[i].rw ? M_BIND_RW : M_BIND_RO;
+		if (kind == M_BIND_RO && stat(real, &st) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_size <= SB_COPY_MAX)
+			kind = M_COPY;
+		if (plan_add(sb, kind, real, dst, 0, err, errcap) < 0)
 			return -1;
 	}
 	return 0;
@@ -225,7 +232,10 @@ static void do_copy(struct sb *sb, const struct sb_mount *m, const char *dst)
 {
 	char buf[16384];
 	size_t total = 0;
-	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	struct stat st;
+	/* the source's permission bits, less write for others (an executable stays one) */
+	mode_t mode = fstat(m->fd, &st) == 0 ? (st.st_mode & 0755) : 0644;
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
 
 	if (out < 0)
 		glsb_sb_child_fail(sb, "create %s: %s", m->dst, strerror(errno));
@@ -309,7 +319,9 @@ void glsb_sb_build_root(struct sb *sb)
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		glsb_sb_child_fail(sb, "make mounts private: %s", strerror(errno));
-	if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") < 0)
+	/* room for /etc and up to 64 copied --ro-bind files of at most 1 MiB (pages are used as
+	 * written, not reserved) */
+	if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=80m") < 0)
 		glsb_sb_child_fail(sb, "mount root tmpfs: %s", strerror(errno));
 	mkdirs_or_fail(sb, NEWROOT "/etc");
 	mkdirs_or_fail(sb, NEWROOT "/proc");

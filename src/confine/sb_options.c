@@ -1,5 +1,6 @@
 /* sb_options.c: `glsb-confine sandbox`'s usage text and option parsing. */
 #include <fcntl.h>
+#include <unistd.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -81,6 +82,15 @@ static const char usage_text[] =
 	"                       On failure {\"ok\":false,\"error\":MSG,\"missing\":[...]}, exit 125.\n"
 	"                       Without --report-fd, errors go to stderr.\n"
 	"  --cleanup            remove DIR (recursively, not following symlinks) at the end\n"
+	"  --config-fd N        read more options from fd N: a decimal byte count and a newline,\n"
+	"                       then that many bytes of NUL-terminated words, as argv would hold\n"
+	"                       them (PROGRAM and its arguments after --). Exactly that much is\n"
+	"                       read: with N = 0, PROGRAM's stdin follows. Nothing of the config\n"
+	"                       then shows in the supervisor's /proc/PID/cmdline.\n"
+	"  --control-fd N|R,W   serve the control channel (CONTROL.md) on a socket N, or requests\n"
+	"                       on R and replies on W: calls of `glsb-confine write|run|read` run\n"
+	"                       in confined children the code in the sandbox cannot reach. N may\n"
+	"                       be the --report-fd socket.\n"
 	"\n"
 	"Ids: run as root, sandbox uid/gid 0 and 1000 are host ids N and N+1000, like a subordinate\n"
 	"id range: N = 1879048192 + k * 65536 for a slot k of its own (0 <= k < --id-slots, held by\n"
@@ -104,6 +114,10 @@ static const char usage_text[] =
 	"GLSB_CONFINE_CGROUP2_ROOT=DIR (for tests): DIR stands for the cgroup2 hierarchy and our\n"
 	"own cgroup; knobs missing there are created as files; v1 is not tried.\n"
 	"Empty leaves of supervisors that were SIGKILLed are removed by the next sandbox.\n"
+	"What /proc shows inside: PID 1's command line is \"glsb-confine\", its environment blank\n"
+	"and its memory unreadable (not dumpable). mountinfo shows no workspace path with private\n"
+	"storage, and small files given to --ro-bind are copied, not bound; a directory bind\n"
+	"still shows its host path (the kernel reports a bind's path within its filesystem).\n"
 	"Exit: PROGRAM's status; 125 if the sandbox could not be set up; 2 on usage errors.\n";
 
 static int parse_long(const char *s, long min, long max, long *out)
@@ -117,15 +131,91 @@ static int parse_long(const char *s, long min, long max, long *out)
 	return 0;
 }
 
+/* --config-fd N: options come from fd N as "<decimal length>\n" and then that many bytes of
+ * NUL-terminated words, exactly as argv would hold them (PROGRAM and its arguments after "--").
+ * Read exactly that much, so fd 0 can carry the config first and PROGRAM's stdin after it.
+ * Returns a malloc'd NULL-terminated word array (the words in the same block), or NULL with a
+ * message on stderr. */
+#define CONFIG_MAX (1 << 20)
+static char **read_config(int fd, int *nwords)
+{
+	char head[24];
+	size_t hl = 0;
+	unsigned long len = 0;
+	for (;;) {
+		ssize_t n = read(fd, head + hl, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || hl + 1 >= sizeof head) {
+			fprintf(stderr, "glsb-confine sandbox: --config-fd %d: no length line\n", fd);
+			return NULL;
+		}
+		if (head[hl] == '\n')
+			break;
+		if (head[hl] < '0' || head[hl] > '9') {
+			fprintf(stderr, "glsb-confine sandbox: --config-fd %d: the length is not a number\n", fd);
+			return NULL;
+		}
+		len = len * 10 + (unsigned long)(head[hl] - '0');
+		if (len > CONFIG_MAX) {
+			fprintf(stderr, "glsb-confine sandbox: --config-fd %d: more than 1 MiB\n", fd);
+			return NULL;
+		}
+		hl++;
+	}
+	/* one block: the word pointers, then the words */
+	size_t words_max = len / 2 + 2;
+	char **w = malloc(words_max * sizeof *w + len + 1);
+	if (!w) {
+		fprintf(stderr, "glsb-confine sandbox: --config-fd: out of memory\n");
+		return NULL;
+	}
+	char *text = (char *)(w + words_max);
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = read(fd, text + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			fprintf(stderr, "glsb-confine sandbox: --config-fd %d: ended after %zu of %lu bytes\n", fd,
+				got, len);
+			free(w);
+			return NULL;
+		}
+		got += (size_t)n;
+	}
+	if (len && text[len - 1] != '\0') {
+		fprintf(stderr, "glsb-confine sandbox: --config-fd %d: the last word is not NUL-terminated\n", fd);
+		free(w);
+		return NULL;
+	}
+	int n = 0;
+	for (size_t off = 0; off < len; off += strlen(text + off) + 1)
+		w[n++] = text + off;
+	w[n] = NULL;
+	*nwords = n;
+	return w;
+}
+
+static int parse_words(struct sb *sb, int argc, char **argv, int from_config);
+
 int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 {
 	struct sb_options *o = &sb->opt;
-	int i;
 
 	*o = (struct sb_options){.report_fd = -1, .memory_mb = 1024, .cpu_s = 3600, .nproc = 256,
 				 .file_mb = 512, .disk_mb = 1024, .nofile = 1024,
 				 .id_base = DEFAULT_ID_BASE, .id_slots = SB_DEFAULT_ID_SLOTS,
-				 .cpus = 1.0, .private_storage = -1};
+				 .cpus = 1.0, .private_storage = -1, .control_in = -1,
+				 .control_out = -1};
+	return parse_words(sb, argc, argv, 0);
+}
+
+static int parse_words(struct sb *sb, int argc, char **argv, int from_config)
+{
+	struct sb_options *o = &sb->opt;
+	int i;
+
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int more = argc - i - 1;
@@ -170,6 +260,51 @@ int glsb_sb_parse_options(struct sb *sb, int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			o->private_storage = !strcmp(v, "private");
+		} else if (!strcmp(a, "--config-fd") && more >= 1 && !from_config) {
+			long fd;
+			int nw = 0;
+			if (parse_long(argv[++i], 0, INT_MAX, &fd) < 0 || fcntl((int)fd, F_GETFD) < 0) {
+				fprintf(stderr, "glsb-confine sandbox: --config-fd %s is not an open descriptor\n", argv[i]);
+				return EXIT_USAGE;
+			}
+			char **w = read_config((int)fd, &nw);
+			if (!w)
+				return EXIT_USAGE;
+			/* the config's words, then whatever followed on the command line */
+			char **all = malloc(((size_t)nw + (size_t)(argc - i) + 1) * sizeof *all);
+			if (!all) {
+				free(w);
+				return EXIT_USAGE;
+			}
+			int k = 0;
+			all[k++] = argv[0];
+			for (int j = 0; j < nw; j++)
+				all[k++] = w[j];
+			for (int j = i + 1; j < argc; j++)
+				all[k++] = argv[j];
+			all[k] = NULL;
+			sb->config_words = w;
+			sb->config_argv = all;
+			return parse_words(sb, k, all, 1);
+		} else if (!strcmp(a, "--control-fd") && more >= 1) {
+			long r, w = -1;
+			char *comma = strchr(argv[++i], ',');
+			if (comma)
+				*comma = '\0';
+			int bad = parse_long(argv[i], 0, INT_MAX, &r) < 0 ||
+				  (comma && parse_long(comma + 1, 0, INT_MAX, &w) < 0);
+			if (comma)
+				*comma = ',';
+			if (!comma)
+				w = r;
+			if (bad || fcntl((int)r, F_GETFD) < 0 || fcntl((int)w, F_GETFD) < 0) {
+				fprintf(stderr, "glsb-confine sandbox: bad --control-fd %s (N or R,W, open)\n", argv[i]);
+				return EXIT_USAGE;
+			}
+			o->control_in = (int)r;
+			o->control_out = (int)w;
+			fcntl(o->control_in, F_SETFD, FD_CLOEXEC);
+			fcntl(o->control_out, F_SETFD, FD_CLOEXEC);
 		} else if (!strcmp(a, "--env") && more >= 1) {
 			if (!strchr(argv[i + 1], '=') || o->nenv >= 256) {
 				fprintf(stderr, "glsb-confine sandbox: bad --env %s\n", argv[i + 1]);

@@ -62,6 +62,10 @@ pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(str
 				close(sb->opt.report_fd);
 			if (sb->id_lock_fd >= 0)
 				close(sb->id_lock_fd); /* the claim is the supervisor's alone */
+			if (sb->opt.control_in >= 0)
+				close(sb->opt.control_in); /* the channel too */
+			if (sb->opt.control_out >= 0)
+				close(sb->opt.control_out);
 			close(sb->sup_sfd);
 			child_main(sb);
 			_exit(EXIT_SETUP); /* child_main does not return */
@@ -123,8 +127,15 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 
 	sb->program_status = -1;
 	for (;;) {
-		struct pollfd p[2] = {{sb->sup_sfd, POLLIN, 0}, {status_fd, POLLIN, 0}};
-		if (poll(p, status_fd >= 0 ? 2 : 1, -1) < 0) {
+		struct pollfd p[8] = {{sb->sup_sfd, POLLIN, 0}, {status_fd, POLLIN, 0}};
+		int idx[5], np = 2;
+		np += glsb_sb_control_pollfds(sb, p + 2, idx);
+		for (int i = 0; i < 5; i++)
+			if (idx[i] >= 0)
+				idx[i] += 2;
+		if (status_fd < 0)
+			p[1].fd = -1; /* poll ignores it */
+		if (poll(p, (nfds_t)np, glsb_sb_control_timeout_ms()) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -136,11 +147,13 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 			}
 			handle_status(sb, &msg, pid);
 		}
+		glsb_sb_control_events(sb, p, idx);
 		if (p[0].revents) {
 			struct signalfd_siginfo si;
 			if (read(sb->sup_sfd, &si, sizeof si) != (ssize_t)sizeof si)
 				continue;
 			if (si.ssi_signo == SIGCHLD) {
+				glsb_sb_control_reap(sb);
 				if (waitpid(pid, &st, WNOHANG) == pid)
 					break;
 			} else if (si.ssi_signo == SIGHUP || terms++ > 0) {
@@ -157,6 +170,7 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 		close(status_fd);
 		handle_status(sb, &msg, pid);
 	}
+	glsb_sb_control_finish(sb);
 	exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	if (!sb->reported_ok && sb->opt.report_fd >= 0) {
 		/* Died before reporting (e.g. killed during set-up). */
@@ -169,6 +183,7 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 	if (sb->failed_setup)
 		exit_code = EXIT_SETUP;
 	glsb_ws_buf_free(&msg);
+	glsb_sb_call_close_namespaces(sb);
 	return exit_code;
 }
 

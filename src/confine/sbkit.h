@@ -97,6 +97,8 @@ int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name,
 			  const struct glsb_sb_limits *lim);
 /* The leaf's OOM-kill counter (v2 memory.events, v1 memory.oom_control), or -1 if unknown. */
 long glsb_sb_cgroup_oom_kills(const struct glsb_sb_cgroup *cg);
+/* The leaf's memory use and its peak in bytes (-1 where unknown). */
+void glsb_sb_cgroup_memory(const struct glsb_sb_cgroup *cg, long long *current, long long *peak);
 /* Move pid into the created cgroup(s). 0 or -1 with errno. */
 int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid);
 /* Remove the created cgroup(s); waits briefly for the kernel to release them. */

@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -33,6 +35,11 @@ int glsb_sb_write_all(int fd, const void *buf, size_t len)
 		ssize_t n = write(fd, p, len);
 		if (n < 0) {
 			if (errno == EINTR)
+				continue;
+			/* a non-blocking descriptor (a report socket shared with the control channel):
+			 * wait for room, a bounded time */
+			struct pollfd pf = {fd, POLLOUT, 0};
+			if (errno == EAGAIN && poll(&pf, 1, 5000) == 1)
 				continue;
 			return -1;
 		}
@@ -302,4 +309,53 @@ int glsb_find_program(int dirfd, const char *name, const char *path, char *out, 
 	}
 	errno = ENOENT;
 	return -1;
+}
+
+extern char **environ;
+static char *args_start, *args_end, *env_start, *env_end;
+
+void glsb_remember_process_text(int argc, char **argv)
+{
+	/* exec lays the strings out back to back: argv's, then environ's */
+	if (argc < 1)
+		return;
+	char *end = argv[0];
+	for (int i = 0; i < argc; i++) {
+		if (argv[i] != end)
+			return; /* not the layout we know: leave it */
+		end = argv[i] + strlen(argv[i]) + 1;
+	}
+	args_start = argv[0];
+	args_end = end;
+	env_start = env_end = end;
+	for (char **e = environ; *e && *e == env_end; e++)
+		env_end = *e + strlen(*e) + 1;
+}
+
+void glsb_hide_process_text(const char *title)
+{
+	if (!args_start)
+		return;
+	size_t n = (size_t)(args_end - args_start), tl = strlen(title);
+	memset(args_start, 0, n);
+	memcpy(args_start, title, tl < n ? tl : n - 1);
+	/* A non-NUL last byte tells the kernel the title was rewritten (setproctitle style):
+	 * /proc/PID/cmdline then shows it up to its NUL, not the zeros after it. */
+	if (tl + 1 < n)
+		args_end[-1] = ' ';
+	memset(env_start, 0, (size_t)(env_end - env_start));
+}
+
+char **glsb_dup_strings(char *const *v)
+{
+	size_t n = 0;
+	while (v[n])
+		n++;
+	char **out = calloc(n + 1, sizeof *out);
+	for (size_t i = 0; out && i < n; i++)
+		if (!(out[i] = strdup(v[i])))
+			out = NULL;
+	if (!out)
+		_exit(125);
+	return out;
 }

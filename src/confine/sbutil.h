@@ -32,4 +32,15 @@ int glsb_sb_has_word(const char *list, const char *word);
  * dirfd when it is relative. 0, or -1 with errno (ENOENT: in no entry). */
 int glsb_find_program(int dirfd, const char *name, const char *path, char *out, size_t cap);
 
+/* What /proc/PID/cmdline and /proc/PID/environ show of a process is its own memory (the
+ * argument and environment strings exec put on its stack). Remember where they are (main);
+ * hide them later in a process that others may see (the sandbox's init, a call child): the
+ * command line becomes title, the environment zeros. Strings there are gone after hiding:
+ * copy what is still needed first (glsb_dup_strings). */
+void glsb_remember_process_text(int argc, char **argv);
+void glsb_hide_process_text(const char *title);
+/* A deep copy of a NULL-terminated string array (exits on allocation failure: only used
+ * between fork and exec, where nothing else could be done). */
+char **glsb_dup_strings(char *const *v);
+
 #endif

@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""asan_cases.py: glsb-confine's C-level cases, run against a build with AddressSanitizer,
+UndefinedBehaviorSanitizer and LeakSanitizer (scripts/fuzz-confine builds it; make check-c runs
+it). Each case drives the binary the way a host would and checks the result; a sanitizer finding
+makes the binary fail, and so the case.
+
+    asan_cases.py BINARY
+
+The sandboxes get --memory-mb 16777216: RLIMIT_DATA at a real size would stop the sanitizer's
+own mappings (the cgroup limit is what bounds memory in production anyway)."""
+import json, os, shutil, socket, subprocess, sys, tempfile, time
+
+BIN = os.path.abspath(sys.argv[1])
+BIG = ["--memory-mb", "16777216"]
+ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=99",
+           UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+failures = []
+
+
+def case(fn):
+    tmp = tempfile.mkdtemp(prefix="glsb-asan-")
+    try:
+        fn(tmp)
+        print("ok  ", fn.__name__, flush=True)
+    except Exception as e:  # a failed check or a crash: report it, go on with the others
+        failures.append(fn.__name__)
+        print("FAIL", fn.__name__, repr(e), flush=True)
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", tmp], stderr=subprocess.DEVNULL)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(argv, stdin=b"", env=None, check=0):
+    p = subprocess.run(argv, input=stdin, capture_output=True, env=env or ENV, timeout=120)
+    if check is not None and p.returncode != check:
+        raise AssertionError("%s exited %d: %s" % (argv[:3], p.returncode, p.stderr.decode()[-2000:]))
+    return p
+
+
+def execve_with_env(argv, envlist):
+    """Runs argv with exactly envlist (duplicate names kept), through execve in a child."""
+    pid = os.fork()
+    if pid == 0:
+        import ctypes
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        libc = ctypes.CDLL(None, use_errno=True)
+        A = (ctypes.c_char_p * (len(argv) + 1))(*[a.encode() for a in argv], None)
+        E = (ctypes.c_char_p * (len(envlist) + 1))(*[e.encode() for e in envlist], None)
+        libc.execve(argv[0].encode(), A, E)
+        os._exit(127)
+    _, st = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(st)
+
+
+@case
+def run_duplicate_env_names(tmp):
+    asan = [k + "=" + v for k, v in ENV.items() if k.endswith("SAN_OPTIONS")]
+    code = execve_with_env([BIN, "run", "--root", tmp, "--env-allow", "D", "--env-allow", "D", "--", "/bin/true"],
+                           asan + ["D=%d" % i for i in range(300)])
+    assert code == 0, code
+
+
+@case
+def write_then_read(tmp):
+    # write's Landlock domain denies /proc to LeakSanitizer at exit: leaks are not checked there
+    nolsan = dict(ENV, ASAN_OPTIONS=ENV["ASAN_OPTIONS"].replace("detect_leaks=1", "detect_leaks=0"))
+    r = run([BIN, "write", "--root", tmp, "--path", "a/b.txt", "--max-bytes", "10"], b"payload", env=nolsan)
+    assert json.loads(r.stdout)["bytes"] == 7
+    r = run([BIN, "read", "--root", tmp, "--path", "a/b.txt", "--max-bytes", "10"])
+    assert r.stdout == b'{"ok":true,"bytes":7}\npayload', r.stdout
+    r = run([BIN, "read", "--root", tmp, "--path", "a/b.txt", "--max-bytes", "3"], check=1)
+    assert json.loads(r.stdout)["error"] == "too_large"
+
+
+@case
+def sandbox_report_and_exit_line(tmp):
+    rep = os.path.join(tmp, "rep")
+    with open(rep, "wb") as f:
+        p = subprocess.run([BIN, "sandbox", "--cleanup", "--workspace", tmp + "/ws", "--report-fd", "3"] + BIG +
+                           ["--", "sh", "-c", "exit 3"], pass_fds=[f.fileno()] if f.fileno() == 3 else [],
+                           env=ENV, capture_output=True, timeout=60,
+                           preexec_fn=lambda: os.dup2(f.fileno(), 3))
+    assert p.returncode == 3, p.stderr.decode()[-2000:]
+    lines = [json.loads(x) for x in open(rep, "rb").read().splitlines()]
+    assert lines[0]["ok"] and lines[1]["exit"]["code"] == 3, lines
+
+
+@case
+def sandbox_cleanup_of_a_deep_tree(tmp):
+    ws = os.path.join(tmp, "ws")
+    os.makedirs(ws + "/home")
+    fd = os.open(ws + "/home", os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(3000):
+        os.mkdir("d", dir_fd=fd)
+        nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    os.close(fd)
+    run([BIN, "sandbox", "--cleanup", "--workspace", ws] + BIG + ["--", "true"])
+    assert not os.path.exists(ws)
+
+
+@case
+def sandbox_config_fd(tmp):
+    words = ["--cleanup", "--workspace", tmp + "/ws"] + BIG + ["--", "sh", "-c", "cat"]
+    block = b"".join(w.encode() + b"\0" for w in words)
+    r = run([BIN, "sandbox", "--config-fd", "0"], str(len(block)).encode() + b"\n" + block + b"rest")
+    assert r.stdout == b"rest", r.stdout
+    run([BIN, "sandbox", "--config-fd", "0"], b"5\nab\0cd", check=2)
+
+
+@case
+def control_channel(tmp):
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(b.fileno(), 3)
+        os.execve(BIN, [BIN, "sandbox", "--cleanup", "--workspace", tmp + "/ws", "--report-fd", "3",
+                        "--control-fd", "3"] + BIG + ["--", "sleep", "30"], ENV)
+    b.close()
+    f = a.makefile("rb")
+
+    def frame():
+        h = json.loads(f.readline())
+        return h, (f.read(h["len"]) if "len" in h else b"")
+
+    def call(i, args, stdin=b""):
+        ab = b"".join(x.encode() + b"\0" for x in args)
+        a.sendall(("call %d %d %d %d\n" % (i, len(args), len(ab), len(stdin))).encode() + ab + stdin)
+        out = b""
+        while True:
+            h, d = frame()
+            if h["ev"] == "stdout":
+                out += d
+            elif h["ev"] != "stderr":
+                return h, out
+
+    assert frame()[0]["ok"]
+    h, out = call(1, ["write", "--root", "/home/user", "--path", "x", "--max-bytes", "9"], b"abc")
+    assert h["code"] == 0 and json.loads(out)["bytes"] == 3, (h, out)
+    h, out = call(2, ["run", "--root", "/home/user", "--", "cat", "x"])
+    assert json.loads(out)["stdout"] == "YWJj", out
+    h, out = call(3, ["read", "--root", "/home/user", "--path", "x", "--max-bytes", "9"])
+    assert out.endswith(b"\nabc"), out
+    a.sendall(b"ping 4\nstats 5\n")
+    assert frame()[0]["ev"] == "pong" and frame()[0]["ev"] == "stats"
+    a.sendall(b"call 6 1 5 0\nls\0\0\0")  # a malformed call: a protocol error, then reading stops
+    assert frame()[0]["ev"] in ("error", "protocol_error")
+    os.kill(pid, 1)
+    _, st = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(st) == 137, st  # SIGHUP: the sandbox is killed, and LSan ran
+
+
+print("%d failed" % len(failures))
+sys.exit(1 if failures else 0)

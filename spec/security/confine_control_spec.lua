@@ -1,0 +1,232 @@
+-- confine_control_spec.lua: the control channel of `glsb-confine sandbox` (src/confine/CONTROL.md).
+-- The workspace primitives and transfers ran through the sandbox's own program (the local agent),
+-- so code in the sandbox could replace them and forge their results. Through --control-fd the
+-- supervisor runs `glsb-confine write|run|read` in a confined child of its own: the sandbox's
+-- view, user, limits and seccomp filter, but a Landlock domain the code's is not an ancestor of,
+-- non-dumpable, so the code can neither signal, trace, nor read or write its memory or pipes;
+-- and the result reaches the host on a descriptor only the host holds. Driven here directly, by a
+-- Python host on a socketpair.
+local cjson = require "cjson"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/../confine/helper.lua")
+
+-- The host side: start(args, program) runs the sandbox with fd 3 a socketpair used for both
+-- --report-fd and --control-fd; call() sends one call and collects its frames.
+local DRIVER = [=[
+import json, os, socket, sys, time
+BIN = os.environ["GLSB_BIN"]
+class Sandbox:
+    def __init__(self, args, program):
+        a, b = socket.socketpair()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.dup2(b.fileno(), 3)
+            os.execv(BIN, [BIN, "sandbox", "--report-fd", "3", "--control-fd", "3"] + args + ["--"] + program)
+        b.close()
+        self.sock, self.f = a, a.makefile("rb")
+        self.report = self.frame()[0]
+    def frame(self):
+        line = self.f.readline()
+        if not line: return None, b""
+        h = json.loads(line)
+        return h, (self.f.read(h["len"]) if "len" in h else b"")
+    def send_call(self, i, args, stdin=b""):
+        ab = b"".join(x.encode() + b"\0" for x in args)
+        self.sock.sendall(("call %d %d %d %d\n" % (i, len(args), len(ab), len(stdin))).encode() + ab + stdin)
+    def wait_call(self):
+        out, err = b"", b""
+        while True:
+            h, d = self.frame()
+            if h is None: return {"eof": True}, out, err
+            if h.get("ev") == "stdout": out += d
+            elif h.get("ev") == "stderr": err += d
+            else: return h, out, err
+    def call(self, i, args, stdin=b""):
+        self.send_call(i, args, stdin)
+        return self.wait_call()
+    def end(self):
+        self.sock.shutdown(socket.SHUT_WR)
+        _, st = os.waitpid(self.pid, 0)
+        return st
+def result(out):
+    return json.loads(out.split(b"\n", 1)[0])
+def emit(**kw):
+    print(json.dumps(kw), flush=True)
+]=]
+
+local HOSTILE = [=[
+import os, signal, errno, time, sys
+me, seen, end = os.getpid(), {}, time.time() + float(sys.argv[1])
+while time.time() < end:
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or int(p) in (1, me): continue
+        pid = int(p)
+        try: cmd = open("/proc/%d/cmdline" % pid, "rb").read()
+        except OSError: continue
+        if b"hostile" in cmd: continue
+        r = seen.setdefault(pid, {"cmd": cmd.split(b"\0")[0].decode(errors="replace")})
+        for name, fn in (("kill", lambda: os.kill(pid, signal.SIGKILL)),
+                         ("mem", lambda: open("/proc/%d/mem" % pid, "r+b").close()),
+                         ("stdout", lambda: open("/proc/%d/fd/1" % pid, "wb").close())):
+            try: fn(); r[name] = "OK"
+            except OSError as e: r[name] = errno.errorcode.get(e.errno)
+    time.sleep(0.001)
+for pid, r in sorted(seen.items()): print("seen", r, flush=True)
+]=]
+
+describe("glsb-confine sandbox --control-fd #security #confine", function()
+  local base
+  setup(H.require_binary)
+  before_each(function() base = H.mktemp_dir() end)
+  after_each(function() H.rm_rf(base) end)
+
+  -- Runs script (after DRIVER) as the host; returns the JSON objects it printed, and all output.
+  local function host(script, opts)
+    opts = opts or {}
+    H.write(base .. "/host.py", DRIVER .. script)
+    local bin = H.sh("realpath " .. H.q(H.bin)):gsub("\n$", "")
+    local cmd = "GLSB_BIN=" .. H.q(bin) .. " WS=" .. H.q(base .. "/ws") .. " BASE=" .. H.q(base) .. " timeout 120 " ..
+      (opts.prefix or "") .. "/usr/bin/python3 " .. H.q(base .. "/host.py") .. " 2>&1"
+    local out = H.sh(cmd)
+    local docs = {}
+    for line in out:gmatch("[^\n]+") do
+      local ok, doc = pcall(cjson.decode, line)
+      if ok and type(doc) == "table" then docs[#docs + 1] = doc end
+    end
+    return docs, out
+  end
+
+  it("writes, runs and reads in the sandbox's view, as its user", function()
+    local docs, out = host([=[
+sb = Sandbox(["--cleanup", "--workspace", os.environ["WS"]], ["sh", "-c", "sleep 3; cat /home/user/notes/a.txt"])
+h, o, e = sb.call(1, ["write", "--root", "/home/user", "--path", "notes/a.txt", "--max-bytes", "100"], b"from the host\n")
+emit(step="write", h=h, r=result(o))
+h, o, e = sb.call(2, ["run", "--root", "/home/user", "--", "sh", "-c", "id -u; cat notes/a.txt; ls /proc | grep -c '^[0-9]'"])
+emit(step="run", h=h, r=result(o))
+h, o, e = sb.call(3, ["read", "--root", "/home/user", "--path", "notes/a.txt", "--max-bytes", "100"])
+emit(step="read", h=h, data=o.decode())
+emit(step="end", status=sb.end(), ok=sb.report["ok"])
+]=])
+    assert.are.equal(4, #docs, out)
+    assert.are.same({ ok = true, bytes = 14, path = "notes/a.txt", replaced = false }, docs[1].r)
+    assert.are.equal(0, docs[1].h.code)
+    local run = docs[2].r
+    assert.is_true(run.ok)
+    assert.are.equal(0, run.exit_code)
+    local stdout = H.sh("printf %s " .. H.q(run.stdout) .. " | base64 -d")
+    local uid, text, nprocs = stdout:match("^(%d+)\n(.-\n)(%d+)\n$")
+    assert.are.equal("1000", uid)
+    assert.are.equal("from the host\n", text)
+    assert.is_true(tonumber(nprocs) <= 8, stdout) -- the sandbox's pid namespace
+    assert.are.equal('{"ok":true,"bytes":14}\nfrom the host\n', docs[3].data)
+    assert.are.equal(0, docs[4].status)
+  end)
+
+  for _, mode in ipairs({ "root", "unprivileged" }) do
+    it("cannot be reached by the code in the sandbox (" .. mode .. ")", function()
+      H.write(base .. "/hostile.py", HOSTILE)
+      local prefix = ""
+      if mode == "unprivileged" then
+        os.execute("chown -R nobody:nogroup " .. H.q(base))
+        prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups "
+      end
+      local docs, out = host([=[
+sb = Sandbox(["--cleanup", "--workspace", os.environ["WS"], "--ro-bind", os.environ["BASE"] + "/hostile.py",
+              "/opt/hostile.py"], ["python3", "/opt/hostile.py", "4"])
+time.sleep(0.3)
+good = 0
+for i in range(25):
+    h, o, e = sb.call(i, ["run", "--root", "/home/user", "--", "sh", "-c", "sleep 0.05; echo call-%d" % i])
+    r = result(o)
+    good += h.get("code") == 0 and r["ok"] and r["stdout"] == __import__("base64").b64encode(b"call-%d\n" % i).decode()
+emit(good=good, status=sb.end())
+]=], { prefix = prefix })
+      assert.are.equal(25, docs[1] and docs[1].good, out)
+      assert.are.equal(0, docs[1].status, out)
+      -- the hostile program saw the calls' processes and could do nothing to them
+      local seen = 0
+      for line in out:gmatch("seen ([^\n]+)") do
+        seen = seen + 1
+        assert.is_nil(line:find("'OK'", 1, true), line)
+      end
+      assert.is_true(seen >= 25, out)
+      assert.matches("'cmd': 'glsb%-confine'", out)
+      assert.is_nil(out:find("--workspace", 1, true), out) -- no host command line, ever
+    end)
+  end
+
+  it("answers ping and stats, refuses a second call and other commands, cancels", function()
+    local docs, out = host([=[
+sb = Sandbox(["--cleanup", "--workspace", os.environ["WS"]], ["sleep", "30"])
+sb.sock.sendall(b"ping 1\nstats 2\n")
+emit(a=sb.frame()[0]); emit(a=sb.frame()[0])
+h, o, e = sb.call(5, ["sandbox", "--workspace", "/tmp/x", "--", "true"])
+emit(a=h)
+sb.send_call(3, ["run", "--root", "/home/user", "--", "sleep", "30"])
+h, o, e = sb.call(4, ["run", "--root", "/home/user", "--", "true"])
+emit(a=h)
+t = time.time()
+sb.sock.sendall(b"cancel 3\n")
+h, o, e = sb.wait_call()
+emit(a=h, r=result(o), secs=time.time() - t)
+sb.sock.sendall(b"bogus request\n")
+emit(a=sb.frame()[0])
+os.kill(sb.pid, 1)
+emit(status=sb.end())
+]=])
+    assert.are.same({ id = 1, ev = "pong" }, docs[1].a, out)
+    assert.are.equal("stats", docs[2].a.ev)
+    assert.is_number(docs[2].a.memory_bytes)
+    assert.are.equal("not_allowed", docs[3].a.error)
+    assert.are.equal("busy", docs[4].a.error)
+    assert.are.equal(4, docs[4].a.id)
+    assert.is_table(docs[5], out)
+    assert.are.equal("exit", docs[5].a.ev)
+    assert.are.equal(3, docs[5].a.id)
+    assert.are.equal("interrupted", docs[5].r.error) -- run killed its command on SIGTERM
+    assert.is_true(docs[5].secs < 5)
+    assert.are.equal("protocol_error", docs[6].a.ev)
+  end)
+
+  it("carries 8 MiB of output with --max-output 8 MiB whole", function()
+    local docs, out = host([=[
+sb = Sandbox(["--cleanup", "--workspace", os.environ["WS"]], ["sleep", "30"])
+h, o, e = sb.call(1, ["run", "--root", "/home/user", "--max-output", str(8 << 20), "--", "head", "-c", str(8 << 20), "/dev/zero"])
+r = result(o)
+emit(code=h["code"], count=r["stdout_byte_count"], kept=len(__import__("base64").b64decode(r["stdout"])), trunc=r["stdout_truncated"])
+os.kill(sb.pid, 1); sb.end()
+]=])
+    assert.are.same({ code = 0, count = 8388608, kept = 8388608, trunc = false }, docs[1], out)
+  end)
+
+  it("read refuses a FIFO at once, a symlink, and a file over --max-bytes", function()
+    local docs, out = host([=[
+sb = Sandbox(["--cleanup", "--workspace", os.environ["WS"]],
+             ["sh", "-c", "mkfifo /home/user/fifo; ln -s /etc/passwd /home/user/link; "
+                          "head -c 1000 /dev/zero > /home/user/big; sleep 30"])
+time.sleep(0.3)
+for i, (path, mx) in enumerate([("fifo", "10"), ("link", "100000"), ("big", "999")]):
+    t = time.time()
+    h, o, e = sb.call(i + 1, ["read", "--root", "/home/user", "--path", path, "--max-bytes", mx])
+    emit(code=h["code"], error=result(o)["error"], secs=time.time() - t)
+os.kill(sb.pid, 1); sb.end()
+]=])
+    assert.are.equal(3, #docs, out)
+    assert.are.same({ 1, "not_regular_file" }, { docs[1].code, docs[1].error })
+    assert.is_true(docs[1].secs < 2)
+    assert.are.same({ 1, "symlink" }, { docs[2].code, docs[2].error })
+    assert.are.same({ 1, "too_large" }, { docs[3].code, docs[3].error })
+  end)
+
+  it("holds calls to the sandbox's limits and reports an OOM kill in the call", function()
+    local docs, out = host([=[
+sb = Sandbox(["--cleanup", "--workspace", os.environ["WS"], "--memory-mb", "64"], ["sleep", "30"])
+h, o, e = sb.call(1, ["run", "--root", "/home/user", "--", "python3", "-c",
+    "import mmap\nm = mmap.mmap(-1, 400 << 20)\nfor i in range(0, 400 << 20, 4096): m[i] = 1"])
+emit(h=h, r=result(o))
+os.kill(sb.pid, 1); sb.end()
+]=])
+    assert.are.equal(0, docs[1].h.code, out)
+    assert.are.equal(9, docs[1].r.signal, out)
+    assert.is_true(docs[1].h.oom_kills >= 1, out)
+  end)
+end)

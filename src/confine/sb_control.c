@@ -1,0 +1,561 @@
+/* sb_control.c: the supervisor's side of the control channel (CONTROL.md): reads framed
+ * requests from the host, runs each call in a confined child (sb_call.c), feeds it its stdin,
+ * and relays its stdout, stderr and status as framed replies. One call at a time; bounded
+ * buffers in both directions; never blocks the supervisor. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sandbox.h"
+
+#define HEADER_MAX 256
+#define MAX_ARGS 4096
+#define MAX_ARGBYTES (1 << 20)
+#define MAX_STDIN (1ULL << 40)
+#define CHUNK 65536
+#define OUT_HIGH (1 << 20)     /* replies not yet read by the host: stop relaying above this */
+#define STDERR_RELAYED 65536   /* per call; the rest is counted */
+#define KILL_AFTER_MS 2000     /* after a cancel's SIGTERM */
+
+enum in_state { IN_HEADER, IN_ARGS, IN_STDIN, IN_CLOSED };
+
+static struct {
+	int in, out;          /* the channel; -1 when closed */
+	enum in_state state;
+	char header[HEADER_MAX + 1];
+	size_t hlen;
+	/* the request being read */
+	unsigned long long id, nargs, argbytes, stdin_left;
+	char *args;
+	size_t args_len;
+	int refused; /* its stdin bytes are read and dropped */
+	unsigned char stage[CHUNK]; /* stdin bytes read from the host, not yet in the pipe */
+	size_t stage_len, stage_off;
+	/* replies */
+	struct glsb_ws_buf reply;
+	size_t reply_off;
+	/* the call */
+	pid_t pid;            /* -1: none */
+	unsigned long long call_id;
+	int fd_in, fd_out, fd_err; /* our ends of its stdio pipes */
+	int status, reaped;
+	unsigned long long err_relayed, err_dropped;
+	long oom_before;
+	long long kill_at_ms; /* SIGKILL deadline after a cancel, or 0 */
+} c = {.in = -1, .out = -1, .pid = -1, .fd_in = -1, .fd_out = -1, .fd_err = -1};
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* --- replies ------------------------------------------------------------------------------ */
+
+static size_t reply_pending(void)
+{
+	return c.reply.len - c.reply_off;
+}
+
+static void reply_line(struct glsb_ws_buf *line)
+{
+	glsb_ws_buf_put(line, "\n", 1);
+	if (!line->failed)
+		glsb_ws_buf_put(&c.reply, line->p, line->len);
+	glsb_ws_buf_free(line);
+}
+
+static void reply_data(const char *ev, const void *data, size_t n)
+{
+	struct glsb_ws_buf line = {0};
+	glsb_ws_buf_printf(&line, "{\"id\":%llu,\"ev\":\"%s\",\"len\":%zu}", c.call_id, ev, n);
+	reply_line(&line);
+	glsb_ws_buf_put(&c.reply, data, n);
+}
+
+static void reply_error(unsigned long long id, const char *code, const char *msg)
+{
+	struct glsb_ws_buf line = {0};
+	glsb_ws_buf_printf(&line, "{\"id\":%llu,\"ev\":\"error\",\"error\":\"%s\",\"message\":", id, code);
+	glsb_ws_json_cstr(&line, msg);
+	glsb_ws_buf_puts(&line, "}");
+	reply_line(&line);
+}
+
+static void protocol_error(struct sb *sb, const char *msg)
+{
+	struct glsb_ws_buf line = {0};
+	(void)sb;
+	glsb_ws_buf_puts(&line, "{\"ev\":\"protocol_error\",\"message\":");
+	glsb_ws_json_cstr(&line, msg);
+	glsb_ws_buf_puts(&line, "}");
+	reply_line(&line);
+	c.state = IN_CLOSED;
+	if (c.in != c.out)
+		close_fd(&c.in);
+	else
+		c.in = -1; /* the socket stays open for the replies */
+}
+
+/* Write what the host will take. A broken channel drops every later reply. */
+static void flush_replies(void)
+{
+	while (c.out >= 0 && reply_pending()) {
+		ssize_t n = write(c.out, c.reply.p + c.reply_off, reply_pending());
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			if (c.in == c.out)
+				c.in = -1;
+			close_fd(&c.out);
+			c.state = IN_CLOSED;
+			break;
+		}
+		c.reply_off += (size_t)n;
+	}
+	if (c.reply_off == c.reply.len || c.out < 0)
+		c.reply.len = c.reply_off = 0;
+}
+
+/* --- the call ----------------------------------------------------------------------------- */
+
+static int nonblocking_pipe(int p[2])
+{
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	return 0;
+}
+
+static void start_call(struct sb *sb)
+{
+	char *argv[MAX_ARGS + 1], err[256];
+	int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
+	size_t k = 0;
+
+	for (size_t off = 0; off < c.args_len && k < c.nargs; k++) {
+		argv[k] = c.args + off;
+		off += strlen(c.args + off) + 1;
+	}
+	argv[k] = NULL;
+	if (k == 0 || !glsb_sb_call_allowed(argv[0])) {
+		reply_error(c.id, "not_allowed", "the first argument must be write, run or read");
+		c.refused = 1;
+		return;
+	}
+	if (nonblocking_pipe(pin) < 0 || nonblocking_pipe(pout) < 0 || nonblocking_pipe(perr) < 0) {
+		glsb_sb_fmt(err, sizeof err, "pipes: %s", strerror(errno));
+		goto fail;
+	}
+	int child_fds[3] = {pin[0], pout[1], perr[1]};
+	c.oom_before = sb->have_cgroup ? glsb_sb_cgroup_oom_kills(&sb->cgroup) : -1;
+	c.pid = glsb_sb_call_start(sb, (int)k, argv, child_fds, err, sizeof err);
+	if (c.pid < 0)
+		goto fail;
+	close(pin[0]);
+	close(pout[1]);
+	close(perr[1]);
+	c.fd_in = pin[1];
+	c.fd_out = pout[0];
+	c.fd_err = perr[0];
+	for (int i = 0; i < 3; i++)
+		fcntl((int[]){c.fd_in, c.fd_out, c.fd_err}[i], F_SETFL, O_NONBLOCK);
+	c.call_id = c.id;
+	c.reaped = 0;
+	c.err_relayed = c.err_dropped = 0;
+	c.kill_at_ms = 0;
+	if (c.stdin_left == 0)
+		close_fd(&c.fd_in);
+	return;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (pin[i] >= 0)
+			close(pin[i]);
+		if (pout[i] >= 0)
+			close(pout[i]);
+		if (perr[i] >= 0)
+			close(perr[i]);
+	}
+	c.pid = -1;
+	reply_error(c.id, errno == ENOMEM || !strcmp(err, "the sandbox has ended") ? "sandbox_gone" : "start_failed",
+		    err);
+	c.refused = 1;
+}
+
+/* The call is over once it was reaped and its output pipes reached end of file. */
+static void finish_call_if_done(struct sb *sb)
+{
+	if (c.pid < 0 || !c.reaped || c.fd_out >= 0 || c.fd_err >= 0)
+		return;
+	long oom = sb->have_cgroup ? glsb_sb_cgroup_oom_kills(&sb->cgroup) : -1;
+	struct glsb_ws_buf line = {0};
+	glsb_ws_buf_printf(&line, "{\"id\":%llu,\"ev\":\"exit\",\"code\":", c.call_id);
+	if (WIFEXITED(c.status))
+		glsb_ws_buf_printf(&line, "%d", WEXITSTATUS(c.status));
+	else
+		glsb_ws_buf_puts(&line, "null");
+	glsb_ws_buf_puts(&line, ",\"signal\":");
+	if (WIFSIGNALED(c.status))
+		glsb_ws_buf_printf(&line, "%d", WTERMSIG(c.status));
+	else
+		glsb_ws_buf_puts(&line, "null");
+	glsb_ws_buf_printf(&line, ",\"stderr_dropped\":%llu,\"oom_kills\":", c.err_dropped);
+	if (oom >= 0 && c.oom_before >= 0)
+		glsb_ws_buf_printf(&line, "%ld}", oom - c.oom_before);
+	else
+		glsb_ws_buf_puts(&line, "null}");
+	reply_line(&line);
+	close_fd(&c.fd_in);
+	c.pid = -1;
+}
+
+/* Relay what the call wrote (stdout only while the host keeps up). 1 at end of file. */
+static void relay(int *fd, const char *ev)
+{
+	unsigned char buf[CHUNK];
+	for (;;) {
+		if (!strcmp(ev, "stdout") && reply_pending() >= OUT_HIGH)
+			return;
+		ssize_t n = read(*fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			close_fd(fd);
+			return;
+		}
+		if (!strcmp(ev, "stderr")) {
+			size_t keep = c.err_relayed >= STDERR_RELAYED ? 0
+				      : (size_t)n < STDERR_RELAYED - c.err_relayed ? (size_t)n
+				      : (size_t)(STDERR_RELAYED - c.err_relayed);
+			if (keep)
+				reply_data(ev, buf, keep);
+			c.err_relayed += keep;
+			c.err_dropped += (size_t)n - keep;
+		} else {
+			reply_data(ev, buf, (size_t)n);
+		}
+	}
+}
+
+/* --- requests ----------------------------------------------------------------------------- */
+
+static int parse_u64(const char *s, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static void handle_header(struct sb *sb)
+{
+	char *w[6];
+	int n = 0;
+	char *save = NULL;
+	c.header[c.hlen] = '\0';
+	for (char *t = strtok_r(c.header, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
+		w[n++] = t;
+	unsigned long long id;
+	if (n < 2 || parse_u64(w[1], 1ULL << 53, &id) < 0)
+		return protocol_error(sb, "a request is VERB ID ...");
+	if (!strcmp(w[0], "call") && n == 5) {
+		if (parse_u64(w[2], MAX_ARGS, &c.nargs) < 0 || parse_u64(w[3], MAX_ARGBYTES, &c.argbytes) < 0 ||
+		    parse_u64(w[4], MAX_STDIN, &c.stdin_left) < 0)
+			return protocol_error(sb, "call ID NARGS ARGBYTES STDINBYTES: a number is missing or too large");
+		c.id = id;
+		c.args = malloc(c.argbytes + 1);
+		if (!c.args)
+			return protocol_error(sb, "out of memory for the arguments");
+		c.args_len = 0;
+		c.refused = c.pid >= 0;
+		if (c.refused)
+			reply_error(id, "busy", "another call is running");
+		c.state = IN_ARGS;
+	} else if (!strcmp(w[0], "cancel") && n == 2) {
+		if (c.pid >= 0 && c.call_id == id && !c.reaped) {
+			kill(c.pid, SIGTERM);
+			c.kill_at_ms = now_ms() + KILL_AFTER_MS;
+		}
+	} else if (!strcmp(w[0], "stats") && n == 2) {
+		long long cur = -1, peak = -1;
+		long oom = sb->have_cgroup ? glsb_sb_cgroup_oom_kills(&sb->cgroup) : -1;
+		if (sb->have_cgroup)
+			glsb_sb_cgroup_memory(&sb->cgroup, &cur, &peak);
+		struct glsb_ws_buf line = {0};
+		glsb_ws_buf_printf(&line, "{\"id\":%llu,\"ev\":\"stats\"", id);
+		if (oom >= 0)
+			glsb_ws_buf_printf(&line, ",\"oom_kills\":%ld", oom);
+		else
+			glsb_ws_buf_puts(&line, ",\"oom_kills\":null");
+		if (cur >= 0)
+			glsb_ws_buf_printf(&line, ",\"memory_bytes\":%lld", cur);
+		else
+			glsb_ws_buf_puts(&line, ",\"memory_bytes\":null");
+		if (peak >= 0)
+			glsb_ws_buf_printf(&line, ",\"memory_peak_bytes\":%lld}", peak);
+		else
+			glsb_ws_buf_puts(&line, ",\"memory_peak_bytes\":null}");
+		reply_line(&line);
+	} else if (!strcmp(w[0], "ping") && n == 2) {
+		struct glsb_ws_buf line = {0};
+		glsb_ws_buf_printf(&line, "{\"id\":%llu,\"ev\":\"pong\"}", id);
+		reply_line(&line);
+	} else {
+		return protocol_error(sb, "unknown request (call, cancel, stats, ping)");
+	}
+}
+
+/* The request's arguments are complete: check and start the call. */
+static void handle_args(struct sb *sb)
+{
+	c.args[c.args_len] = '\0';
+	size_t k = 0;
+	for (size_t i = 0; i < c.args_len; i++)
+		k += c.args[i] == '\0';
+	if (!c.refused) {
+		if (k != c.nargs || (c.args_len && c.args[c.args_len - 1] != '\0'))
+			return protocol_error(sb, "call: ARGBYTES must hold exactly NARGS NUL-terminated arguments");
+		start_call(sb);
+	}
+	free(c.args);
+	c.args = NULL;
+	c.state = c.stdin_left ? IN_STDIN : IN_HEADER;
+}
+
+/* Read from the host what the current state can take. */
+static void read_requests(struct sb *sb)
+{
+	while (c.in >= 0 && c.state != IN_CLOSED) {
+		if (c.state == IN_STDIN) {
+			/* stdin bytes: staged, then into the call's pipe (or dropped) */
+			if (c.stage_len > c.stage_off)
+				return; /* the pipe has not taken the last ones yet */
+			size_t want = c.stdin_left < sizeof c.stage ? (size_t)c.stdin_left : sizeof c.stage;
+			ssize_t n = read(c.in, c.stage, want);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno == EAGAIN)
+				return;
+			if (n <= 0)
+				return protocol_error(sb, "the channel ended inside a call's stdin");
+			c.stdin_left -= (size_t)n;
+			c.stage_len = (size_t)n;
+			c.stage_off = 0;
+			if (c.refused || c.fd_in < 0)
+				c.stage_len = 0;
+			if (!c.stdin_left && !c.stage_len)
+				close_fd(&c.fd_in);
+			if (!c.stdin_left)
+				c.state = IN_HEADER;
+			return; /* the poll loop feeds the pipe */
+		}
+		if (c.state == IN_ARGS) {
+			if (c.args_len == c.argbytes) {
+				handle_args(sb);
+				continue;
+			}
+			ssize_t n = read(c.in, c.args + c.args_len, c.argbytes - c.args_len);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno == EAGAIN)
+				return;
+			if (n <= 0)
+				return protocol_error(sb, "the channel ended inside a call's arguments");
+			c.args_len += (size_t)n;
+			continue;
+		}
+		/* IN_HEADER: one byte at a time up to the newline (a header is short, and nothing of
+		 * the payload that follows may be consumed here) */
+		char ch;
+		ssize_t n = read(c.in, &ch, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n == 0) { /* the host closed its side: no more requests */
+			if (c.in != c.out)
+				close_fd(&c.in);
+			else
+				c.in = -1;
+			c.state = IN_CLOSED;
+			return;
+		}
+		if (n < 0)
+			return protocol_error(sb, "reading the channel failed");
+		if (ch == '\n') {
+			handle_header(sb);
+			c.hlen = 0;
+		} else if (c.hlen >= HEADER_MAX) {
+			return protocol_error(sb, "a request header is longer than 256 bytes");
+		} else {
+			c.header[c.hlen++] = ch;
+		}
+	}
+}
+
+/* Give the call the stdin bytes staged. */
+static void feed_stdin(void)
+{
+	while (c.fd_in >= 0 && c.stage_len > c.stage_off) {
+		ssize_t n = write(c.fd_in, c.stage + c.stage_off, c.stage_len - c.stage_off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n < 0) { /* the call stopped reading: drop the rest */
+			close_fd(&c.fd_in);
+			break;
+		}
+		c.stage_off += (size_t)n;
+	}
+	if (c.stage_off >= c.stage_len) {
+		c.stage_len = c.stage_off = 0;
+		if (c.state != IN_STDIN)
+			close_fd(&c.fd_in); /* all of it was given */
+	}
+}
+
+/* --- what the supervisor calls ------------------------------------------------------------ */
+
+int glsb_sb_control_open(struct sb *sb, char *err, size_t errcap)
+{
+	if (sb->opt.control_in < 0)
+		return 0;
+	c.in = sb->opt.control_in;
+	c.out = sb->opt.control_out;
+	c.state = IN_HEADER;
+	if (fcntl(c.in, F_SETFL, fcntl(c.in, F_GETFL) | O_NONBLOCK) < 0 ||
+	    fcntl(c.out, F_SETFL, fcntl(c.out, F_GETFL) | O_NONBLOCK) < 0) {
+		glsb_sb_fmt(err, errcap, "--control-fd: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int glsb_sb_control_pollfds(struct sb *sb, struct pollfd *p, int *idx)
+{
+	int n = 0;
+	for (int i = 0; i < 5; i++)
+		idx[i] = -1;
+	if (!sb->reported_ok)
+		return 0; /* requests wait for the sandbox to be up */
+	if (c.in >= 0 && c.state != IN_CLOSED && !(c.state == IN_STDIN && c.stage_len > c.stage_off))
+		p[idx[0] = n++] = (struct pollfd){c.in, POLLIN, 0};
+	if (c.out >= 0 && reply_pending())
+		p[idx[1] = n++] = (struct pollfd){c.out, POLLOUT, 0};
+	if (c.fd_in >= 0 && c.stage_len > c.stage_off)
+		p[idx[2] = n++] = (struct pollfd){c.fd_in, POLLOUT, 0};
+	if (c.fd_out >= 0 && reply_pending() < OUT_HIGH)
+		p[idx[3] = n++] = (struct pollfd){c.fd_out, POLLIN, 0};
+	if (c.fd_err >= 0)
+		p[idx[4] = n++] = (struct pollfd){c.fd_err, POLLIN, 0};
+	return n;
+}
+
+void glsb_sb_control_events(struct sb *sb, const struct pollfd *p, const int *idx)
+{
+	if (idx[2] >= 0 && p[idx[2]].revents)
+		feed_stdin();
+	if (idx[3] >= 0 && p[idx[3]].revents)
+		relay(&c.fd_out, "stdout");
+	if (idx[4] >= 0 && p[idx[4]].revents)
+		relay(&c.fd_err, "stderr");
+	if (idx[0] >= 0 && p[idx[0]].revents)
+		read_requests(sb);
+	feed_stdin();
+	finish_call_if_done(sb);
+	if (c.kill_at_ms && c.pid >= 0 && !c.reaped && now_ms() >= c.kill_at_ms) {
+		kill(c.pid, SIGKILL);
+		c.kill_at_ms = 0;
+	}
+	flush_replies();
+}
+
+int glsb_sb_control_timeout_ms(void)
+{
+	if (!c.kill_at_ms || c.pid < 0 || c.reaped)
+		return -1;
+	long long left = c.kill_at_ms - now_ms();
+	return left < 0 ? 0 : (int)left;
+}
+
+void glsb_sb_control_reap(struct sb *sb)
+{
+	if (c.pid < 0 || c.reaped)
+		return;
+	int st;
+	if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
+		c.status = st;
+		c.reaped = 1;
+		/* what it wrote before it ended is in the pipes: take it, then see end of file */
+		if (c.fd_out >= 0)
+			relay(&c.fd_out, "stdout");
+		if (c.fd_err >= 0)
+			relay(&c.fd_err, "stderr");
+		finish_call_if_done(sb);
+		flush_replies();
+	}
+}
+
+void glsb_sb_control_finish(struct sb *sb)
+{
+	if (c.in < 0 && c.out < 0)
+		return;
+	/* The sandbox has ended, and the call with it (it was in its pid namespace). */
+	if (c.pid >= 0) {
+		if (!c.reaped) {
+			kill(c.pid, SIGKILL);
+			if (waitpid(c.pid, &c.status, 0) == c.pid)
+				c.reaped = 1;
+		}
+		for (int tries = 0; tries < 100 && (c.fd_out >= 0 || c.fd_err >= 0); tries++) {
+			if (c.fd_out >= 0)
+				relay(&c.fd_out, "stdout");
+			if (c.fd_err >= 0)
+				relay(&c.fd_err, "stderr");
+			if (c.fd_out >= 0 || c.fd_err >= 0)
+				flush_replies(), nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+		}
+		close_fd(&c.fd_out);
+		close_fd(&c.fd_err);
+		finish_call_if_done(sb);
+	}
+	/* The host gets what is pending, within a bound: it may have stopped reading. */
+	long long until = now_ms() + 2000;
+	while (c.out >= 0 && reply_pending() && now_ms() < until) {
+		struct pollfd p = {c.out, POLLOUT, 0};
+		poll(&p, 1, 100);
+		flush_replies();
+	}
+	free(c.args);
+	c.args = NULL;
+	glsb_ws_buf_free(&c.reply);
+	if (c.in >= 0 && c.in != c.out)
+		close(c.in);
+	c.in = -1;
+	close_fd(&c.out);
+	close_fd(&c.fd_in);
+}
