@@ -243,6 +243,14 @@ function Sandbox:_run_command(command, opts)
   return r
 end
 
+-- Background commands: startCommandExecution, polled with getTask (glsb.providers.bedrock.tasks).
+function Sandbox:_start_command(command, opts)
+  local line = command_line(command, opts)
+  local bad = not_utf8("start_command", line)
+  if bad then errors.raise(errors.SandboxExecutionError, Stage.EXECUTE, bad.error) end
+  return require("glsb.providers.bedrock.tasks").start(self, line, opts)
+end
+
 ---------------------------------------------------------------------------
 -- Files: writeFiles (base64 blobs) and readFiles
 ---------------------------------------------------------------------------

@@ -16,10 +16,8 @@ describe("bedrock contract run #bedrock", function()
     streams = false,
     renewable_lease = false,
     -- what the adapter does not have (kit's note, PROVIDERS.md "One behaviour"): the last expression's value
-    -- (executeCode returns printed output), background commands (AgentCore's startCommandExecution),
-    -- ports, per-call languages
+    -- (executeCode returns printed output), ports, per-call languages
     last_value = false,
-    background = false,
     ports = false,
     call_languages = {},
     -- sessions still READY and processes the emulator started for them

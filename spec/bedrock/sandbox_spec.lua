@@ -318,6 +318,28 @@ describe("bedrock adapter #bedrock", function()
       assert.are.equal(0, #emu:requests(since))
     end)
 
+    it("runs background commands as AgentCore tasks: output as the polls bring it, a deadline, env and cwd", function()
+      local lines = {}
+      local p = sb:start_command("echo \"$GREETING from $(pwd)\"; sleep 0.5; echo later", {
+        env = { GREETING = "hi" }, cwd = "/tmp", on_stdout = function(l) lines[#lines + 1] = l end })
+      local deadline = glsb.now() + 5
+      while #lines == 0 and glsb.now() < deadline do glsb.sleep(0.05) end
+      assert.are.same({ "hi from /tmp" }, lines, "the first line arrived before the command ended")
+      assert.is_false(p:done())
+      local r = p:wait(10)
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.are.equal("hi from /tmp\nlater\n", r.stdout)
+      assert.are.same({ "hi from /tmp", "later" }, lines)
+      local since = emu:last_seq()
+      local slow = sb:start_command("sleep 30", { timeout = 0.5 })
+      r = slow:wait(10)
+      assert.are.equal(Status.TIMEOUT, r.status, tostring(r))
+      local stopped = false
+      for _, x in ipairs(emu:requests(since)) do if x.tool == "stopTask" then stopped = true end end
+      assert.is_true(stopped, "the task was stopped at its deadline")
+      for _, t in ipairs(emu:state().sessions[1].tasks or {}) do assert.are_not.equal("working", t.status) end
+    end)
+
     it("uploads and downloads bytes exactly, text and binary", function()
       local bin = ""
       for i = 0, 255 do bin = bin .. string.char(i) end
