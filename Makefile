@@ -1,5 +1,5 @@
 # gl-sandbox (glsb): build, test, install, demo.
-#   make            build/glsb-lua, build/lib/glsb/core.so, build/glsb-confine
+#   make            build/glsb-lua, build/lib/glsb/core.so (+ core_*.so parts), build/glsb-confine
 #   make demo       install deps, build, run examples/quickstart.lua
 #   make test       install deps, build, run every spec (C tests, busted, conformance)
 #   make test-live  the contract suite against real OpenSandbox / E2B when credentials are set (not in make test)
@@ -35,6 +35,21 @@ CORE_SRC := $(sort $(wildcard src/core/*.c))
 CORE_HDR := $(wildcard src/core/*.h)
 CORE_OBJ := $(CORE_SRC:src/core/%.c=$(OBJ)/core/%.o)
 
+# The core's parts that bring big libraries are shared objects of their own, loaded on first use
+# (src/core/part.c): glsb-lua and core.so map only Lua and libc at start. The C tests link everything.
+PART_http    := http multi
+PART_archive := archive
+PART_redis   := redis
+PART_digest  := digest
+PARTS        := http archive redis digest
+LIBS_http    := $(CURL_LIBS)
+LIBS_archive := $(ARCH_LIBS)
+LIBS_redis   := $(REDIS_LIBS) $(CRYPTO_LIBS)
+LIBS_digest  := $(CRYPTO_LIBS)
+PART_OBJ     := $(foreach p,$(PARTS),$(PART_$(p):%=$(OBJ)/core/%.o))
+BASE_OBJ     := $(filter-out $(PART_OBJ),$(CORE_OBJ))
+PART_SO      := $(PARTS:%=$(BUILD)/lib/glsb/core_%.so)
+
 CONFINE_SRC := $(sort $(wildcard src/confine/*.c))
 CONFINE_HDR := $(wildcard src/confine/*.h)
 
@@ -46,7 +61,7 @@ BUSTED := $(LUA) /usr/bin/busted
 
 .PHONY: install-rock all build deps demo test test-c test-lua test-live test-conformance check-c check-layers lint install uninstall clean rock-test bench
 
-all: $(BUILD)/glsb-lua $(BUILD)/lib/glsb/core.so $(BUILD)/glsb-confine
+all: $(BUILD)/glsb-lua $(BUILD)/lib/glsb/core.so $(PART_SO) $(BUILD)/glsb-confine
 
 INSTALL_DEPS ?= scripts/install-deps
 
@@ -62,16 +77,22 @@ $(OBJ)/core/%.o: src/core/%.c $(CORE_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CORE_CFLAGS) -c $< -o $@
 
-$(BUILD)/lib/glsb/core.so: $(CORE_OBJ)
+$(BUILD)/lib/glsb/core.so: $(BASE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $(CORE_OBJ) $(CORE_LIBS)
+	$(CC) -shared -o $@ $(BASE_OBJ) -lm
+
+# A part leaves the core's symbols undefined: they come from glsb-lua or core.so, already loaded.
+.SECONDEXPANSION:
+$(BUILD)/lib/glsb/core_%.so: $$(addprefix $(OBJ)/core/,$$(addsuffix .o,$$(PART_$$*)))
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $^ $(LIBS_$*)
 
 $(OBJ)/glsb_lua.o: src/glsb_lua.c $(CORE_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CORE_CFLAGS) -DGLSB_VERSION='"$(shell cat VERSION)"' -c $< -o $@
 
-$(BUILD)/glsb-lua: $(OBJ)/glsb_lua.o $(CORE_OBJ) VERSION
-	$(CC) -rdynamic -o $@ $(OBJ)/glsb_lua.o $(CORE_OBJ) $(LUA_LIBS) $(CORE_LIBS) -ldl
+$(BUILD)/glsb-lua: $(OBJ)/glsb_lua.o $(BASE_OBJ) VERSION
+	$(CC) -rdynamic -o $@ $(OBJ)/glsb_lua.o $(BASE_OBJ) $(LUA_LIBS) -lm -ldl
 
 # The confinement helper is static (musl) so it can be copied into remote sandboxes.
 # musl ships no Linux uapi headers; the kernel's are libc-independent, so point at them.
@@ -145,7 +166,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb \
 		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/providers
 	install -m 755 $(BUILD)/glsb-lua $(DESTDIR)$(PREFIX)/bin/glsb-lua
-	install -m 755 $(BUILD)/lib/glsb/core.so $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb/core.so
+	install -m 755 $(BUILD)/lib/glsb/core.so $(PART_SO) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb/
 	install -m 755 $(BUILD)/glsb-confine $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb/glsb-confine
 	cp -R lua/glsb/. $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/
 	cp -R providers/. $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/providers/
@@ -153,7 +174,7 @@ install: all
 # LuaRocks' layout (rockspec/gl-sandbox-scm-1.rockspec): INST_LIBDIR / INST_LUADIR / INST_BINDIR.
 install-rock: all
 	install -d $(INST_LIBDIR)/glsb $(INST_LUADIR)/glsb/providers $(INST_BINDIR)
-	install -m 755 $(BUILD)/lib/glsb/core.so $(INST_LIBDIR)/glsb/core.so
+	install -m 755 $(BUILD)/lib/glsb/core.so $(PART_SO) $(INST_LIBDIR)/glsb/
 	install -m 755 $(BUILD)/glsb-confine $(INST_LIBDIR)/glsb/glsb-confine
 	install -m 755 $(BUILD)/glsb-lua $(INST_BINDIR)/glsb-lua
 	cp -R lua/glsb/. $(INST_LUADIR)/glsb/

@@ -346,8 +346,16 @@ int main(int argc, char **argv)
 	preload_core(L);
 	set_paths(L);
 	/* The provider searcher (GLSB_PATH, the source tree's providers/), so that
-	 * require "glsb.providers.x" works before require "glsb" as it does installed. */
-	dostring(L, "pcall(require, 'glsb.registry')", "=paths");
+	 * require "glsb.providers.x" works before require "glsb" as it does installed. glsb.registry
+	 * installs it; until a provider module is asked for, a stand-in keeps its place (loading the
+	 * registry at start would cost every script that never names a provider). It changes no list
+	 * while require walks it, and steps aside once the registry is loaded. */
+	dostring(L, "table.insert(package.searchers, 2, function(name)\n"
+		    "  if name:sub(1, 15) ~= 'glsb.providers.' or package.loaded['glsb.registry'] then return nil end\n"
+		    "  local ok, registry = pcall(require, 'glsb.registry') -- which puts its searcher first\n"
+		    "  if not ok then return '\\n\\tglsb.registry: ' .. tostring(registry) end\n"
+		    "  return registry.searcher(name)\n"
+		    "end)", "=paths");
 	/* The global 'glsb' (README examples use it in scripts as at the prompt), loaded on first use so a
 	 * script that never touches it does not pay for it: _G's __index answers that one name. */
 	dostring(L, "setmetatable(_G, { __index = function(g, k)\n"

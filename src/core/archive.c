@@ -9,6 +9,8 @@
 #include "codes.h"
 #include "core.h"
 
+GLSB_PART_DEFINE();
+
 #define BOX_MT "glsb.TarBox"
 #define DEFAULT_MAX_BYTES ((lua_Integer)1 << 30)
 #define DEFAULT_MAX_ENTRIES 100000

@@ -6,15 +6,24 @@
 #include <lauxlib.h>
 
 /* Each registers its functions into the module table at the top of the stack. */
-void glsb_open_loop(lua_State *L);    /* loop.c: now, poll, watch, unwatch */
-void glsb_open_http(lua_State *L);    /* http.c: http */
+void glsb_open_loop(lua_State *L);    /* loop.c: now, realtime_ns, poll, watch, unwatch */
 void glsb_open_framer(lua_State *L);  /* framer.c: decode_frames */
 void glsb_open_process(lua_State *L); /* process.c: spawn */
-void glsb_open_archive(lua_State *L); /* archive.c: tar_pack, tar_unpack */
-void glsb_open_codec(lua_State *L);   /* codec.c: sha256, hmac_sha256, b64encode, b64decode, crc32 */
-void glsb_open_fs(lua_State *L);      /* fs.c: mkdtemp, rmtree, write_file_atomic, realpath, getpid, module_path */
+void glsb_open_codec(lua_State *L);   /* codec.c: b64encode, b64decode, crc32 */
+void glsb_open_fs(lua_State *L);      /* fs.c: mkdtemp, rmtree, write_file_atomic, realpath, getpid, module_path, ... */
 void glsb_open_codes(lua_State *L);   /* codes.c: codes */
-void glsb_open_redis(lua_State *L);   /* redis.c: redis_connect */
+void glsb_open_parts(lua_State *L);   /* part.c: a stub for each function of the parts below */
+
+/* The parts (part.c): each a shared object of its own, loaded on first use, and each built with
+ * GLSB_PART_DEFINE(name) in one of its files. A change in what parts use of the core bumps the ABI. */
+#define GLSB_PART_ABI 1
+extern const int glsb_part_abi;
+/* weak: parts linked together into one binary (the C tests) define it once each, harmlessly */
+#define GLSB_PART_DEFINE() __attribute__((weak)) const int glsb_part_abi = GLSB_PART_ABI
+void glsb_open_http(lua_State *L);    /* core_http.so (http.c, multi.c; libcurl): http */
+void glsb_open_archive(lua_State *L); /* core_archive.so (archive.c; libarchive): tar_pack, tar_unpack */
+void glsb_open_redis(lua_State *L);   /* core_redis.so (redis.c; hiredis, libssl): redis_connect */
+void glsb_open_digest(lua_State *L);  /* core_digest.so (digest.c; libcrypto): sha256, hmac_sha256 */
 
 int luaopen_glsb_core(lua_State *L);
 

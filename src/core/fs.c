@@ -790,14 +790,20 @@ static int mapped_file(const void *addr, char out[PATH_MAX])
  * enough: for the main program it hands back argv[0], and for a shared object the name
  * given to dlopen, either of which may be relative to a directory we have since left.
  */
-static int l_module_path(lua_State *L)
+int glsb_core_file(char out[PATH_MAX])
 {
 	Dl_info info;
+
+	return mapped_file((const void *)glsb_core_file, out) ||
+	       (dladdr((void *)glsb_core_file, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
+		realpath(info.dli_fname, out));
+}
+
+static int l_module_path(lua_State *L)
+{
 	char r[PATH_MAX];
 
-	if (!mapped_file((const void *)l_module_path, r) &&
-	    !(dladdr((void *)l_module_path, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
-	      realpath(info.dli_fname, r)))
+	if (!glsb_core_file(r))
 		return glsb_push_failure(L, "module_path: cannot find the file holding the core", glsb_errno_code(ENOENT));
 	lua_pushstring(L, r);
 	return 1;

@@ -2,6 +2,7 @@
 #ifndef GLSB_FS_H
 #define GLSB_FS_H
 
+#include <limits.h>
 #include <stddef.h>
 
 /*
@@ -11,5 +12,9 @@
  * is not NULL, the failure's code in *code (an errno name, or TREE_CHANGED; see codes.h).
  */
 int glsb_rmtree(const char *path, char *err, size_t errlen, const char **code);
+
+/* The absolute path of the file holding the core (core.so, or the executable it is linked into);
+ * 1, or 0 when it cannot be found. */
+int glsb_core_file(char out[PATH_MAX]);
 
 #endif

@@ -8,6 +8,8 @@
 #include "framer.h"
 #include "multi.h"
 
+GLSB_PART_DEFINE();
+
 #define REQUEST_MT "glsb.HttpRequest"
 #define HIGH_WATER (8u << 20) /* queued frame bytes before the transfer is paused */
 

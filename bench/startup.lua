@@ -1,0 +1,90 @@
+-- bench/startup.lua: how long a process takes to start and run one line, glsb-lua beside lua5.4, in
+-- the same run, interleaved (so both see the machine's same load). Figures to bench/results/startup.md
+-- and .json. Not a test: nothing passes or fails on a number.
+--   build/glsb-lua bench/startup.lua [N]      (N = 200 runs of each, default)
+local core = require "glsb.core"
+local cjson = require "cjson"
+
+local N = tonumber(arg and arg[1]) or 200
+local here = debug.getinfo(1, "S").source:sub(2):match("^(.*)/[^/]*$") or "bench"
+local root = core.realpath(here .. "/..")
+local glsb_lua = root .. "/build/glsb-lua"
+-- plain lua5.4 finds the source tree's modules and core.so the way an installed tree would be found
+local env = {}
+for _, k in ipairs({ "PATH", "HOME", "LANG" }) do
+  if os.getenv(k) then env[#env + 1] = k .. "=" .. os.getenv(k) end
+end
+env[#env + 1] = ("LUA_PATH=%s/lua/?.lua;%s/lua/?/init.lua;;"):format(root, root)
+env[#env + 1] = ("LUA_CPATH=%s/build/lib/?.so;;"):format(root)
+
+-- { name, argv, reference name } in the order they run within one round
+local contenders = {
+  { "lua5.4 -e 'print(1)'", { "lua5.4", "-e", "print(1)" } },
+  { "glsb-lua -e 'print(1)'", { glsb_lua, "-e", "print(1)" }, "lua5.4 -e 'print(1)'" },
+  { "lua5.4 -e 'require \"glsb\"'", { "lua5.4", "-e", "require 'glsb'" } },
+  { "glsb-lua -e 'require \"glsb\"'", { glsb_lua, "-e", "require 'glsb'" }, "lua5.4 -e 'require \"glsb\"'" },
+  { "glsb-lua -e 'glsb.provider(\"local\")'", { glsb_lua, "-e", "glsb.provider('local')" },
+    "glsb-lua -e 'require \"glsb\"'" },
+  { "glsb-lua -e 'glsb.provider(\"e2b\")'", { glsb_lua, "-e", "glsb.provider('e2b')" },
+    "glsb-lua -e 'require \"glsb\"'" },
+}
+
+-- One run: spawn, wait for the exit (its pidfd), return wall milliseconds.
+local function once(argv)
+  local t0 = core.now()
+  local p = assert(core.spawn({ argv = argv, env = env, stdin = "null", stdout = "null", stderr = "inherit" }))
+  local st
+  repeat
+    st = p:poll()
+    if not st then
+      local token = core.watch(p:fd("pidfd"), "r")
+      core.poll(5)
+      core.unwatch(token)
+    end
+  until st
+  local ms = (core.now() - t0) * 1000
+  p:close()
+  assert(st.code == 0, table.concat(argv, " ") .. " failed")
+  return ms
+end
+
+local samples = {}
+for _, c in ipairs(contenders) do samples[c[1]] = {} end
+for _, c in ipairs(contenders) do once(c[2]) end -- warm the page cache
+for _ = 1, N do
+  for _, c in ipairs(contenders) do
+    local s = samples[c[1]]
+    s[#s + 1] = once(c[2])
+  end
+end
+
+local function pct(s, q)
+  local t = {}
+  for i, v in ipairs(s) do t[i] = v end
+  table.sort(t)
+  return t[math.max(1, math.ceil(#t * q))]
+end
+
+local rows, json = {}, { n = N, results = {} }
+rows[#rows + 1] = "| command | median ms | p90 ms | vs |"
+rows[#rows + 1] = "|---|---:|---:|---|"
+for _, c in ipairs(contenders) do
+  local med, p90 = pct(samples[c[1]], 0.5), pct(samples[c[1]], 0.9)
+  local vs = ""
+  if c[3] then vs = ("%.2f× %s"):format(med / pct(samples[c[3]], 0.5), c[3]) end
+  rows[#rows + 1] = ("| `%s` | %.2f | %.2f | %s |"):format(c[1], med, p90, vs)
+  json.results[#json.results + 1] = { command = c[1], median_ms = med, p90_ms = p90, reference = c[3] }
+end
+local libs = io.popen("ldd " .. glsb_lua .. " | wc -l"):read("l")
+rows[#rows + 1] = ""
+rows[#rows + 1] = ("N = %d runs each, interleaved; glsb-lua maps %s shared objects at start (ldd)."):format(N, libs)
+json.glsb_lua_shared_objects = tonumber(libs)
+local text = table.concat(rows, "\n") .. "\n"
+io.write(text)
+os.execute("mkdir -p " .. here .. "/results")
+local f = assert(io.open(here .. "/results/startup.md", "w"))
+f:write(text)
+f:close()
+f = assert(io.open(here .. "/results/startup.json", "w"))
+f:write(cjson.encode(json), "\n")
+f:close()
