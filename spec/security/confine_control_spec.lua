@@ -9,49 +9,8 @@
 local cjson = require "cjson"
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*)/") or ".") .. "/../confine/helper.lua")
 
--- The host side: start(args, program) runs the sandbox with fd 3 a socketpair used for both
--- --report-fd and --control-fd; call() sends one call and collects its frames.
-local DRIVER = [=[
-import json, os, socket, sys, time
-BIN = os.environ["GLSB_BIN"]
-class Sandbox:
-    def __init__(self, args, program):
-        a, b = socket.socketpair()
-        self.pid = os.fork()
-        if self.pid == 0:
-            os.dup2(b.fileno(), 3)
-            os.execv(BIN, [BIN, "sandbox", "--report-fd", "3", "--control-fd", "3"] + args + ["--"] + program)
-        b.close()
-        self.sock, self.f = a, a.makefile("rb")
-        self.report = self.frame()[0]
-    def frame(self):
-        line = self.f.readline()
-        if not line: return None, b""
-        h = json.loads(line)
-        return h, (self.f.read(h["len"]) if "len" in h else b"")
-    def send_call(self, i, args, stdin=b""):
-        ab = b"".join(x.encode() + b"\0" for x in args)
-        self.sock.sendall(("call %d %d %d %d\n" % (i, len(args), len(ab), len(stdin))).encode() + ab + stdin)
-    def wait_call(self):
-        out, err = b"", b""
-        while True:
-            h, d = self.frame()
-            if h is None: return {"eof": True}, out, err
-            if h.get("ev") == "stdout": out += d
-            elif h.get("ev") == "stderr": err += d
-            else: return h, out, err
-    def call(self, i, args, stdin=b""):
-        self.send_call(i, args, stdin)
-        return self.wait_call()
-    def end(self):
-        self.sock.shutdown(socket.SHUT_WR)
-        _, st = os.waitpid(self.pid, 0)
-        return st
-def result(out):
-    return json.loads(out.split(b"\n", 1)[0])
-def emit(**kw):
-    print(json.dumps(kw), flush=True)
-]=]
+-- The host side (Sandbox, frames, calls): spec/confine/control_driver.py.
+local DRIVER = H.read(H.root .. "/spec/confine/control_driver.py")
 
 local HOSTILE = [=[
 import os, signal, errno, time, sys

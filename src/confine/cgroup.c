@@ -10,7 +10,9 @@
  *       cpu.cfs_quota_us; OOM kills are counted in memory.oom_control (oom_kill). */
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -327,6 +329,7 @@ int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name,
 
 	memset(cg, 0, sizeof *cg);
 	cg->mem_idx = -1;
+	cg->born_fd = cg->tasks_fds[0] = cg->tasks_fds[1] = cg->tasks_fds[2] = -1;
 	fake_v2_root = getenv("GLSB_CONFINE_CGROUP2_ROOT");
 	if (fake_v2_root && !*fake_v2_root)
 		fake_v2_root = NULL;
@@ -381,6 +384,75 @@ void glsb_sb_cgroup_memory(const struct glsb_sb_cgroup *cg, long long *current, 
 	*peak = read_number(dir, cg->version == 2 ? "memory.peak" : "memory.max_usage_in_bytes");
 }
 
+int glsb_sb_cgroup_prepare_join(struct glsb_sb_cgroup *cg)
+{
+	char p[640];
+
+	if (cg->version == 2 && !fake_v2_root) {
+		cg->born_fd = open(cg->dirs[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
+		return cg->born_fd < 0 ? -1 : 0;
+	}
+	if (cg->version != 1)
+		return 0;
+	for (int i = 0; i < cg->ndirs; i++) {
+		glsb_sb_fmt(p, sizeof p, "%s/tasks", cg->dirs[i]);
+		cg->tasks_fds[i] = open(p, O_WRONLY | O_CLOEXEC);
+		if (cg->tasks_fds[i] < 0) {
+			glsb_sb_cgroup_close_join(cg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int glsb_sb_cgroup_join_self(const struct glsb_sb_cgroup *cg)
+{
+	for (int i = 0; i < 3; i++)
+		if (cg->tasks_fds[i] >= 0 && write(cg->tasks_fds[i], "0", 1) != 1)
+			return -1;
+	return 0;
+}
+
+void glsb_sb_cgroup_close_join(struct glsb_sb_cgroup *cg)
+{
+	if (cg->born_fd >= 0)
+		close(cg->born_fd);
+	cg->born_fd = -1;
+	for (int i = 0; i < 3; i++) {
+		if (cg->tasks_fds[i] >= 0)
+			close(cg->tasks_fds[i]);
+		cg->tasks_fds[i] = -1;
+	}
+}
+
+/* struct clone_args of linux/sched.h (5.7: cgroup) */
+struct glsb_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+		set_tid_size, cgroup;
+};
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+long glsb_sb_cgroup_clone(const struct glsb_sb_cgroup *cg, unsigned long flags, int *born)
+{
+	*born = 0;
+	if (cg->born_fd >= 0) {
+		struct glsb_clone_args a;
+		memset(&a, 0, sizeof a);
+		a.flags = flags | CLONE_INTO_CGROUP;
+		a.exit_signal = SIGCHLD;
+		a.cgroup = (uint64_t)cg->born_fd;
+		long pid = syscall(SYS_clone3, &a, sizeof a);
+		if (pid >= 0) {
+			*born = 1;
+			return pid;
+		}
+		/* an older kernel, or a leaf clone3 refuses: the plain way (a migration later) */
+	}
+	return syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+}
+
 int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid)
 {
 	char val[32];
@@ -394,6 +466,7 @@ int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid)
 
 void glsb_sb_cgroup_remove(struct glsb_sb_cgroup *cg)
 {
+	glsb_sb_cgroup_close_join(cg);
 	for (int i = 0; i < cg->ndirs; i++) {
 		/* The last tasks of a dead pid namespace may take a moment to leave. */
 		for (int tries = 0; rmdir(cg->dirs[i]) < 0 && errno == EBUSY && tries < 400; tries++)

@@ -116,8 +116,12 @@ __attribute__((noreturn)) static void child_main(struct sb *sb)
 	if (!a.timens)
 		glsb_sb_add_missing(sb, "timens", 0);
 
-	/* The supervisor has put us in the cgroup before anything big is allocated or forked. */
-	wait_for_supervisor(sb); /* '2': we are in the cgroup */
+	/* In the cgroup before anything big is allocated or forked: born there, put there by the
+	 * supervisor, or (v1) moving ourselves now. */
+	wait_for_supervisor(sb); /* '2': the supervisor is done with our cgroup */
+	if (glsb_sb_cgroup_join_self(&sb->cgroup) < 0)
+		glsb_sb_child_fail(sb, "joining the cgroup: %s", strerror(errno));
+	glsb_sb_cgroup_close_join(&sb->cgroup);
 	/* Entered now, the namespace's root is our own leaf: /proc/self/cgroup shows "/". */
 	a.cgroupns = unshare(CLONE_NEWCGROUP) == 0;
 	if (!a.cgroupns)
@@ -241,6 +245,10 @@ int glsb_cmd_sandbox(int argc, char **argv)
 			glsb_sb_add_missing(sb, "cgroup_cpu", 0);
 		if (!sb->cgroup.sockets)
 			glsb_sb_add_missing(sb, "cgroup_sockets", 0);
+		if (glsb_sb_cgroup_prepare_join(&sb->cgroup) < 0) {
+			glsb_sb_fmt(err, sizeof err, "cgroup %s: %s", sb->cgroup.dirs[0], strerror(errno));
+			goto fail;
+		}
 	} else {
 		glsb_sb_add_missing(sb, "cgroup", 0);
 	}
@@ -264,9 +272,11 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	/* Nothing may touch the supervisor (it serves the control channel); not before the maps
 	 * are written: the child inherits it, and its /proc files would be root's. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	/* Moving a task between cgroups waits for an RCU grace period (milliseconds, on v1
-	 * especially): do it while the child builds its root, which allocates next to nothing. */
-	if (sb->have_cgroup && glsb_sb_cgroup_attach(&sb->cgroup, pid) < 0) {
+	/* Born in the leaf (v2), or moving itself (v1): nothing to do here. Else (a v2 leaf
+	 * clone3 refused) a migration, under the kernel's global lock: while the child builds its
+	 * root, which allocates next to nothing. */
+	if (sb->have_cgroup && !sb->born_in_cgroup && sb->cgroup.tasks_fds[0] < 0 &&
+	    glsb_sb_cgroup_attach(&sb->cgroup, pid) < 0) {
 		glsb_sb_fmt(err, sizeof err, "joining cgroup %s: %s", sb->cgroup.dirs[0], strerror(errno));
 		goto kill_fail;
 	}

@@ -91,6 +91,7 @@ struct sb {
 	int clone_flags;              /* namespaces the child was created with */
 	struct glsb_sb_cgroup cgroup;
 	int have_cgroup;
+	int born_in_cgroup;           /* the child was created in the leaf (v2 CLONE_INTO_CGROUP) */
 	int reported_ok;              /* the ok:true line went out: an exit line follows */
 	int failed_setup;             /* the child sent an 'E' line */
 	int program_status;           /* PROGRAM's raw wait status from init's 'X' line, or -1 */

@@ -88,7 +88,8 @@ __attribute__((noreturn)) static void relay_status(pid_t helper)
 	}
 }
 
-__attribute__((noreturn)) static void call_child(struct sb *sb, int argc, char **argv, int fds[3])
+__attribute__((noreturn)) static void call_child(struct sb *sb, int argc, char **argv, int fds[3],
+						  int born)
 {
 	sigset_t term;
 	char why[256];
@@ -109,8 +110,11 @@ __attribute__((noreturn)) static void call_child(struct sb *sb, int argc, char *
 	for (int i = 0; i < 3; i++)
 		if (dup2(fds[i], i) < 0)
 			_exit(EXIT_SETUP);
-	/* The sandbox's limits first, while our host credentials may still move us. */
-	if (sb->have_cgroup && glsb_sb_cgroup_attach(&sb->cgroup, getpid()) < 0)
+	/* The sandbox's limits first: born in its leaf (v2), or moving ourselves (v1), or moved
+	 * while our host credentials still may. */
+	if (sb->have_cgroup && !born &&
+	    (sb->cgroup.tasks_fds[0] >= 0 ? glsb_sb_cgroup_join_self(&sb->cgroup)
+					  : glsb_sb_cgroup_attach(&sb->cgroup, getpid())) < 0)
 		glsb_sb_child_fail(sb, "call: joining the sandbox's cgroup: %s", strerror(errno));
 	/* The user namespace first: the others are then checked against our capabilities in it.
 	 * The descriptors were opened by the supervisor when it created the sandbox (the
@@ -181,9 +185,10 @@ __attribute__((noreturn)) static void call_child(struct sb *sb, int argc, char *
 
 pid_t glsb_sb_call_start(struct sb *sb, int argc, char **argv, int fds[3], char *err, size_t errcap)
 {
-	pid_t pid = fork();
+	int born = 0;
+	pid_t pid = (pid_t)glsb_sb_cgroup_clone(&sb->cgroup, 0, &born);
 	if (pid == 0)
-		call_child(sb, argc, argv, fds);
+		call_child(sb, argc, argv, fds, born);
 	if (pid < 0)
 		glsb_sb_fmt(err, errcap, "%s", errno == ENOMEM ? "the sandbox has ended" : strerror(errno));
 	return pid;

@@ -156,7 +156,7 @@ fail:
 
 int glsb_sb_claim_id_slot(struct sb *sb, char *err, size_t errcap)
 {
-	char name[32], owner[64];
+	char name[32];
 	int dir = open_lock_dir(err, errcap);
 	if (dir < 0)
 		return -1;
@@ -172,10 +172,6 @@ int glsb_sb_claim_id_slot(struct sb *sb, char *err, size_t errcap)
 			close(fd);
 			continue;
 		}
-		/* who holds it, for whoever looks (the lock is what counts) */
-		int len = glsb_sb_fmt(owner, sizeof owner, "%d\n", (int)getpid());
-		if (ftruncate(fd, 0) == 0)
-			glsb_sb_write_all(fd, owner, (size_t)len);
 		close(dir);
 		sb->id_lock_fd = fd;
 		sb->id_slot = k;

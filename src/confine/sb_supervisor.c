@@ -37,7 +37,7 @@ pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(str
 			return -1;
 		}
 		/* fork-like clone (no new stack): the child continues here with a copy of memory. */
-		long pid = syscall(SYS_clone, (unsigned long)flags | SIGCHLD, NULL, NULL, NULL, NULL);
+		long pid = glsb_sb_cgroup_clone(&sb->cgroup, (unsigned long)flags, &sb->born_in_cgroup);
 		int clone_errno = errno;
 		if (pid != 0 && sb->root_mode && (setresuid(-1, 0, -1) < 0 || setresgid(-1, 0, -1) < 0)) {
 			/* cannot happen for root (the saved uid is 0); without our ids nothing works */

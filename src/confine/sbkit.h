@@ -89,6 +89,8 @@ struct glsb_sb_cgroup {
 	int sockets;       /* socket buffers are charged (v2: memory.max; v1: kmem.tcp limit) */
 	char why[256];     /* why nothing was created */
 	char cpu_why[256]; /* why no CPU quota */
+	int born_fd;       /* v2: the leaf, for clone3(CLONE_INTO_CGROUP); or -1 */
+	int tasks_fds[3];  /* v1: each leaf's "tasks", opened for writing; or -1 */
 };
 /* Create a leaf cgroup glsb/<name> below this process's cgroup with the limits (v2 when memory
  * and pids can be enabled there, else v1 memory/pids/cpu). 0, or -1 with why set. A CPU quota
@@ -99,6 +101,20 @@ int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name,
 long glsb_sb_cgroup_oom_kills(const struct glsb_sb_cgroup *cg);
 /* The leaf's memory use and its peak in bytes (-1 where unknown). */
 void glsb_sb_cgroup_memory(const struct glsb_sb_cgroup *cg, long long *current, long long *peak);
+/* Joining a cgroup moves a task under the kernel's global threadgroup lock, whose first taker
+ * after a quiet while waits a whole RCU grace period (10-15 ms here). Two ways around it, made
+ * ready before the fork: v2 creates the child in the leaf (clone3 CLONE_INTO_CGROUP, born_fd);
+ * v1 lets the single-threaded child move its one thread by writing "0" to each leaf's "tasks"
+ * (no global lock for a thread moving itself), through descriptors we opened: the kernel
+ * checks the opener's credentials, so the child needs none. 0 or -1 with errno. */
+int glsb_sb_cgroup_prepare_join(struct glsb_sb_cgroup *cg);
+/* v1, in the child: move the calling thread (the whole process, single-threaded) through the
+ * descriptors above. Nothing to do (0) without them. 0 or -1 with errno. */
+int glsb_sb_cgroup_join_self(const struct glsb_sb_cgroup *cg);
+void glsb_sb_cgroup_close_join(struct glsb_sb_cgroup *cg);
+/* fork-like clone (no new stack) with flags (CLONE_NEW* ...), born in the leaf when the
+ * cgroup allows it (v2); *born tells whether it was. The pid, 0 in the child, -1 with errno. */
+long glsb_sb_cgroup_clone(const struct glsb_sb_cgroup *cg, unsigned long flags, int *born);
 /* Move pid into the created cgroup(s). 0 or -1 with errno. */
 int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid);
 /* Remove the created cgroup(s); waits briefly for the kernel to release them. */
