@@ -45,7 +45,7 @@ assert(core.write_file_atomic(src, data, 420))
 
 local results = {}
 glsb.run(function()
-  local sb = glsb.create("local", { workspace_root = dir })
+  local sb = glsb.create("local", { host_workspace_dir = dir })
   local files = { glsb.SandboxFile.from_bytes(data, "big.bin") }
   local function upload()
     local r = sb:execute_code("pass", { files = files })

@@ -8,7 +8,7 @@
 --   python3 running agent.py (this directory, bound read-only at
 --   /.glsb/agent). The helper itself is bound read-only at
 --   /.glsb/glsb-confine so workspace primitives can exec it inside.
---   The workspace is <workspace_root>/glsb-local-XXXXXX/ws on the host
+--   The workspace is <host_workspace_dir>/glsb-local-XXXXXX on the host
 --   (home -> /home/user, files -> /files); --cleanup makes the supervisor
 --   remove it when the sandbox ends, and terminate removes whatever is left.
 --   The supervisor's report (--report-fd 3, a pipe from glsb.core's spawn
@@ -67,7 +67,8 @@
 -- Options (create): language ("python" | "bash" | "javascript"), timeout,
 --   template, network, memory_mb, cpu_seconds, max_processes, max_file_mb,
 --   disk_mb, max_open_files, allow_degraded, env (sandbox-wide environment),
---   python, confine, workspace_root, start_timeout (10 s), interrupt_grace,
+--   python, confine, host_workspace_dir (workspace_root: its deprecated
+--   name), start_timeout (10 s), interrupt_grace,
 --   pip_index_url, pip_find_links, max_download_bytes (256 MiB).
 
 local core = require "glsb.core"
@@ -166,8 +167,9 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
       ro_binds = { "table", "extra read-only binds `{ {host_path, sandbox_path}, ... }`" },
       python = { "string", "the kernel's interpreter (the host's, bound read-only with /usr)",
         default = "/usr/bin/python3" },
-      workspace_root = { "string", "host directory where the per-sandbox workspace is created",
-        default = "$TMPDIR or /tmp" },
+      host_workspace_dir = { "string", "host folder where the per-sandbox workspace directory is created "
+        .. "(`sb.workspace_root` is the path inside, `/home/user`)", default = "$TMPDIR or /tmp" },
+      workspace_root = { "string", "deprecated name of `host_workspace_dir` (still works, with one warning)" },
       confine = { "string", "path of glsb-confine", default = "$GLSB_CONFINE, else next to the core" },
       start_timeout = { "positive", "seconds for the sandbox agent to start", default = "10" },
       interrupt_grace = { "positive", "seconds code may ignore an interrupt before the sandbox is killed",
@@ -255,13 +257,30 @@ function M.read_exit(p, deadline)
   end
 end
 
-local function workspace_root(opts)
-  local root = opts.workspace_root or os.getenv("TMPDIR")
-  if not root or root == "" then root = "/tmp" end
-  return root
+-- The host folder in which each sandbox's workspace directory is made: opts.host_workspace_dir, else
+-- $TMPDIR, else /tmp. opts.workspace_root is its old name (it clashed with the class field
+-- Sandbox.workspace_root, a path inside the sandbox): still honoured, with one warning per process.
+local warned_workspace_root = false
+
+local function host_workspace_dir(opts)
+  local dir = opts.host_workspace_dir
+  if dir == nil and opts.workspace_root ~= nil then
+    dir = opts.workspace_root
+    if not warned_workspace_root then
+      warned_workspace_root = true
+      require("glsb.log").warn("local: the create option workspace_root is deprecated: use host_workspace_dir "
+        .. "(Sandbox.workspace_root is the path inside the sandbox)")
+    end
+  end
+  if dir ~= nil and (type(dir) ~= "string" or dir == "") then
+    error(start_error("local: opts.host_workspace_dir must be a non-empty string, got " .. tostring(dir)), 0)
+  end
+  dir = dir or os.getenv("TMPDIR")
+  if not dir or dir == "" then dir = "/tmp" end
+  return dir
 end
 
-M.workspace_root = workspace_root
+M.host_workspace_dir = host_workspace_dir
 
 ---------------------------------------------------------------------------
 -- Reading events from the agent
@@ -531,8 +550,9 @@ function Sandbox:_start(opts)
   end
   local template_dir = resolve_template(opts)
   -- what sandboxes of killed owners left in this root goes first (once per process and root)
-  reaper.sweep_once(workspace_root(opts))
-  local base, merr = core.mkdtemp(workspace_root(opts) .. "/glsb-local-")
+  local host_dir = host_workspace_dir(opts)
+  reaper.sweep_once(host_dir)
+  local base, merr = core.mkdtemp(host_dir .. "/glsb-local-")
   if not base then error(start_error("local: cannot create the workspace: " .. tostring(merr)), 0) end
   -- the workspace is the mkdtemp directory itself, so the supervisor's
   -- --cleanup (also on owner death: it gets SIGHUP) removes all of it
@@ -899,7 +919,7 @@ end
 
 -- glsb.workspace hooks: the helper is bound read-only at /.glsb/glsb-confine;
 -- argv runs exactly (no shell) through the agent, output returned whole.
--- Relative workspace paths land in the sandbox user's home (not opts.workspace_root,
+-- Relative workspace paths land in the sandbox user's home (not opts.host_workspace_dir,
 -- which is where the host keeps sandbox workspaces).
 Sandbox.workspace_root = "/home/user"
 

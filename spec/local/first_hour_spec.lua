@@ -40,7 +40,7 @@ describe("local provider, the first hour #local", function()
   local root, sb
 
   local function create(extra)
-    local opts = { workspace_root = root }
+    local opts = { host_workspace_dir = root }
     for k, v in pairs(extra or {}) do opts[k] = v end
     sb = glsb.create("local", opts)
     return sb

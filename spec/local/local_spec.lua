@@ -12,7 +12,7 @@ describe("local provider #local", function()
   local root, sb
 
   local function create(extra)
-    local opts = { workspace_root = root }
+    local opts = { host_workspace_dir = root }
     for k, v in pairs(extra or {}) do opts[k] = v end
     sb = glsb.create("local", opts)
     return sb
@@ -37,7 +37,7 @@ describe("local provider #local", function()
   it("is the default provider: glsb.create() with no name", function()
     local prev = os.getenv("TMPDIR")
     assert.is_nil(prev == root and "" or nil)
-    sb = glsb.create(nil, { workspace_root = root })
+    sb = glsb.create(nil, { host_workspace_dir = root })
     assert.are.equal("local", sb.provider)
     assert.truthy(sb.sandbox_id:match("^local%-"))
   end)
@@ -182,14 +182,14 @@ describe("local provider #local", function()
       assert.are.equal(Status.ERROR, r.status)
       assert.truthy(r.stderr:find("js boom", 1, true))
     else
-      local ok, err = pcall(glsb.create, "local", { workspace_root = root, language = "javascript" })
+      local ok, err = pcall(glsb.create, "local", { host_workspace_dir = root, language = "javascript" })
       assert.is_false(ok)
       assert.truthy(tostring(err):find("node", 1, true))
     end
   end)
 
   it("rejects an unsupported language at create", function()
-    local ok, err = pcall(glsb.create, "local", { workspace_root = root, language = "r" })
+    local ok, err = pcall(glsb.create, "local", { host_workspace_dir = root, language = "r" })
     assert.is_false(ok)
     assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
   end)
@@ -295,14 +295,14 @@ describe("local provider #local", function()
   end)
 
   it("fails create clearly when the helper is missing", function()
-    local ok, err = pcall(glsb.create, "local", { workspace_root = root, confine = "/nonexistent/glsb-confine" })
+    local ok, err = pcall(glsb.create, "local", { host_workspace_dir = root, confine = "/nonexistent/glsb-confine" })
     assert.is_false(ok)
     assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
     assert.are.equal(glsb.Stage.CREATE, err.stage)
   end)
 
   it("fails create with the helper's reason when the sandbox cannot be set up", function()
-    local ok, err = pcall(glsb.create, "local", { workspace_root = root, ro_binds = { { "/nonexistent-src", "/x" } } })
+    local ok, err = pcall(glsb.create, "local", { host_workspace_dir = root, ro_binds = { { "/nonexistent-src", "/x" } } })
     assert.is_false(ok)
     assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
     assert.truthy(tostring(err):find("nonexistent", 1, true), tostring(err))
@@ -316,7 +316,7 @@ describe("local provider #local", function()
       .. "echo '{\"ok\":false,\"error\":\"landlock: not supported by this kernel\",\"missing\":[\"landlock\"]}' >&3\n"
       .. "exit 125\n")
     os.execute("chmod 755 " .. helper.q(fake))
-    local ok, err = pcall(glsb.create, "local", { workspace_root = root, confine = fake })
+    local ok, err = pcall(glsb.create, "local", { host_workspace_dir = root, confine = fake })
     assert.is_false(ok)
     assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
     assert.are.equal(glsb.Stage.CREATE, err.stage)
@@ -324,6 +324,27 @@ describe("local provider #local", function()
     assert.truthy(err.message:find("missing: landlock", 1, true), err.message)
     assert.truthy(err.message:find("allow_degraded", 1, true), err.message)
     assert.is_false(err.transient)
+  end)
+
+  it("takes workspace_root as the deprecated name of host_workspace_dir, warning once per process", function()
+    local script = [[
+local glsb = require "glsb"
+for _ = 1, 2 do
+  local sb = glsb.create("local", { workspace_root = arg[1] })
+  io.stdout:write(sb.workspace:sub(1, #arg[1] + 1) == arg[1] .. "/" and "in-root\n" or "elsewhere\n")
+  sb:terminate()
+end
+]]
+    local scratch = helper.private_tmp()
+    finally(function() helper.rm_rf(scratch) end)
+    helper.write(scratch .. "/alias.lua", script)
+    local out = helper.sh("cd " .. helper.q(helper.root) .. " && build/glsb-lua " .. helper.q(scratch .. "/alias.lua")
+      .. " " .. helper.q(root) .. " 2>&1")
+    assert.are.equal(2, select(2, out:gsub("in%-root\n", "")), out)
+    assert.are.equal(1, select(2, out:gsub("workspace_root is deprecated: use host_workspace_dir", "")), out)
+    local ok, err = pcall(glsb.create, "local", { host_workspace_dir = 42 })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("host_workspace_dir must be a non-empty string", 1, true), tostring(err))
   end)
 
   it("finds the helper next to the core", function()
@@ -336,7 +357,7 @@ describe("local provider #local", function()
     local script = scratch .. "/owner.lua"
     helper.write(script, [[
 local glsb = require "glsb"
-local sb = glsb.create("local", { workspace_root = arg[2] })
+local sb = glsb.create("local", { host_workspace_dir = arg[2] })
 print(sb._proc.pid, sb.host_pid, table.concat(sb.confinement.cgroup_dirs or {}, " "))
 io.stdout:flush()
 if arg[1] == "kill" then os.execute("kill -9 " .. require("glsb.core").getpid()) end

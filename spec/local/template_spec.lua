@@ -16,7 +16,7 @@ describe("local templates #local", function()
   end
 
   local function create(template, extra)
-    local opts = { template = template, cache_dir = cache, workspace_root = root }
+    local opts = { template = template, cache_dir = cache, host_workspace_dir = root }
     for k, v in pairs(extra or {}) do opts[k] = v end
     return glsb.create("local", opts)
   end

@@ -22,7 +22,7 @@ local SCRIPT = [[
 local glsb = require "glsb"
 glsb.log.set_handler(function() end)
 local mode, root, code = arg[1], arg[2], arg[3]
-local sb = glsb.create("local", { workspace_root = root, max_download_bytes = 1024 * 1024 })
+local sb = glsb.create("local", { host_workspace_dir = root, max_download_bytes = 1024 * 1024 })
 local r = sb:execute_code(code)
 assert(r.status == "success", tostring(r))
 local got

@@ -16,7 +16,7 @@ describe("an interpreter killed by the OOM killer #security #local", function()
   after_each(function() if sb then pcall(sb.terminate, sb) end end)
 
   it("is ERROR saying the sandbox ran out of memory", function()
-    sb = glsb.create("local", { workspace_root = root, memory_mb = 64 })
+    sb = glsb.create("local", { host_workspace_dir = root, memory_mb = 64 })
     if not sb.confinement.cgroup then
       -- without a memory cgroup nothing OOM-kills the sandbox (RLIMIT_DATA gives MemoryError instead)
       pending("no memory cgroup on this machine: " .. tostring(sb.confinement.cgroup_reason))

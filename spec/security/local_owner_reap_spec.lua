@@ -9,7 +9,7 @@ local helper = require "local.helper"
 -- The owner: creates a sandbox, fills its /files with 50 MB, says what it made, then waits.
 local OWNER = [[
 local glsb = require "glsb"
-local sb = glsb.create("local", { workspace_root = arg[1] })
+local sb = glsb.create("local", { host_workspace_dir = arg[1] })
 sb:execute_command("head -c 50000000 /dev/zero > /files/fill")
 io.stdout:write(sb._proc.pid, " ", sb.host_pid, " ", sb.workspace, " ",
   table.concat(sb.confinement and sb.confinement.cgroup_dirs or {}, " "), "\n")
@@ -74,7 +74,7 @@ describe("workspaces of killed owners #security #local", function()
     kill_group(dead)
     -- the leak this guards against: nobody was left to clean up
     assert.is_true(helper.exists(dead.workspace), "the workspace went by itself")
-    local sb = glsb.create("local", { workspace_root = root })
+    local sb = glsb.create("local", { host_workspace_dir = root })
     sb:terminate()
     assert.is_true(gone(dead), "left: " .. dead.workspace .. " " .. table.concat(dead.cgroups, " "))
     assert.is_true(helper.exists(live.workspace), "a live owner's workspace was removed")

@@ -29,7 +29,7 @@ describe("security battery #security #local", function()
   local sb
 
   local function create(extra)
-    local opts = { workspace_root = root }
+    local opts = { host_workspace_dir = root }
     for k, v in pairs(extra or {}) do opts[k] = v end
     local s = glsb.create("local", opts)
     sandboxes[#sandboxes + 1] = {
