@@ -344,6 +344,9 @@ end
     assert.are.equal(1, select(2, out:gsub("workspace_root is deprecated: use host_workspace_dir", "")), out)
     local ok, err = pcall(glsb.create, "local", { host_workspace_dir = 42 })
     assert.is_false(ok)
+    assert.truthy(tostring(err):find("'host_workspace_dir' must be a string", 1, true), tostring(err))
+    ok, err = pcall(glsb.create, "local", { host_workspace_dir = "" })
+    assert.is_false(ok)
     assert.truthy(tostring(err):find("host_workspace_dir must be a non-empty string", 1, true), tostring(err))
   end)
 
