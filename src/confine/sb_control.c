@@ -348,7 +348,7 @@ static void handle_args(struct sb *sb)
 /* Read from the host what the current state can take. */
 static void read_requests(struct sb *sb)
 {
-	while (c.in >= 0 && c.state != IN_CLOSED) {
+	while (c.in >= 0 && c.state != IN_CLOSED && reply_pending() < OUT_HIGH) {
 		if (c.state == IN_STDIN) {
 			/* stdin bytes: staged, then into the call's pipe (or dropped) */
 			if (c.stage_len > c.stage_off)
@@ -462,7 +462,10 @@ int glsb_sb_control_pollfds(struct sb *sb, struct pollfd *p, int *idx)
 		idx[i] = -1;
 	if (!sb->reported_ok)
 		return 0; /* requests wait for the sandbox to be up */
-	if (c.in >= 0 && c.state != IN_CLOSED && !(c.state == IN_STDIN && c.stage_len > c.stage_off))
+	/* requests only while the host takes the replies: a host that sends and never reads
+	 * costs at most OUT_HIGH of our memory */
+	if (c.in >= 0 && c.state != IN_CLOSED && !(c.state == IN_STDIN && c.stage_len > c.stage_off) &&
+	    reply_pending() < OUT_HIGH)
 		p[idx[0] = n++] = (struct pollfd){c.in, POLLIN, 0};
 	if (c.out >= 0 && reply_pending())
 		p[idx[1] = n++] = (struct pollfd){c.out, POLLOUT, 0};
