@@ -5,10 +5,14 @@
 --   emu:fault{...}, emu:clear_faults(), emu:state(), emu:kill(id), emu:reset(), emu:api(m, path)
 --   emu:stop()                                       -- SIGTERM, wait, reap; safe twice
 -- Call stop() in teardown (busted runs it also when a test failed).
+--
+-- The emulator's state directory (sandbox trees, template builds) is made here and handed over with
+-- --state-dir, so stop() removes it whatever became of the emulator (stopped, crashed, SIGKILLed).
 
 local process = require "glsb.process"
 local http = require "glsb.http"
 local loop = require "glsb.loop"
+local core = require "glsb.core"
 
 local M = {}
 
@@ -29,7 +33,8 @@ M.ROOT = root_dir()
 function M.start(opts)
   opts = opts or {}
   local keys = opts.api_keys or { "e2b_test_key" }
-  local argv = { M.ROOT .. "/scripts/emulator", "e2b", "--port", "0", "--exit-with-parent" }
+  local state_dir = assert(core.mkdtemp("/tmp/glsb-e2b-emu-XXXXXX"))
+  local argv = { M.ROOT .. "/scripts/emulator", "e2b", "--port", "0", "--exit-with-parent", "--state-dir", state_dir }
   for _, k in ipairs(keys) do
     argv[#argv + 1] = "--api-key"
     argv[#argv + 1] = k
@@ -41,16 +46,21 @@ function M.start(opts)
     end
   end
   local p, err = process.spawn { argv = argv, stdin = "null", stdout = "pipe", stderr = opts.stderr or "null" }
-  if not p then error("cannot start the E2B emulator: " .. tostring(err), 2) end
+  if not p then
+    core.rmtree(state_dir)
+    error("cannot start the E2B emulator: " .. tostring(err), 2)
+  end
   local line = loop.run(function() return p:read_line("stdout", loop.now() + 20) end)
   local base = line and line:match("^listening (%S+)")
   if not base then
     p:kill("KILL")
+    loop.run(function() return p:wait(loop.now() + 5) end)
     p:close()
+    core.rmtree(state_dir)
     error("E2B emulator did not print 'listening <url>' (got " .. tostring(line) .. "); "
       .. "is spec/node_modules installed (cd spec && npm ci)?", 2)
   end
-  local emu = setmetatable({ proc = p, base = base, api_key = keys[1] }, Emulator)
+  local emu = setmetatable({ proc = p, base = base, api_key = keys[1], state_dir = state_dir }, Emulator)
   if opts.tls then
     emu.port = base:match(":(%d+)$")
     emu.admin_base = "https://api." .. opts.tls.domain
@@ -100,14 +110,24 @@ function Emulator:sandbox_ids()
   return ids
 end
 
+-- stop(): SIGTERM, wait (SIGKILL after 10 s), reap, then remove the state directory: the emulator
+-- removes it itself when it can, but not when it was killed or crashed. Safe twice.
 function Emulator:stop()
   local p = self.proc
-  if not p then return end
-  self.proc = nil
-  p:kill("TERM")
-  local st = loop.run(function() return p:wait(loop.now() + 10) end)
-  if not st then p:kill("KILL") end
-  p:close()
+  if p then
+    self.proc = nil
+    p:kill("TERM")
+    local st = loop.run(function() return p:wait(loop.now() + 10) end)
+    if not st then
+      p:kill("KILL")
+      loop.run(function() return p:wait(loop.now() + 5) end)
+    end
+    p:close()
+  end
+  if self.state_dir then
+    core.rmtree(self.state_dir)
+    self.state_dir = nil
+  end
 end
 
 return M

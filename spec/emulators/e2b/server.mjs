@@ -38,8 +38,9 @@ function parseArgs(argv) {
     else if (a === '--verbose' || a === '-v') o.verbose = true;
     else if (a === '--exit-with-parent') o.exitWithParent = true;
     else if (a === '--max-sandboxes') o.maxSandboxes = Number(val());
+    else if (a === '--state-dir') o.stateDir = val();
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--exit-with-parent] [--max-sandboxes N] [--tls-cert PEM --tls-key PEM] [--verbose]\n');
+      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--exit-with-parent] [--max-sandboxes N] [--state-dir DIR] [--tls-cert PEM --tls-key PEM] [--verbose]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -59,7 +60,7 @@ try {
 }
 
 const log = opts.verbose ? (m) => process.stderr.write(`[e2b-emu] ${m}\n`) : () => {};
-const emu = new Emulator({ keys: opts.keys, domain: opts.domain, log, maxSandboxes: opts.maxSandboxes });
+const emu = new Emulator({ keys: opts.keys, domain: opts.domain, log, maxSandboxes: opts.maxSandboxes, stateDir: opts.stateDir });
 
 // Where a request goes: the control plane, or a sandbox port on the data plane.
 function route(req) {
@@ -100,7 +101,13 @@ async function admin(req, res, url) {
   const p = url.pathname;
   const m = req.method;
   let g;
-  if (p === '/_emulator/state' && m === 'GET') return sendJson(res, 200, { ...emu.state(), bwrap: hasBwrap(), baseUrl: emu.baseUrl });
+  if (p === '/_emulator/state' && m === 'GET') return sendJson(res, 200, { ...emu.state(), bwrap: hasBwrap(), baseUrl: emu.baseUrl, stateDir: emu.stateDir });
+  if (p === '/_emulator/crash' && m === 'POST') {
+    // an uncaught exception, for the spec that checks a crash leaves nothing behind
+    send(res, 204);
+    setTimeout(() => { throw new Error('crash requested through /_emulator/crash'); }, 20);
+    return undefined;
+  }
   if (p === '/_emulator/reset' && m === 'POST') { await readBody(req); emu.reset(); return sendJson(res, 200, { ok: true }); }
   if (p === '/_emulator/faults' && m === 'GET') return sendJson(res, 200, emu.faults.list());
   if (p === '/_emulator/faults' && m === 'DELETE') { emu.faults.clear(); return send(res, 204); }
@@ -242,6 +249,7 @@ function stop(code = 0) {
 process.on('SIGTERM', () => stop(0));
 process.on('SIGINT', () => stop(0));
 process.on('SIGHUP', () => stop(0));
+// (runtime.mjs also kills the children and removes the state directory on every other exit path)
 process.on('exit', () => { killAllChildren(); emu.shutdown(); });
 
 // --exit-with-parent: a test runner that dies without stopping us does not leave us behind.

@@ -1,9 +1,8 @@
 // Emulator state: sandboxes, their lifetimes, and the template registry.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { randomId } from './util.mjs';
-import { makeTree, rmrf, killTree, baseEnv, spawnIn, liveChildren } from './runtime.mjs';
+import { makeTree, rmrf, killTree, baseEnv, spawnIn, liveChildren, makeStateDir } from './runtime.mjs';
 import { Faults } from './faults.mjs';
 import { Templates } from './templates.mjs';
 import { startDefaultKernel } from './interp.mjs';
@@ -132,12 +131,13 @@ export class Sandbox {
 }
 
 export class Emulator {
-  constructor({ keys, domain = 'e2b.local', log = () => {}, maxSandboxes = 0 }) {
+  constructor({ keys, domain = 'e2b.local', log = () => {}, maxSandboxes = 0, stateDir }) {
     this.keys = new Set(keys);
     this.maxSandboxes = maxSandboxes; // 0 = unlimited
     this.domain = domain;
     this.log = log;
-    this.stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'glsb-e2b-emu-'));
+    // removed on every exit path, and by the next emulator if this one is SIGKILLed (runtime.mjs)
+    this.stateDir = makeStateDir('glsb-e2b-emu-', stateDir);
     fs.mkdirSync(path.join(this.stateDir, 'sandboxes'));
     this.sandboxes = new Map();
     this.faults = new Faults();

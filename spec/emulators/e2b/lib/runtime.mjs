@@ -7,6 +7,7 @@
 // boundary. Without bubblewrap, processes run directly on the host with cwd/HOME mapped into
 // the sandbox tree (absolute paths inside commands then refer to the host).
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 
@@ -150,4 +151,129 @@ export function spawnIn(root, argv, { env = {}, cwd = '/home/user', stdio = ['pi
 
 export function rmrf(p) {
   try { fs.rmSync(p, { recursive: true, force: true, maxRetries: 3 }); } catch { /* best effort */ }
+}
+
+// ---- the emulator's state directory, removed on every exit path ----------------------------------
+//
+// A state directory holds an OWNER file naming the process that made it (pid and its start time, so
+// a reused pid does not count). It is removed when the process exits normally (process.exit, the
+// servers' SIGTERM/SIGINT/SIGHUP handlers), on an uncaught exception or unhandled rejection (Node
+// runs no 'exit' listener then), and on SIGQUIT. Only SIGKILL leaves it behind: the next emulator
+// started with the same prefix removes every directory whose owner is gone (sweepStale), and a
+// parent that chose the directory (--state-dir) removes it itself.
+
+const OWNER = 'OWNER';
+const exitCleanups = new Set();
+
+function startTime(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // field 22 (starttime), counted after the ")" that closes the command name
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return null;
+  }
+}
+
+// Wall-clock start times (ms) of running processes whose command line names this server script.
+function serverStarts() {
+  const script = process.argv[1] ? path.join(path.basename(path.dirname(process.argv[1])), path.basename(process.argv[1])) : null;
+  if (!script) return [];
+  let btime = 0;
+  let hz = 100;
+  try { btime = Number(/^btime (\d+)$/m.exec(fs.readFileSync('/proc/stat', 'utf8'))[1]); } catch { return []; }
+  try { hz = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100; } catch { /* 100 */ }
+  const out = [];
+  for (const pid of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+    let cmd;
+    try { cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8'); } catch { continue; }
+    if (!cmd.includes(script)) continue;
+    const ticks = Number(startTime(pid));
+    if (Number.isFinite(ticks)) out.push((btime + ticks / hz) * 1000);
+  }
+  return out;
+}
+
+function legacyOwnerAlive(dir) {
+  let made;
+  try {
+    const st = fs.statSync(dir);
+    made = st.birthtimeMs || st.mtimeMs;
+  } catch {
+    return true; // racing with its owner: leave it
+  }
+  return serverStarts().some((t) => t <= made + 1000 && made - t < 60000);
+}
+
+function runExitCleanups() {
+  killAllChildren();
+  for (const fn of [...exitCleanups]) {
+    try { fn(); } catch { /* best effort: the rest still run */ }
+  }
+  exitCleanups.clear();
+}
+
+let handlersInstalled = false;
+function installExitHandlers() {
+  if (handlersInstalled) return;
+  handlersInstalled = true;
+  process.on('exit', runExitCleanups);
+  const crash = (what) => (e) => {
+    process.stderr.write(`emulator: ${what}: ${(e && e.stack) || e}\n`);
+    runExitCleanups();
+    process.exit(1);
+  };
+  process.on('uncaughtException', crash('uncaught exception'));
+  process.on('unhandledRejection', crash('unhandled rejection'));
+  process.on('SIGQUIT', () => process.exit(0));
+}
+
+// atExit(fn): run fn (synchronously) on every exit path above. Returns a function that cancels it.
+export function atExit(fn) {
+  installExitHandlers();
+  exitCleanups.add(fn);
+  return () => exitCleanups.delete(fn);
+}
+
+// Removes <tmpdir>/<prefix>* directories whose owner process is gone. A directory from before the
+// OWNER file (no such file) is kept while an emulator process running this same server script was
+// started up to a minute before the directory was made (its owner, as far as one can tell).
+export function sweepStale(prefix) {
+  let names;
+  try { names = fs.readdirSync(os.tmpdir()); } catch { return []; }
+  const removed = [];
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    const dir = path.join(os.tmpdir(), name);
+    let stale = false;
+    try {
+      const owner = JSON.parse(fs.readFileSync(path.join(dir, OWNER), 'utf8'));
+      const alive = owner.pid === process.pid || startTime(owner.pid) === owner.start;
+      stale = !alive;
+    } catch (e) {
+      if (e && e.code === 'ENOENT') stale = !legacyOwnerAlive(dir);
+    }
+    if (stale) {
+      rmrf(dir);
+      removed.push(dir);
+    }
+  }
+  return removed;
+}
+
+// makeStateDir(prefix[, given]) -> a directory owned by this process, removed on every exit path.
+// given: a directory the parent made (--state-dir): used as is (created when missing) and removed too.
+export function makeStateDir(prefix, given) {
+  sweepStale(prefix);
+  let dir;
+  if (given) {
+    dir = path.resolve(given);
+    fs.mkdirSync(dir, { recursive: true });
+  } else {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  }
+  fs.writeFileSync(path.join(dir, OWNER), JSON.stringify({ pid: process.pid, start: startTime(process.pid) }));
+  atExit(() => rmrf(dir));
+  return dir;
 }
