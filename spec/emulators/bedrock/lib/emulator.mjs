@@ -1,9 +1,8 @@
 // Emulator state: sessions, custom interpreters, client tokens already seen, faults and the log
 // of requests (what tests assert on: tokens reused across retries, headers left unsigned...).
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { rmrf, liveChildren } from '../../e2b/lib/runtime.mjs';
+import { rmrf, liveChildren, makeStateDir } from '../../e2b/lib/runtime.mjs';
 import { Faults } from './faults.mjs';
 import { ControlPlane } from './control.mjs';
 import { validation } from './errors.mjs';
@@ -15,7 +14,8 @@ export class Emulator {
     this.credentials = credentials;
     this.log = log;
     this.maxSessions = maxSessions;
-    this.stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'glsb-bedrock-emu-'));
+    // removed on every exit path, and by the next emulator if this one is SIGKILLed (e2b runtime.mjs)
+    this.stateDir = makeStateDir('glsb-bedrock-emu-');
     fs.mkdirSync(path.join(this.stateDir, 'sessions'));
     this.sessions = new Map(); // sessionId -> Session (READY and TERMINATED)
     this.tokens = new Map(); // "<op>:<scope>:<clientToken>" -> {params, response}
