@@ -1,14 +1,17 @@
 # Persistent Python "kernel" for the E2B emulator's code interpreter (one process per context).
 # Requests arrive on stdin as JSON lines {"code": str, "env": {..}}; events leave on fd 3 as JSON
 # lines: {"type": "stdout"|"stderr", "text"}, {"type": "result", ...}, {"type": "error", name,
-# value, traceback}, {"type": "done"}. Output written by child processes to fd 1/2 is read by
-# the emulator from the real pipes.
+# value, traceback}, {"type": "done"}. What child processes write to fd 1/2 goes through pipes this
+# kernel reads itself (like ipykernel's capture_fd_output), so it reaches fd 3 in order with the
+# cell's own prints: a print after subprocess.run(...) comes after the child's output.
 import ast
 import base64
+import codecs
 import io
 import json
 import linecache
 import os
+import select
 import signal
 import sys
 import threading
@@ -26,6 +29,55 @@ sys.stdin = open(os.devnull, "r", encoding="utf-8")
 
 _ctl = os.fdopen(3, "w", encoding="utf-8", buffering=1)
 _lock = threading.Lock()
+
+
+def _fd_pipe(fd):
+    # fd 1 or 2 becomes the write end of a pipe whose read end only this process holds
+    r, w = os.pipe()
+    os.dup2(w, fd)
+    os.close(w)
+    os.set_blocking(r, False)
+    os.set_inheritable(r, False)
+    return r
+
+
+_fd_streams = [(_fd_pipe(1), "stdout", codecs.getincrementaldecoder("utf-8")("replace")),
+               (_fd_pipe(2), "stderr", codecs.getincrementaldecoder("utf-8")("replace"))]
+
+
+def _drain_fds():
+    # Called with _lock held: forwards everything child processes wrote so far, before any later
+    # event, so that order on fd 3 is the order of the writes.
+    for fd, name, dec in _fd_streams:
+        chunks = []
+        while True:
+            try:
+                b = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not b:
+                break
+            chunks.append(b)
+        if chunks:
+            text = dec.decode(b"".join(chunks))
+            if text:
+                _ctl.write(json.dumps({"type": name, "text": text}) + "\n")
+    _ctl.flush()
+
+
+def _fd_reader():
+    # Output of children that keeps coming while the kernel waits (a long subprocess, a background
+    # process): forwarded as it arrives.
+    poller = select.poll()
+    for fd, _, _ in _fd_streams:
+        poller.register(fd, select.POLLIN)
+    while True:
+        poller.poll()
+        with _lock:
+            _drain_fds()
+
+
+threading.Thread(target=_fd_reader, daemon=True).start()
 _SELF = sys._getframe().f_code.co_filename
 _busy = threading.Event()
 
@@ -46,6 +98,7 @@ threading.Thread(target=_interrupter, daemon=True).start()
 
 def _emit(obj):
     with _lock:
+        _drain_fds()
         _ctl.write(json.dumps(obj) + "\n")
         _ctl.flush()
 
@@ -221,19 +274,6 @@ def _run(code, env):
                 os.environ[k] = v
 
 
-_SYNC = b"\x00\x01e2b-emulator-sync\x01\x00"
-
-
-def _sync():
-    # Mark the end of the cell on the raw fd 1/2 pipes too: once the emulator sees this on both,
-    # everything that child processes wrote before it has been forwarded.
-    for fd in (1, 2):
-        try:
-            os.write(fd, _SYNC)
-        except OSError:
-            pass
-
-
 def main():
     stdin = _requests
     while True:
@@ -253,13 +293,11 @@ def main():
                 _run(req.get("code", ""), req.get("env"))
             finally:
                 _busy.clear()
-            _sync()
             _emit({"type": "done"})
         except KeyboardInterrupt:
             # An interrupt that landed outside the cell's own try block.
             _busy.clear()
             if started:
-                _sync()
                 _emit({"type": "done"})
 
 

@@ -10,7 +10,6 @@ const DRIVER = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.
 const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const KEEPALIVE_MS = 5000;
 const END_LINE = '{"type": "end_of_execution"}\n';
-const SYNC = Buffer.from('\x00\x01e2b-emulator-sync\x01\x00', 'latin1');
 
 const LANGS = { python: 'python', py: 'python', python3: 'python' };
 
@@ -105,32 +104,10 @@ class Context {
         if (this.current && this.child === child) this.current.onEvent(ev);
       }
     });
-    // Raw fd 1/2 output (child processes of the cell). The driver ends each cell with SYNC on both
-    // pipes; output before it belongs to the cell.
-    const raw = (kind) => {
-      let held = Buffer.alloc(0);
-      return (d) => {
-        if (this.child !== child) return; // a kernel replaced by restart
-        let buf = Buffer.concat([held, d]);
-        held = Buffer.alloc(0);
-        for (;;) {
-          const i = buf.indexOf(SYNC);
-          if (i < 0) break;
-          if (i > 0 && this.current) this.current.onEvent({ type: kind, text: buf.subarray(0, i).toString('utf8') });
-          if (this.current) this.current.onEvent({ type: 'sync', stream: kind });
-          buf = buf.subarray(i + SYNC.length);
-        }
-        // Hold back a possible SYNC prefix split across reads.
-        const z = buf.indexOf(0);
-        if (z >= 0 && SYNC.subarray(0, buf.length - z).equals(buf.subarray(z))) {
-          held = Buffer.from(buf.subarray(z));
-          buf = buf.subarray(0, z);
-        }
-        if (buf.length > 0 && this.current) this.current.onEvent({ type: kind, text: buf.toString('utf8') });
-      };
-    };
-    child.stdout.on('data', raw('stdout'));
-    child.stderr.on('data', raw('stderr'));
+    // fd 1/2 of the kernel are pipes it reads itself (driver.py), so output of child processes
+    // reaches fd 3 in order; these carry nothing but must not fill up.
+    child.stdout.resume();
+    child.stderr.resume();
     child.stdin.on('error', () => {});
     child.stdio[4].on('error', () => {});
     child.on('exit', () => {
@@ -172,15 +149,9 @@ class Context {
         this.current = null;
         resolve();
       };
-      const pending = new Set(['done', 'stdout', 'stderr']);
-      const settle = (what) => {
-        pending.delete(what);
-        if (pending.size === 0) finish();
-      };
       this.current = {
         onEvent: (ev) => {
-          if (ev.type === 'done') { settle('done'); return; }
-          if (ev.type === 'sync') { settle(ev.stream); return; }
+          if (ev.type === 'done') { finish(); return; }
           out(pyJson(shape(ev)) + '\n');
         },
         onDeath: () => {
