@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,13 +22,15 @@
 extern char **environ;
 
 /* Slot i is the child's fd i. fd3 is an optional extra pipe the child writes and we read (a status or
- * report channel, e.g. glsb-confine's --report-fd 3). */
+ * report channel, e.g. glsb-confine's --report-fd 3), or a stream socket both ends read and write
+ * (glsb-confine's --report-fd 3 --control-fd 3: the report and a control channel on one socketpair). */
 enum { IN, OUT, ERR, FD3, NSTD };
 static const char *const std_names[] = {"stdin", "stdout", "stderr", "fd3", "pidfd", NULL};
 
 typedef struct {
 	pid_t pid;
 	int fd[NSTD];
+	int fd3_socket; /* fd3 is a socketpair end: it is written too */
 	int pidfd;
 	int reaped;
 	int code, sig;
@@ -77,11 +80,11 @@ static void release(process *p)
 	close_fd(&p->pidfd);
 }
 
-/* Disposition of a child fd: "pipe", "null", "inherit" or "none" (closed). */
-enum { MODE_PIPE, MODE_NULL, MODE_INHERIT, MODE_NONE };
+/* Disposition of a child fd: "pipe", "null", "inherit", "none" (closed) or "socket" (fd3 only). */
+enum { MODE_PIPE, MODE_NULL, MODE_INHERIT, MODE_NONE, MODE_SOCKET };
 static int std_mode(lua_State *L, const char *field, int dflt)
 {
-	static const char *const modes[] = {"pipe", "null", "inherit", "none", NULL};
+	static const char *const modes[] = {"pipe", "null", "inherit", "none", "socket", NULL};
 	lua_getfield(L, 1, field);
 	int m = lua_isnil(L, -1) ? dflt : luaL_checkoption(L, -1, NULL, modes);
 	lua_pop(L, 1);
@@ -123,9 +126,11 @@ static int l_spawn(lua_State *L)
 	int setsid_flag = lua_toboolean(L, -1);
 	int modes[NSTD] = {std_mode(L, "stdin", MODE_PIPE), std_mode(L, "stdout", MODE_PIPE),
 			   std_mode(L, "stderr", MODE_PIPE), std_mode(L, "fd3", MODE_NONE)};
-	luaL_argcheck(L, modes[IN] != MODE_NONE && modes[OUT] != MODE_NONE && modes[ERR] != MODE_NONE, 1,
+	luaL_argcheck(L, modes[IN] != MODE_NONE && modes[OUT] != MODE_NONE && modes[ERR] != MODE_NONE &&
+			  modes[IN] != MODE_SOCKET && modes[OUT] != MODE_SOCKET && modes[ERR] != MODE_SOCKET, 1,
 		      "stdin/stdout/stderr must be 'pipe', 'null' or 'inherit'"); /* a closed 0-2 gets reused */
-	luaL_argcheck(L, modes[FD3] == MODE_PIPE || modes[FD3] == MODE_NONE, 1, "opts.fd3 must be 'pipe' or nil");
+	luaL_argcheck(L, modes[FD3] == MODE_PIPE || modes[FD3] == MODE_SOCKET || modes[FD3] == MODE_NONE, 1,
+		      "opts.fd3 must be 'pipe', 'socket' or nil");
 
 	process *p = lua_newuserdatauv(L, sizeof *p, 0);
 	memset(p, 0, sizeof *p);
@@ -154,13 +159,24 @@ static int l_spawn(lua_State *L)
 			child_fd[i] = i == IN ? pp[0] : pp[1];
 			fcntl(p->fd[i], F_SETFL, fcntl(p->fd[i], F_GETFL) | O_NONBLOCK);
 			posix_spawn_file_actions_adddup2(&fa, child_fd[i], i);
+		} else if (modes[i] == MODE_SOCKET) {
+			int sp[2];
+			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+				failed = "socketpair";
+				err = errno;
+				break;
+			}
+			p->fd[i] = sp[0];
+			child_fd[i] = sp[1];
+			fcntl(p->fd[i], F_SETFL, fcntl(p->fd[i], F_GETFL) | O_NONBLOCK);
+			posix_spawn_file_actions_adddup2(&fa, child_fd[i], i);
 		} else if (modes[i] == MODE_NULL) {
 			posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == IN ? O_RDONLY : O_WRONLY, 0);
 		}
 	}
 
 	/* Nothing else of ours reaches the child: files Lua opened with io.open are not close-on-exec. */
-	posix_spawn_file_actions_addclosefrom_np(&fa, modes[FD3] == MODE_PIPE ? 4 : 3);
+	posix_spawn_file_actions_addclosefrom_np(&fa, modes[FD3] != MODE_NONE ? 4 : 3);
 	if (cwd)
 		posix_spawn_file_actions_addchdir_np(&fa, cwd);
 	sigset_t mask, defaults;
@@ -182,6 +198,7 @@ static int l_spawn(lua_State *L)
 			p->pid = 0;
 		}
 	}
+	p->fd3_socket = modes[FD3] == MODE_SOCKET;
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	for (int i = 0; i < NSTD; i++)
@@ -243,19 +260,22 @@ static int l_read(lua_State *L)
 	return 1;
 }
 
+/* write(data[, which]) -> bytes written: to stdin (default), or to fd3 when it is a socket. */
 static int l_write(lua_State *L)
 {
 	process *p = check_process(L);
 	size_t len;
 	const char *data = luaL_checklstring(L, 2, &len);
-	if (p->fd[IN] < 0)
-		return push_closed(L, IN);
+	int w = lua_isnoneornil(L, 3) ? IN : which_fd(L, 3);
+	luaL_argcheck(L, w == IN || (w == FD3 && p->fd3_socket), 3, "write to stdin, or to fd3 when it is a socket");
+	if (p->fd[w] < 0)
+		return push_closed(L, w);
 	ssize_t n;
 	do
-		n = write(p->fd[IN], data, len);
+		n = write(p->fd[w], data, len);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		return glsb_push_errno(L, "write", "stdin", errno);
+		return glsb_push_errno(L, "write", std_names[w], errno);
 	lua_pushinteger(L, n);
 	return 1;
 }
