@@ -559,6 +559,11 @@ void glsb_sb_control_finish(struct sb *sb)
 	if (c.in >= 0 && c.in != c.out)
 		close(c.in);
 	c.in = -1;
-	close_fd(&c.out);
+	/* One socket for both (--control-fd N = --report-fd N): the exit line is still to come on it, and
+	 * glsb_sb_report_exit closes it. */
+	if (c.out >= 0 && c.out == sb->opt.report_fd)
+		c.out = -1;
+	else
+		close_fd(&c.out);
 	close_fd(&c.fd_in);
 }
