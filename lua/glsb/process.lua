@@ -8,7 +8,7 @@ local Process = {}
 Process.__index = Process
 
 -- spawn(opts) -> Process, or nil, message, code (an errno name). opts: as core.spawn (argv, env, cwd,
--- stdin/stdout/stderr, setsid, fd3).
+-- stdin/stdout/stderr, setsid, fd3 = "pipe" (the child writes, we read) | "socket" (both ways)).
 function M.spawn(opts)
   local p, err, code = core.spawn(opts)
   if not p then return nil, err, code end
@@ -104,21 +104,23 @@ end
 -- after every partial write copied it once per write (quadratic: a 100 MB upload never ended).
 local WRITE_SLICE = 1024 * 1024
 
--- Writes all of data to stdin. Returns true, or nil, "timeout" | "closed" | a message (a broken pipe).
--- The deadline is checked between writes too: a slow reader cannot keep the writer past it.
-function Process:write(data, deadline)
+-- Writes all of data to stdin (or to which = "fd3" when spawned with fd3 = "socket"). Returns true, or
+-- nil, "timeout" | "closed" | a message (a broken pipe). The deadline is checked between writes too: a
+-- slow reader cannot keep the writer past it.
+function Process:write(data, deadline, which)
+  which = which or "stdin"
   local len = #data
   local pos = 1
   while pos <= len do
-    if not self.proc:fd("stdin") then return nil, "closed" end
+    if not self.proc:fd(which) then return nil, "closed" end
     local piece = data
     if pos > 1 or len > WRITE_SLICE then piece = data:sub(pos, pos + WRITE_SLICE - 1) end
-    local n, err, code = self.proc:write(piece)
+    local n, err, code = self.proc:write(piece, which)
     if n then
       pos = pos + n
     elseif code == "EAGAIN" then
       if deadline and loop.now() >= deadline then return nil, "timeout" end
-      if loop.wait_fd(self.proc:fd("stdin"), "w", deadline) == "timeout" then return nil, "timeout" end
+      if loop.wait_fd(self.proc:fd(which), "w", deadline) == "timeout" then return nil, "timeout" end
     else
       return nil, err
     end

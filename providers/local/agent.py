@@ -35,7 +35,6 @@ import time
 
 OUTPUT_CAP = 10 * 1024 * 1024
 LINE_PIECE = 64 * 1024
-WRITABLE = ("/home/user", "/files", "/tmp")
 TEMPLATE_DIR = "/opt/glsb/template"
 
 # ---------------------------------------------------------------- protocol fds
@@ -543,93 +542,6 @@ def op_argv(req):
     return res
 
 
-# ---------------------------------------------------------------- files
-
-def inside_writable(path):
-    real = os.path.realpath(path)
-    for root in WRITABLE:
-        if real == root or real.startswith(root + "/"):
-            return real
-    return None
-
-
-def op_write(req):
-    """Writes the request's payload to path (atomically: a temporary file renamed into place)."""
-    payload = req.get("_payload") or Payload.EMPTY
-    path = req["path"]
-    if not path.startswith("/"):
-        path = os.path.join("/home/user", path)
-    real_dir = inside_writable(os.path.dirname(path) or "/")
-    if real_dir is None:
-        return {"ok": False, "name": "PermissionError", "value": "outside the writable area: " + path}
-    os.makedirs(real_dir, exist_ok=True)
-    target = os.path.join(real_dir, os.path.basename(path))
-    tmp = "%s.glsb-%d.tmp" % (target, os.getpid())
-    # O_NONBLOCK: a FIFO planted at the temp name fails the open (ENXIO) instead of hanging the agent
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                 req.get("mode") or 0o644)
-    size = 0
-    try:
-        try:
-            for piece in payload.pieces():
-                size += len(piece)
-                while len(piece):
-                    piece = piece[os.write(fd, piece):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return {"ok": True, "path": target, "size": size}
-
-
-def op_read(req):
-    """Streams a regular file as "chunk" frames; the bytes go from the file to the protocol pipe in the
-    kernel (sendfile), never through Python."""
-    rid = req["id"]
-    path = req["path"]
-    if not path.startswith("/"):
-        path = os.path.join("/home/user", path)
-    real = inside_writable(path)
-    if real is None:
-        return {"ok": False, "name": "PermissionError", "value": "outside the writable area: " + path}
-    limit = int(req.get("max") or 0)
-    # O_NONBLOCK: a FIFO planted where a file was expected must not hang the agent in open();
-    # the type is checked on the open descriptor, not on the path.
-    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if st.st_mode & 0o170000 != 0o100000:  # S_ISREG, without importing stat
-            return {"ok": False, "name": "IsADirectoryError", "value": "not a regular file: " + path}
-        if limit and st.st_size > limit:
-            return {"ok": False, "name": "FileTooLarge", "value": "larger than %d bytes" % limit}
-        os.set_blocking(fd, True)
-        size, offset, short = st.st_size, 0, False
-        while offset < size:
-            n = min(PAYLOAD_PIECE, size - offset)
-            with _send_lock:
-                _write_all((b'{"ev":"chunk","id":%d,"n":%d}\n' % (rid, n),))
-                left = n
-                while left > 0:
-                    k = 0 if short else os.sendfile(_proto_out_fd, fd, offset + n - left, left)
-                    if k == 0:
-                        # the file shrank while we read it: the frame still gets its n bytes
-                        short = True
-                        _write_all((bytes(min(left, PAYLOAD_PIECE)),))
-                        k = min(left, PAYLOAD_PIECE)
-                    left -= k
-            offset += n
-        if short or os.fstat(fd).st_size != size:
-            return {"ok": False, "name": "FileChanged", "value": "the file changed while it was read: " + path}
-    finally:
-        os.close(fd)
-    return {"ok": True, "size": size}
-
-
 # ---------------------------------------------------------------- requests
 
 
@@ -707,10 +619,6 @@ def handle(req):
     rid = req.get("id")
     if op == "ping":
         return {"ok": True}
-    if op == "write":
-        return op_write(req)
-    if op == "read":
-        return op_read(req)
     cap = Capture(rid, req.get("max_out") or OUTPUT_CAP)
     req["_capture"] = cap
     OUT.capture = cap

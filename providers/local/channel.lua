@@ -1,6 +1,8 @@
--- glsb.providers.local.channel: the host end of the agent protocol (PROTOCOL.md in this directory).
+-- glsb.providers.local.channel: framed streams from a sandbox: the host end of the agent protocol
+-- (PROTOCOL.md in this directory) and the reading half of glsb-confine's control channel (control.lua).
 --
--- Frames both ways are one JSON header line, then, when the header has "n", exactly n raw bytes. Bulk
+-- Frames both ways are one JSON header line, then, when the header has "n" (the control channel:
+-- "len"), exactly that many raw bytes. Bulk
 -- data (uploads, downloads, output) never goes through JSON or base64, and nothing is re-concatenated:
 -- a frame costs time linear in its size.
 --
@@ -20,10 +22,19 @@ local READ_SIZE = 1024 * 1024
 local Channel = {}
 Channel.__index = Channel
 
--- M.new(process, before_read) -> a channel on the process's stdin (requests) and stdout (events).
--- before_read(), if given, runs before every read from the process (e.g. to drain its stderr).
-function M.new(p, before_read)
-  return setmetatable({ proc = p, buf = "", pos = 1, pending = nil, before_read = before_read }, Channel)
+-- M.new(process, before_read[, opts]) -> a channel on the process's stdin (requests) and stdout (events).
+-- before_read(), if given, runs before every read from the process (e.g. to drain its stderr). opts:
+-- read / write (the process's streams, default "stdout" / "stdin"), len (the header key of a payload's
+-- size, default "n").
+function M.new(p, before_read, opts)
+  opts = opts or {}
+  return setmetatable({ proc = p, buf = "", pos = 1, pending = nil, before_read = before_read,
+    rfd = opts.read or "stdout", wfd = opts.write or "stdin", len = opts.len or "n" }, Channel)
+end
+
+-- channel:write(data, deadline) -> true, or nil, "timeout" | "closed" | message: bytes as they are.
+function Channel:write(data, deadline)
+  return self.proc:write(data, deadline, self.wfd)
 end
 
 -- channel:send(header, payload, deadline) -> true, or nil, "timeout" | "closed" | message.
@@ -32,8 +43,8 @@ function Channel:send(header, payload, deadline)
   header.n = payload and #payload or nil
   local line = cjson.encode(header)
   if not line then return nil, "cannot encode the request" end
-  local ok, err = self.proc:write(line .. "\n", deadline)
-  if ok and payload and #payload > 0 then ok, err = self.proc:write(payload, deadline) end
+  local ok, err = self.proc:write(line .. "\n", deadline, self.wfd)
+  if ok and payload and #payload > 0 then ok, err = self.proc:write(payload, deadline, self.wfd) end
   if not ok then return nil, err end
   return true
 end
@@ -41,7 +52,7 @@ end
 local function more(self, deadline, max)
   if deadline and loop.now() >= deadline then return nil, "timeout" end
   if self.before_read then self.before_read() end
-  local data, err = self.proc:read("stdout", deadline, max)
+  local data, err = self.proc:read(self.rfd, deadline, max)
   if not data then return nil, err end
   if data == "" then return nil, "eof" end
   return data
@@ -115,7 +126,7 @@ function Channel:read_event(deadline, keep)
   end
   local ev = cjson.decode(line)
   if type(ev) ~= "table" then return nil, "protocol: the agent sent a line that is not a JSON object" end
-  local n = ev.n
+  local n = ev[self.len]
   if n == nil then return ev end
   if math.type(n) == "float" then n = math.tointeger(n) end
   if math.type(n) ~= "integer" or n < 0 or n > M.MAX_PAYLOAD then

@@ -54,9 +54,11 @@
 -- Streaming: on_stdout / on_stderr get one call per line, without its "\n"
 --   (a line longer than 64 KiB arrives in pieces).
 --
--- Workspace primitives (glsb.workspace): _workspace_helper() is
---   /.glsb/glsb-confine (bound read-only); _exec_argv runs an exact argv
---   through the agent (no shell) and returns its whole output.
+-- Uploads, downloads, workspace primitives (glsb.workspace): on glsb-confine's
+--   control channel (control.lua; --control-fd 3, a socketpair only we and
+--   the supervisor hold), never through the agent the code could rewrite.
+--   _exec_argv of the helper's argv (/.glsb/glsb-confine write|run ...) is a
+--   control call; another argv runs exactly (no shell) through the agent.
 --
 -- additional_packages: pip --user inside the sandbox (PYTHONUSERBASE is
 --   /home/user/.local, on sys.path in the kernel), with --no-index
@@ -75,6 +77,7 @@ local core = require "glsb.core"
 local cjson = require "cjson.safe"
 local channel = require "glsb.providers.local.channel"
 local reaper = require "glsb.providers.local.reaper"
+local control = require "glsb.providers.local.control"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
 local errors = require "glsb.errors"
@@ -208,9 +211,11 @@ local LIMITS = {
 -- Builds the glsb-confine argv for a sandbox (exported for the template builder).
 -- spec: {helper, workspace, python, program (array), ro_binds, binds,
 --        env (map), opts (limits, network, allow_degraded)}
--- The supervisor's report comes on fd 3: spawn it with fd3 = "pipe" and read it with M.read_report.
+-- The supervisor's report comes on fd 3: spawn it with fd3 = "pipe" and read it with M.read_report;
+-- with spec.control, fd 3 is also the control channel: spawn it with fd3 = "socket" (control.lua).
 function M.confine_argv(spec)
   local argv = { spec.helper, "sandbox", "--workspace", spec.workspace, "--report-fd", "3" }
+  if spec.control then argv[#argv + 1] = "--control-fd" argv[#argv + 1] = "3" end
   if spec.cleanup ~= false then argv[#argv + 1] = "--cleanup" end
   local opts = spec.opts or {}
   for _, l in ipairs(LIMITS) do
@@ -321,7 +326,10 @@ local function program_end(self)
   local p = self._proc
   local st = p and p.proc:poll()
   if not st then return nil end
-  if self._exit_report == nil then self._exit_report = M.read_exit(p, loop.now() + 0.5) or false end
+  if self._exit_report == nil then
+    self._exit_report = (self._control and self._control:read_exit(loop.now() + 0.5)
+      or not self._control and M.read_exit(p, loop.now() + 0.5)) or false
+  end
   local x = self._exit_report
   if x then
     if x.oom_killed == true then return { signal = 9, name = "SIGKILL", oom = true } end
@@ -579,20 +587,21 @@ function Sandbox:_start(opts)
   local argv = M.confine_argv {
     helper = helper, workspace = self.workspace,
     program = { python, "-B", M.AGENT_DIR .. "/agent.py" },
-    ro_binds = ro, env = env, opts = opts,
+    ro_binds = ro, env = env, opts = opts, control = true,
   }
-  local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe", fd3 = "pipe" }
+  local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe", fd3 = "socket" }
   if not p then error(start_error("local: cannot start glsb-confine: " .. tostring(serr)), 0) end
   self._proc = p
   reaper.record(base, { supervisor = p.pid })
   self._chan = channel.new(p, function() drain_stderr(self) end)
+  self._control = control.new(p)
   self._guard = M.guard(p, base)
 
   local deadline = loop.now() + (opts.start_timeout or M.DEFAULT_START_TIMEOUT)
   local ev, err = read_event(self, deadline)
   if not ev or ev.ev ~= "ready" then
     if err == "eof" then p:wait(loop.now() + 2) end
-    local report = M.read_report(p)
+    local report = self._control:read_report(loop.now() + 2)
     local msg
     local stage = Stage.HEALTH_CHECK
     if report and report.ok == false then
@@ -616,7 +625,7 @@ function Sandbox:_start(opts)
     -- the helper's own failure report is the cause; a set-up that went fine explains nothing
     error(start_error(msg, report and report.ok == false and report or nil, stage), 0)
   end
-  local report = M.read_report(p)
+  local report = self._control:read_report(loop.now() + 2)
   self.confinement = report and report.applied or nil
   if self.confinement and self.confinement.cgroup_dirs then
     reaper.record(base, { supervisor = p.pid, cgroup_dirs = self.confinement.cgroup_dirs })
@@ -857,58 +866,92 @@ function Sandbox:_run_command(cmd, opts)
   })
 end
 
--- Why a request got no "done", for the errors of uploads, downloads and helper runs.
-local function failure_text(self, why, timeout)
+-- Uploads, downloads and the workspace helper go through glsb-confine's control channel (control.lua):
+-- the supervisor runs `glsb-confine write|read|run` in a confined child the code in the sandbox cannot
+-- reach, so their results and byte counts cannot be forged by replacing the agent's handlers.
+
+-- Why a control call failed, for the errors of uploads, downloads and helper runs.
+local function control_failure(self, why, timeout)
   if why == "busy" then
-    return string.format("timed out after %gs waiting for another call on this sandbox to end", timeout or 0)
+    return string.format("timed out after %gs waiting for another transfer on this sandbox to end", timeout or 0)
   end
-  if why == "lease" then return "the sandbox lease expired and the sandbox was terminated" end
+  if self._lease_expired then return "the sandbox lease expired and the sandbox was terminated" end
+  if why == "gone" then return self._dead or "the sandbox has ended" end
+  if why == "broken" then
+    local msg = "the control channel broke: " .. tostring(self._control.broken)
+    mark_dead(self, msg)
+    return msg
+  end
   return self._dead or unusable(self) or tostring(why)
 end
 
--- Uploads: the bytes follow the request's header raw (no JSON, no base64); the agent streams them to
--- a temporary file and renames it into place. opts.timeout bounds the whole upload (every write
--- checks it): a request cut short leaves the stream unusable, so the sandbox is then stopped.
+-- The writable root a sandbox path is in, and the path below it (relative paths: below /home/user).
+-- -> root, rel | nil, message
+local WRITABLE_ROOTS = { "/home/user", "/files", "/tmp" }
+
+local function split_root(path)
+  if path:sub(1, 1) ~= "/" then return "/home/user", path end
+  for _, root in ipairs(WRITABLE_ROOTS) do
+    if path:sub(1, #root + 1) == root .. "/" and #path > #root + 1 then return root, path:sub(#root + 2) end
+  end
+  return nil, "not below /home/user, /files or /tmp: " .. path
+end
+
+local function hex(s)
+  return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+
+-- The helper's one JSON line at the start of a call's stdout -> doc, the bytes after it.
+local function helper_answer(stdout)
+  local nl = stdout:find("\n", 1, true)
+  local doc = cjson.decode(nl and stdout:sub(1, nl - 1) or stdout)
+  if type(doc) ~= "table" then return nil end
+  return doc, nl and stdout:sub(nl + 1) or ""
+end
+
+local function helper_refusal(doc, r)
+  if doc then return tostring(doc.error) .. ": " .. tostring(doc.message) end
+  if r.error then return tostring(r.error) .. ": " .. tostring(r.message) end
+  return string.format("the helper gave no answer (exit %s, signal %s): %s", tostring(r.code), tostring(r.signal),
+    r.stderr:sub(1, 300))
+end
+
+-- opts.timeout bounds the whole upload (the call is cancelled then).
 function Sandbox:_upload(files, opts)
   local deadline = opts.timeout and loop.now() + opts.timeout or nil
   for _, f in ipairs(files) do
-    local done, why = request(self, { op = "write", path = f.path }, { deadline = deadline, payload = f.data })
-    if not done then error("upload of " .. f.path .. " failed: " .. failure_text(self, why, opts.timeout), 0) end
-    if not done.ok then
-      error("upload of " .. f.path .. " failed: " .. tostring(done.name or "") .. " " .. tostring(done.value), 0)
+    local root, rel = split_root(f.path)
+    if not root then error("upload of " .. f.path .. " failed: " .. rel, 0) end
+    local r, why = self._control:call({ "write", "--root", root, "--path-hex", hex(rel),
+      "--max-bytes", tostring(#f.data) }, f.data, { deadline = deadline, max_stdout = 64 * 1024 })
+    if not r then error("upload of " .. f.path .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
+    local doc = helper_answer(r.stdout)
+    if r.cancelled then error(string.format("upload of %s: timed out after %gs", f.path, opts.timeout or 0), 0) end
+    if not doc or doc.ok ~= true then error("upload of " .. f.path .. " failed: " .. helper_refusal(doc, r), 0) end
+    if math.tointeger(doc.bytes) ~= #f.data then
+      error(string.format("upload of %s: %s bytes written of %d", f.path, tostring(doc.bytes), #f.data), 0)
     end
   end
 end
 
--- Downloads: "chunk" events with raw payloads. The cap is the agent's and the host's: the host counts
--- what it keeps and drops every chunk past max_download_bytes unread, whatever the sandbox sends.
+-- Downloads: `glsb-confine read` prints {"ok":true,"bytes":N} and the N bytes; the host keeps at most
+-- max_download_bytes (and the answer's line) whatever arrives.
 function Sandbox:_download(path, opts)
   local deadline = opts.timeout and loop.now() + opts.timeout or nil
   local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
-  local parts, size, over = {}, 0, false
-  local done, why = request(self, { op = "read", path = path, max = max }, {
-    deadline = deadline,
-    keep = function(ev, n)
-      if ev.ev ~= "chunk" then return false end
-      if over or size + n > max then
-        over = true
-        return false
-      end
-      size = size + n
-      return true
-    end,
-    on_event = function(ev)
-      if ev.ev == "chunk" and ev.data then parts[#parts + 1] = ev.data end
-    end,
-  })
-  if not done then error("download of " .. path .. " failed: " .. failure_text(self, why, opts.timeout), 0) end
-  if over then
-    error(string.format("download of %s: larger than max_download_bytes = %d", path, max), 0)
+  local root, rel = split_root(path)
+  if not root then error("download of " .. path .. ": " .. rel, 0) end
+  local r, why = self._control:call({ "read", "--root", root, "--path-hex", hex(rel), "--max-bytes", tostring(max) },
+    nil, { deadline = deadline, max_stdout = max + 4096 })
+  if not r then error("download of " .. path .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
+  if r.cancelled then error(string.format("download of %s: timed out after %gs", path, opts.timeout or 0), 0) end
+  if r.stdout_over then error(string.format("download of %s: larger than max_download_bytes = %d", path, max), 0) end
+  local doc, data = helper_answer(r.stdout)
+  if not doc or doc.ok ~= true then error("download of " .. path .. ": " .. helper_refusal(doc, r), 0) end
+  if math.tointeger(doc.bytes) ~= #data then
+    error(string.format("download of %s: %d bytes arrived of %s", path, #data, tostring(doc.bytes)), 0)
   end
-  if not done.ok then
-    error("download of " .. path .. ": " .. tostring(done.name or "") .. " " .. tostring(done.value), 0)
-  end
-  return table.concat(parts)
+  return data
 end
 
 function Sandbox:_set_timeout(seconds)
@@ -917,31 +960,44 @@ function Sandbox:_set_timeout(seconds)
   arm_lease(self, seconds)
 end
 
--- glsb.workspace hooks: the helper is bound read-only at /.glsb/glsb-confine;
--- argv runs exactly (no shell) through the agent, output returned whole.
--- Relative workspace paths land in the sandbox user's home (not opts.host_workspace_dir,
--- which is where the host keeps sandbox workspaces).
+-- glsb.workspace hooks: the helper's argv (its path, then write|run ...) goes to the control channel,
+-- which runs it in the supervisor's confined child; any other argv runs exactly (no shell) through the
+-- agent. Relative workspace paths land in the sandbox user's home (not opts.host_workspace_dir, which
+-- is where the host keeps sandbox workspaces).
 Sandbox.workspace_root = "/home/user"
 
 function Sandbox:_workspace_helper()
   return M.HELPER_PATH
 end
 
--- opts: stdin (bytes, sent raw after the request), timeout (the agent kills the process group then;
--- the host waits the grace period more), max_output (bytes kept per stream; default OUTPUT_CAP: past
--- it output is dropped and stdout_truncated / stderr_truncated set).
+-- opts: stdin (bytes), timeout (seconds for the whole call: the helper is cancelled then), max_output
+-- (bytes of the answer kept per stream; default OUTPUT_CAP: past it output is dropped and
+-- stdout_truncated / stderr_truncated set).
 function Sandbox:_exec_argv(argv, opts)
   opts = opts or {}
   local timeout = opts.timeout
-  local deadline = timeout and loop.now() + timeout + self._grace or nil
   local cap = opts.max_output or M.OUTPUT_CAP
+  if argv[1] == M.HELPER_PATH and (argv[2] == "write" or argv[2] == "run") then
+    local args = table.move(argv, 2, #argv, 1, {})
+    local r, why = self._control:call(args, opts.stdin, {
+      deadline = timeout and loop.now() + timeout or nil, max_stdout = cap })
+    if not r then error("local: the workspace helper failed: " .. control_failure(self, why, timeout), 0) end
+    if r.error then
+      error("local: the workspace helper could not run: " .. r.error .. ": " .. tostring(r.message), 0)
+    end
+    return {
+      exit_code = r.code or (r.signal and 128 + r.signal), timed_out = r.cancelled,
+      stdout = r.stdout, stderr = r.stderr, stdout_truncated = r.stdout_over or nil,
+    }
+  end
+  local deadline = timeout and loop.now() + timeout + self._grace or nil
   local a = accumulator(cap)
   local done, why = request(self, { op = "argv", argv = argv, timeout = timeout, max_out = cap }, {
     deadline = deadline, interrupt = true, payload = opts.stdin ~= "" and opts.stdin or nil,
     keep = a.keep, on_event = a.on_event,
   })
   if not done then
-    error("local: running " .. tostring(argv[1]) .. " failed: " .. failure_text(self, why, timeout), 0)
+    error("local: running " .. tostring(argv[1]) .. " failed: " .. control_failure(self, why, timeout), 0)
   end
   if done.name then error("local: cannot run " .. tostring(argv[1]) .. ": " .. tostring(done.value), 0) end
   local t1 = a.truncated[1] or (tonumber(done.dropped_stdout) or 0) > 0

@@ -25,17 +25,6 @@ local function within(guard, what, fn)
   end)
 end
 
--- Host pids of the processes of a sandbox (children of its init), found through /proc.
-local function sandbox_children(sb)
-  local out = {}
-  local f = io.open("/proc/" .. sb.host_pid .. "/task/" .. sb.host_pid .. "/children")
-  if f then
-    for pid in f:read("a"):gmatch("%d+") do out[#out + 1] = pid end
-    f:close()
-  end
-  return out
-end
-
 describe("local provider, the first hour #local", function()
   local root, sb
 
@@ -73,18 +62,19 @@ describe("local provider, the first hour #local", function()
     assert.are.equal(core.sha256(data) .. "\n", r.stdout)
   end)
 
-  it("an upload stops at its deadline when the agent stops reading", function()
+  -- Uploads go to the supervisor (the control channel): stopping it stops the far side.
+  it("an upload stops at its deadline when the far side stops reading", function()
     create()
-    local agent = sandbox_children(sb)
-    assert.are.equal(1, #agent, "the agent's pid")
-    os.execute("kill -STOP " .. agent[1])
-    finally(function() os.execute("kill -CONT " .. agent[1] .. " 2>/dev/null") end)
+    local supervisor = sb._proc.pid
+    os.execute("kill -STOP " .. supervisor)
+    finally(function() os.execute("kill -CONT " .. supervisor .. " 2>/dev/null") end)
     local data = string.rep("x", 32 * 1024 * 1024)
-    local ok, err = within(30, "an upload to a stopped agent", function()
+    local ok, err = within(30, "an upload to a stopped supervisor", function()
       return pcall(sb._upload, sb, { { filename = "x", path = "/files/x", data = data } }, { timeout = 1 })
     end)
     assert.is_false(ok)
-    assert.truthy(tostring(err):find("did not take the write request in time", 1, true), tostring(err))
+    assert.truthy(tostring(err):find("the control channel broke: a request could not be sent: timeout", 1, true),
+      tostring(err))
     -- part of the frame went out: the sandbox was stopped rather than left with a broken stream
     local again = sb:execute_code("print(1)")
     assert.are.equal(Status.ERROR, again.status)
