@@ -171,15 +171,26 @@ local function create_opts(self, lease, warm)
   return c
 end
 
+-- Options for glsb.connect: opts.connect, else the provider options of this process's own create options
+-- (api_key, URLs, region, ...: never from the store). Where the class declares what connect takes
+-- (glsb.sandbox.schema), exactly those keys; else create's minus the keys that only make sense at create.
+local CREATE_ONLY = { "template", "additional_packages", "package_install_timeout", "timeout", "metadata", "env",
+  "language", "keep_alive", "retry" }
+
 local function connect_opts(self)
   if self.opts.connect then return self.opts.connect end
-  -- provider options (api_key, urls, ...) come from this process's own create options, never the store
   local c = {}
-  for k, v in pairs(self.opts.create) do c[k] = v end
-  for _, k in ipairs({ "template", "additional_packages", "package_install_timeout", "timeout", "metadata",
-    "env", "language", "keep_alive", "retry" }) do
-    c[k] = nil
+  local sandbox = require "glsb.sandbox"
+  local ok, schema = false, nil
+  if type(sandbox.schema) == "function" then ok, schema = pcall(sandbox.schema, self.cls, "connect") end
+  if ok and type(schema) == "table" then
+    for k, v in pairs(self.opts.create) do
+      if schema[k] ~= nil and k ~= "timeout" and k ~= "keep_alive" then c[k] = v end
+    end
+    return c
   end
+  for k, v in pairs(self.opts.create) do c[k] = v end
+  for _, k in ipairs(CREATE_ONLY) do c[k] = nil end
   return c
 end
 
