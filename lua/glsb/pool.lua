@@ -294,13 +294,19 @@ end
 
 -- Creates one warm sandbox and puts it idle. Returns true when it was put.
 local function warm_one(self)
-  local ok, sb = pcall(self.cls.create, create_opts(self, self.opts.idle_timeout, true))
+  -- The create runs shielded: cancelled while its request is in flight, a remote provider may have made a
+  -- sandbox whose id we never learn (a leak until its lease ends). A shutdown waits for it and kills it.
+  local ok, sb = pcall(loop.shield, self.cls.create, create_opts(self, self.opts.idle_timeout, true))
   rethrow_cancel(sb)
   if not ok then
     record_failure(self, sb)
     return false
   end
   self.stats.created = self.stats.created + 1
+  if self.abandon then
+    loop.shield(function() pcall(sb.terminate, sb) end)
+    return false
+  end
   local pok, perr = pcall(prepare, self, sb)
   rethrow_cancel(perr)
   if not pok then
@@ -478,6 +484,7 @@ function Pool:start()
     if not ok then error(err, 0) end
   end)
   self.lifecycle = "running"
+  self.abandon = false
   self.reconciler = loop.spawn(reconcile, self)
   return self
 end
@@ -704,8 +711,9 @@ function Pool:shutdown(opts)
     if r and not r:done() then
       if graceful then r:wait(math.max(0.001, deadline - loop.now())) end
       if not r:done() then
+        self.abandon = true -- creates in flight finish, then kill what they made
         r:cancel()
-        pcall(r.wait, r)
+        pcall(r.wait, r, math.max(self.opts.drain_timeout, 0.001))
       end
     end
     while graceful and in_flight_count(self) > 0 and loop.now() < deadline do
