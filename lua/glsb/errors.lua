@@ -168,6 +168,8 @@ local PERMANENT_CODE = {
   ENAMETOOLONG = true, ELOOP = true, EROFS = true, EEXIST = true, ENOEXEC = true, E2BIG = true,
   EXDEV = true, ENOTEMPTY = true, EBADF = true, ENOSYS = true, EOPNOTSUPP = true, EFAULT = true,
   ESPIPE = true, EMLINK = true, EFBIG = true, ERANGE = true, EOVERFLOW = true, ENODEV = true, ENXIO = true,
+  -- names a provider may report (not from glsb.core): an account's limit, e.g. E2B's concurrent sandboxes
+  QUOTA_EXCEEDED = true,
 }
 
 -- Codes that make no claim either way: the failure's phase or timeout flag decides, never its text.
