@@ -734,8 +734,10 @@ local function set_timeout_body(self, seconds)
   local asked = now()
   local ok, err = pcall(self._set_timeout, self, seconds)
   if ok then
+    -- a hook may return the seconds the provider actually granted (a lifetime cap shortened them)
+    local granted = type(err) == "number" and err >= 0 and math.min(err, seconds) or seconds
     self.timeout = seconds
-    self._lease_ends = asked + seconds
+    self._lease_ends = asked + granted
     return true
   end
   if retry.is_cancellation(err) then error(err, 0) end
