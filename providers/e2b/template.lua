@@ -8,11 +8,14 @@
 --   GET /templates/{tid}/builds/{bid}/status?logsOffset=N every 200 ms until ready/error and
 --       no new log entries
 --
--- "Same spec twice builds once": every build is tagged "glsb-<content hash>" (plus "default",
--- so the bare name and the template id mean the newest ensured content). A tag moves to a build
--- only when it succeeds, so a tag that names a ready build is proof that this exact content was
--- built; ensure() looks for it first (GET /templates/aliases/{name}, /templates/{tid}/tags,
--- /templates/{tid}).
+-- "Same spec twice builds once": every build is tagged "glsb-<content hash>.<nonce>", a tag of its
+-- own (plus "default", so the bare name and the template id mean the newest ensured content). E2B
+-- assigns a build's tags when the build is *requested*, whatever becomes of it, and lists only the
+-- latest assignment per tag (infra template/register_build.go, db list_template_tags.sql): a shared
+-- content tag would name a failed or still running rebuild and hide the ready build before it. With
+-- one tag per build, ensure() sees every build of this content (GET /templates/aliases/{name},
+-- /templates/{tid}/tags), reads their statuses from the builds list (GET /templates/{tid}, 100 a page,
+-- X-Next-Token), takes the newest ready one, or waits for one still building.
 --
 -- Builder options (glsb.template("e2b", opts)): api_key, domain, api_url (as the sandbox),
 -- on_log(entry) with entry = {timestamp, level, message, step?}, progress (nil = a progress
@@ -51,12 +54,47 @@ end
 -- Spec -> build steps (pure: no I/O)
 ---------------------------------------------------------------------------
 
--- E2B template names are lower case: [a-z0-9][a-z0-9._-]*.
+-- E2B template names match ^[a-z0-9-_]+$ after trimming and lower-casing; only tags may contain dots
+-- (infra shared/pkg/id/id.go identifierRegex, ParseName): anything else becomes "-".
 function M.e2b_name(name)
-  return (name:lower():gsub("[^a-z0-9._-]", "-"))
+  return (name:lower():gsub("[^a-z0-9_-]", "-"))
 end
 
+-- The content tag of a spec's hash, and the tag of one build of it: "<content tag>.<nonce>" (tags
+-- match ^[a-z0-9-_.]+$ and are not UUIDs).
 function M.tag(hash) return M.TAG_PREFIX .. hash:sub(1, 32) end
+
+function M.build_tag(hash)
+  local nonce = core.sha256(string.format("%.9f:%d:%s", core.now(), math.random(0, 2 ^ 30), tostring({}))):sub(1, 8)
+  return M.tag(hash) .. "." .. nonce
+end
+
+-- Does this tag name a build of that content? Its own tag, or the shared tag older builders gave.
+local function content_tag(tag, hash)
+  local t = M.tag(hash)
+  return type(tag) == "string" and (tag == t or tag:sub(1, #t + 1) == t .. ".")
+end
+
+-- E2B's build resources (infra api/internal/team/limits.go): CPU 1..32, 1 or even; memory >= 128
+-- MiB and even. -> cpuCount, memoryMB rounded up to the nearest valid values (at least what was
+-- asked), or raises TemplateBuildError naming the value E2B cannot give.
+function M.resources(spec)
+  local cpu, mem
+  if spec.cpu then
+    cpu = math.max(1, math.ceil(spec.cpu))
+    if cpu > 1 and cpu % 2 == 1 then cpu = cpu + 1 end
+    if cpu > 32 then
+      fail(string.format("E2B builds take at most 32 CPUs (the spec asks for cpu = %s)", tostring(spec.cpu)))
+    end
+    cpu = math.tointeger(cpu)
+  end
+  if spec.memory_mb then
+    mem = math.max(128, math.ceil(spec.memory_mb))
+    if mem % 2 == 1 then mem = mem + 1 end
+    mem = math.tointeger(mem)
+  end
+  return cpu, mem
+end
 
 -- Absolute destination of a spec file: relative paths land below workdir (or the E2B user's
 -- home), as a relative COPY destination does in a Dockerfile.
@@ -165,11 +203,34 @@ function Template:_api(method, path, body, timeout)
   return api.request(self._cfg, method, path, body, { timeout = timeout })
 end
 
--- An existing template built from exactly this content: its glsb-<hash> tag points at a
--- ready build.
+-- The statuses of the given builds (wanted: buildID -> anything): GET /templates/{tid} lists builds
+-- newest first, 100 a page; X-Next-Token is followed until every one is seen.
+-- -> { {build_id, status}, ... } newest first
+function Template:_build_statuses(tid, wanted)
+  local found, seen, left = {}, {}, 0
+  for _ in pairs(wanted) do left = left + 1 end
+  local token
+  repeat
+    local path = "/templates/" .. http.escape(tid) .. "?limit=100"
+    if token then path = path .. "&nextToken=" .. http.escape(token) end
+    local res = self:_api("GET", path)
+    check(res, "E2B template lookup failed")
+    for _, b in ipairs(type(res.json) == "table" and type(res.json.builds) == "table" and res.json.builds or {}) do
+      if wanted[b.buildID] and not seen[b.buildID] then
+        seen[b.buildID] = true
+        found[#found + 1] = { build_id = b.buildID, status = b.status }
+        left = left - 1
+      end
+    end
+    token = api.header(res.headers, "x-next-token")
+  until left <= 0 or not token or token == ""
+  return found
+end
+
+-- An existing template built from exactly this content: a build with its content tag that is ready,
+-- or, when none is, one still building that then succeeds. nil when there is none.
 function Template:_find(spec, hash)
   local name = M.e2b_name(spec.name)
-  local tag = M.tag(hash)
   local res = self:_api("GET", "/templates/aliases/" .. http.escape(name))
   if not res.error and (res.status == 404 or res.status == 403) then return nil end
   check(res, "E2B template lookup failed")
@@ -178,17 +239,29 @@ function Template:_find(spec, hash)
   res = self:_api("GET", "/templates/" .. http.escape(tid) .. "/tags")
   if not res.error and res.status == 404 then return nil end
   check(res, "E2B template tags lookup failed")
-  local build_id
+  local tag_of, any = {}, false
   for _, t in ipairs(type(res.json) == "table" and res.json or {}) do
-    if type(t) == "table" and t.tag == tag then build_id = t.buildID end
-  end
-  if not build_id then return nil end
-  res = self:_api("GET", "/templates/" .. http.escape(tid))
-  check(res, "E2B template lookup failed")
-  for _, b in ipairs(type(res.json) == "table" and type(res.json.builds) == "table" and res.json.builds or {}) do
-    if b.buildID == build_id and b.status == "ready" then
-      return { template_id = tid, build_id = build_id, name = name .. ":" .. tag }
+    if type(t) == "table" and content_tag(t.tag, hash) and type(t.buildID) == "string" then
+      tag_of[t.buildID] = t.tag
+      any = true
     end
+  end
+  if not any then return nil end
+  local newest_ready, building
+  for _, b in ipairs(self:_build_statuses(tid, tag_of)) do
+    if b.status == "ready" and not newest_ready then newest_ready = b.build_id end
+    if (b.status == "building" or b.status == "waiting") and not building then building = b.build_id end
+  end
+  if newest_ready then
+    return { template_id = tid, build_id = newest_ready, name = name .. ":" .. tag_of[newest_ready] }
+  end
+  if building then
+    -- the same content being built right now (another process's ensure): wait for it, not a second build
+    local ok, err = pcall(self._wait, self, name, tid, building)
+    if ok then return { template_id = tid, build_id = building, name = name .. ":" .. tag_of[building] } end
+    if loop.is_cancelled(err) then error(err, 0) end
+    require("glsb.log").info("E2B template: the build of the same content failed; building again",
+      { template_id = tid, build_id = building })
   end
   return nil
 end
@@ -201,9 +274,16 @@ function Template:_upload(tid, up)
   if type(j) ~= "table" then fail("E2B template files check: no JSON answer") end
   if j.present == true then return false end
   if type(j.url) ~= "string" then fail("E2B template files check: absent but no upload URL") end
-  local headers = { ["User-Agent"] = api.USER_AGENT }
+  -- Exactly the headers the API returned: the URL is signed, and a V2 signature covers Content-Type
+  -- (infra storage_google.go UploadSignedURL signs none). libcurl would add its own
+  -- "Content-Type: application/x-www-form-urlencoded" to a body given as a string: an empty value
+  -- removes it unless the API named one.
+  local headers = { ["User-Agent"] = api.USER_AGENT, ["Content-Type"] = "" }
   if type(j.headers) == "table" then
-    for k, v in pairs(j.headers) do headers[k] = tostring(v) end
+    for k, v in pairs(j.headers) do
+      if type(k) == "string" and k:lower() == "content-type" then headers["Content-Type"] = nil end
+      headers[k] = tostring(v)
+    end
   end
   -- a string body gets an exact Content-Length (object stores reject chunked uploads)
   local put = api.http(self._cfg, {
@@ -269,11 +349,10 @@ end
 
 function Template:_build(spec, hash)
   local name = M.e2b_name(spec.name)
-  local tag = M.tag(hash)
+  local tag = M.build_tag(hash)
   local plan = M.build_plan(spec, { base_template = self.base_template })
   local req = { name = name, tags = { "default", tag } }
-  if spec.cpu then req.cpuCount = math.max(1, math.ceil(spec.cpu)) end
-  if spec.memory_mb then req.memoryMB = spec.memory_mb end
+  req.cpuCount, req.memoryMB = M.resources(spec)
   local res = self:_api("POST", "/v3/templates", req)
   check(res, "E2B template create failed")
   local j = res.json

@@ -55,6 +55,25 @@ describe("e2b template builder #e2b", function()
     it("lower-cases names for E2B", function()
       assert.equal("my-base", e2b_template.e2b_name("My-Base"))
     end)
+
+    -- issue 15 #1: E2B names match ^[a-z0-9-_]+$ (only tags may contain dots; infra shared/pkg/id/id.go)
+    it("gives E2B a name without dots or other characters outside [a-z0-9_-]", function()
+      assert.equal("my-base-v2_x", e2b_template.e2b_name("My.Base v2_x"))
+      assert.matches("^glsb%-%x+%.%x+$", e2b_template.build_tag(string.rep("ab", 32)))
+    end)
+
+    -- issue 15 #2: CPU 1..32, 1 or even; memory >= 128 MiB and even (infra api/internal/team/limits.go)
+    it("rounds CPU and memory up to what E2B builds accept, and refuses more than 32 CPUs clearly", function()
+      local function res(cpu, mem) return { e2b_template.resources { cpu = cpu, memory_mb = mem } } end
+      assert.same({ 1, 128 }, res(0.5, 100))
+      assert.same({ 4, 1002 }, res(3, 1001))
+      assert.same({ 4, 2048 }, res(2.5, 2047.5))
+      assert.same({ 32 }, res(31))
+      local ok, err = pcall(e2b_template.resources, { cpu = 33 })
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.TemplateBuildError), tostring(err))
+      assert.matches("at most 32 CPUs.*cpu = 33", err.message)
+    end)
   end)
 
   describe("against the emulator", function()
@@ -85,7 +104,7 @@ describe("e2b template builder #e2b", function()
       assert.is_true(res.built)
       assert.is_string(res.ref.template_id)
       assert.is_string(res.ref.build_id)
-      assert.matches("^glsb%-e2b%-spec:glsb%-%x+$", res.ref.name)
+      assert.matches("^glsb%-e2b%-spec:glsb%-%x+%.%x+$", res.ref.name)
       assert.is_true(#logs > 0)
       assert.is_string(logs[1].message)
       local fired
@@ -159,6 +178,122 @@ describe("e2b template builder #e2b", function()
       assert.is_false(ok)
       assert.is_string(err, "a bad spec is misuse: a plain argument error")
       assert.matches("unknown field 'bogus'", err)
+    end)
+    -- A control-plane call whose answer the test looks at (emu:api raises on an error status).
+    local function call(method, path, body)
+      local http = require "glsb.http"
+      return http.json { method = method, url = emu.base .. path, json = body, timeout = 10,
+        headers = { ["X-API-KEY"] = emu.api_key, Connection = "close" } }
+    end
+
+    -- Requests a build of `name` with `tags` and starts it with `steps` (fromImage); -> templateID, buildID.
+    local function raw_build(name, tags, steps)
+      local r = call("POST", "/v3/templates", { name = name, tags = tags })
+      assert.equal(202, r.status, r.body)
+      local tid, bid = r.json.templateID, r.json.buildID
+      local body = require("glsb.http").encode_json({ fromImage = "e2bdev/base", steps = steps or {} })
+      r = require("glsb.http").request { method = "POST", url = emu.base .. "/v2/templates/" .. tid .. "/builds/" .. bid,
+        body = (body:gsub('"steps":{}', '"steps":[]')), timeout = 10,
+        headers = { ["X-API-KEY"] = emu.api_key, ["Content-Type"] = "application/json", Connection = "close" } }
+      assert.equal(202, r.status, r.body)
+      return tid, bid
+    end
+
+    local function build_status(tid, bid)
+      return call("GET", "/templates/" .. tid .. "/builds/" .. bid .. "/status").json.status
+    end
+
+    local function wait_status(tid, bid, want)
+      local loop = require "glsb.loop"
+      local deadline = loop.now() + 10
+      while build_status(tid, bid) ~= want and loop.now() < deadline do loop.sleep(0.05) end
+      assert.equal(want, build_status(tid, bid))
+    end
+
+    local function content_tag(ref) return ref.name:match(":(glsb%-%x+)") end
+
+    describe("names, resources and uploads as E2B takes them (issue 15 #1, #2, #5)", function()
+      it("the emulator refuses what E2B refuses", function()
+        local r = call("POST", "/v3/templates", { name = "my.base" })
+        assert.equal(400, r.status)
+        assert.equal("Invalid name: invalid template ID: my.base", r.json.message)
+        r = call("POST", "/v3/templates", { name = "ok-name", cpuCount = 3 })
+        assert.equal(400, r.status)
+        assert.equal("CPU count must be 1 or an even number", r.json.message)
+        r = call("POST", "/v3/templates", { name = "ok-name", memoryMB = 1001 })
+        assert.equal("Memory must be divisible by 2", r.json.message)
+        r = call("POST", "/v3/templates", { name = "ok-name", cpuCount = 34 })
+        assert.equal("CPU count must be at most 32", r.json.message)
+        r = call("POST", "/v3/templates", { name = "ok-name", tags = { "Bad Tag" } })
+        assert.equal(400, r.status)
+        assert.matches("^Invalid tag: ", r.json.message)
+        r = call("POST", "/v3/templates", { name = "ok-name:v1.2", memoryMB = 1002 })
+        assert.equal(202, r.status, r.body)
+        assert.same({ "v1.2" }, r.json.tags)
+      end)
+
+      it("builds a spec whose name has dots, with CPU and memory E2B accepts", function()
+        local b = builder()
+        local res = b:ensure { name = "glsb.dotted.Name", cpu = 3, memory_mb = 1001 }
+        assert.is_true(res.built)
+        assert.matches("^glsb%-dotted%-name:", res.ref.name)
+        local info = emu:api("GET", "/templates/" .. res.ref.template_id)
+        assert.equal(4, info.builds[1].cpuCount)
+        assert.equal(1002, info.builds[1].memoryMB)
+        assert.is_false(b:ensure({ name = "glsb.dotted.Name", cpu = 3, memory_mb = 1001 }).built)
+      end)
+
+      it("uploads COPY archives with no Content-Type, as the signed URL wants", function()
+        -- the emulator's upload URL refuses any Content-Type with S3/GCS's 403 SignatureDoesNotMatch
+        local res = builder():ensure { name = "glsb-e2b-upload-ctype", files = { { path = "/tmp/ct", data = "ct" } } }
+        assert.is_true(res.built)
+      end)
+    end)
+
+    describe("tags move when a build is requested (issue 15 #12)", function()
+      it("a failed rebuild of the same content does not hide the ready build", function()
+        local b = builder()
+        local s1 = { name = "glsb-e2b-tag-failed", run = { "echo one" } }
+        local first = b:ensure(s1)
+        assert.is_true(first.built)
+        -- someone rebuilds the same content; it fails (its tags were assigned when it was requested)
+        local tid, bid = raw_build(s1.name, { content_tag(first.ref) }, { { type = "RUN", args = { "exit 3" }, force = false } })
+        wait_status(tid, bid, "error")
+        local again = b:ensure(s1)
+        assert.is_false(again.built)
+        assert.equal(first.ref.build_id, again.ref.build_id)
+      end)
+
+      it("a build of the same content still running is waited for, not built twice", function()
+        local template = require "glsb.template"
+        local s1 = { name = "glsb-e2b-tag-running", run = { "echo two" } }
+        local tag = e2b_template.tag(template.hash(template.normalize(s1)))
+        local tid, bid = raw_build(s1.name, { "default", tag }, { { type = "RUN", args = { "sleep 1" }, force = false } })
+        assert.equal("building", build_status(tid, bid))
+        local res = builder():ensure(s1)
+        assert.is_false(res.built)
+        assert.equal(bid, res.ref.build_id)
+        assert.equal(tid, res.ref.template_id)
+      end)
+
+      it("finds its build past the first page of the builds list (100 a page)", function()
+        local b = builder()
+        local s1 = { name = "glsb-e2b-tag-paged", run = { "echo three > /home/user/three.txt" } }
+        local first = b:ensure(s1)
+        local tid, bid
+        for _ = 1, 100 do tid, bid = raw_build(s1.name, { "default" }) end
+        wait_status(tid, bid, "ready")
+        local r = call("GET", "/templates/" .. tid)
+        assert.equal(100, #r.json.builds)
+        assert.is_string(r.headers["x-next-token"] or r.headers["X-Next-Token"])
+        local again = b:ensure(s1)
+        assert.is_false(again.built)
+        assert.equal(first.ref.build_id, again.ref.build_id)
+        -- and a sandbox made from the ref is that build
+        local sb = glsb.create("e2b", emu:opts { template = again.ref.name })
+        finally(function() sb:terminate() end)
+        assert.equal("three\n", sb:execute_command("cat /home/user/three.txt").stdout)
+      end)
     end)
   end)
 end)

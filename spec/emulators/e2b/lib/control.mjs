@@ -1,8 +1,10 @@
 // Control plane REST API (api.<domain>): sandboxes and templates.
 import fs from 'node:fs';
-import { readBody, parseJson, sendJson, send, apiError, randomId } from './util.mjs';
+import { readBody, parseJson, sendJson, send, apiError, randomId, paginate, limitParam } from './util.mjs';
 
-const MAX_TIMEOUT_S = 24 * 3600;
+// The plan's longest sandbox life (MaxLengthHours: 1 h Hobby, 24 h Pro): create/connect/resume timeouts
+// above it are a 400 (infra handlers/timeout_helper.go, sandbox_connect.go), and setTimeout never moves
+// the end past start + cap (orchestrator/keep_alive.go getMaxAllowedTTL). --max-lifetime-hours sets it.
 
 export const INVALID_KEY = 'Invalid API key, please visit https://e2b.dev/docs/api-key for more information.';
 
@@ -19,17 +21,103 @@ async function jsonBody(req, res) {
   }
 }
 
-function checkTimeout(res, t) {
+function checkTimeout(emu, res, t, { zeroOk = false } = {}) {
   if (t === undefined || t === null) return true;
-  if (!Number.isFinite(Number(t)) || Number(t) <= 0) {
+  if (!Number.isFinite(Number(t)) || Number(t) < 0 || (Number(t) === 0 && !zeroOk)) {
     apiError(res, 400, 'Timeout must be greater than 0');
     return false;
   }
-  if (Number(t) > MAX_TIMEOUT_S) {
-    apiError(res, 400, `Timeout cannot be greater than ${MAX_TIMEOUT_S / 3600} hours`);
+  if (Number(t) > emu.maxLifetimeHours * 3600) {
+    apiError(res, 400, `Timeout cannot be greater than ${emu.maxLifetimeHours} hours`);
     return false;
   }
   return true;
+}
+
+// ---- template names, tags and resources, as infra checks them ----------------------------------
+// shared/pkg/id/id.go (ParseName, ValidateAndDeduplicateTags), api/internal/team/limits.go
+// (LimitResources, constants/templates.go), spec/openapi.yml (CPUCount, MemoryMB, name maxLength).
+
+const IDENTIFIER = /^[a-z0-9-_]+$/;
+const TAG = /^[a-z0-9-_.]+$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+// The request validator (kin-openapi) before the handler runs.
+function checkBuildRequest(body) {
+  const at = (field, msg) => `request body has an error: doesn't match schema #/components/schemas/TemplateBuildRequestV3: Error at "/${field}": ${msg}`;
+  if (body.name !== undefined && typeof body.name !== 'string') return at('name', 'value must be a string');
+  if (typeof body.name === 'string' && [...body.name].length > 128) return at('name', 'maximum string length is 128');
+  for (const [field, min] of [['cpuCount', 1], ['memoryMB', 128]]) {
+    const v = body[field];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'number' || !Number.isInteger(v)) return at(field, 'value must be an integer');
+    if (v < min) return at(field, `number must be at least ${min}`);
+    if (v > 2147483647) return at(field, 'number must be most 2147483647');
+  }
+  if (body.name === undefined) return 'Name is required';
+  return null;
+}
+
+function cleanAndValidate(value, what, re) {
+  const cleaned = value.trim().toLowerCase();
+  return re.test(cleaned) ? { value: cleaned } : { error: `invalid ${what}: ${value}` };
+}
+
+// "namespace/alias:tag" -> {alias, namespace?, tag?} | {error}. Only tags may contain dots.
+export function parseName(input) {
+  const s = String(input).trim();
+  const colon = s.indexOf(':');
+  const idPart = colon >= 0 ? s.slice(0, colon) : s;
+  const tagPart = colon >= 0 ? s.slice(colon + 1) : null;
+  let tag = null;
+  if (tagPart !== null) {
+    const t = cleanAndValidate(tagPart, 'tag', TAG);
+    if (t.error) return t;
+    if (t.value !== 'default') tag = t.value;
+  }
+  const slash = idPart.indexOf('/');
+  let namespace = null;
+  if (slash >= 0) {
+    const n = cleanAndValidate(idPart.slice(0, slash), 'namespace', IDENTIFIER);
+    if (n.error) return n;
+    namespace = n.value;
+  }
+  const a = cleanAndValidate(slash >= 0 ? idPart.slice(slash + 1) : idPart, 'template ID', IDENTIFIER);
+  if (a.error) return a;
+  return { alias: a.value, namespace, tag };
+}
+
+export function validateTags(tags) {
+  const out = [];
+  for (const tag of tags) {
+    const t = cleanAndValidate(String(tag), 'tag', TAG);
+    if (t.error) return { error: `invalid tag '${tag}': ${t.error}` };
+    if (UUID.test(t.value)) return { error: `invalid tag '${tag}': tag cannot be a UUID` };
+    if (!out.includes(t.value)) out.push(t.value);
+  }
+  return { tags: out };
+}
+
+function limitResources(cpuCount, memoryMB) {
+  let cpu = 2;
+  let mem = 1024;
+  if (cpuCount !== undefined && cpuCount !== null) {
+    cpu = cpuCount;
+    if (cpu < 1) return { error: 'CPU count must be at least 1' };
+    if (cpu > 32) return { error: 'CPU count must be at most 32' };
+    if (cpu !== 1 && cpu % 2 !== 0) return { error: 'CPU count must be 1 or an even number' };
+  }
+  if (memoryMB !== undefined && memoryMB !== null) {
+    mem = memoryMB;
+    if (mem < 128) return { error: 'Memory must be at least 128 MiB' };
+    if (mem % 2 !== 0) return { error: 'Memory must be divisible by 2' };
+  }
+  return { cpu, memoryMB: mem };
+}
+
+export function concurrencyLimitMessage(n) {
+  return `you have reached the maximum number of concurrent E2B sandboxes (${n}). If you need more, `
+    + "please visit 'https://e2b.dev/docs/billing'";
 }
 
 function parseMetadataQuery(s) {
@@ -48,6 +136,11 @@ export async function handleControl(emu, req, res, url) {
   if (!emu.checkKey(req)) return apiError(res, 401, INVALID_KEY);
 
   // ---- sandboxes -------------------------------------------------------------------------
+  // --self-hosted: the public infra's API has neither POST /v2/sandboxes nor /v2/sandboxes/{id}/connect
+  // (spec/openapi.yml); its request validator answers for the missing operation.
+  if (emu.selfHosted && m === 'POST' && p === '/v2/sandboxes') return apiError(res, 405, 'method not allowed');
+  if (emu.selfHosted && m === 'POST' && /^\/v2\/sandboxes\/[^/]+\/connect$/.test(p)) return apiError(res, 404, 'no matching operation was found');
+
   if (m === 'POST' && (p === '/v2/sandboxes' || p === '/sandboxes')) {
     const legacy = p === '/sandboxes';
     const body = await jsonBody(req, res);
@@ -55,13 +148,13 @@ export async function handleControl(emu, req, res, url) {
     if (typeof body.templateID !== 'string' || body.templateID === '') {
       return apiError(res, 400, 'Request body has an error: doesn\'t match schema: property "templateID" is missing');
     }
-    if (!checkTimeout(res, body.timeout)) return;
+    if (!checkTimeout(emu, res, body.timeout)) return;
     const resolved = emu.templates.resolve(body.templateID);
     if (!resolved) return apiError(res, 404, `template '${body.templateID}' not found`);
     const running = [...emu.sandboxes.values()].filter((s) => s.state === 'running').length;
     if (emu.maxSandboxes > 0 && running >= emu.maxSandboxes) {
-      // The concurrency limit: 429 without Retry-After.
-      return apiError(res, 429, `You have reached the maximum number of concurrent E2B sandboxes (${emu.maxSandboxes}). If you need more, please contact us at 'https://e2b.dev/docs/getting-help'`);
+      // The concurrency limit: 429 without Retry-After (orchestrator/create_instance.go).
+      return apiError(res, 429, concurrencyLimitMessage(emu.maxSandboxes));
     }
     const timeoutS = body.timeout !== undefined && body.timeout !== null ? Number(body.timeout) : (legacy ? 15 : 300);
     const sbx = emu.createSandbox({
@@ -74,37 +167,38 @@ export async function handleControl(emu, req, res, url) {
       allowInternetAccess: body.allow_internet_access,
       network: body.network,
       volumeMounts: body.volumeMounts,
+      // the legacy create gives an envd access token only with `secure` (handlers/sandbox_create.go);
+      // v2 (E2B's cloud) always
+      secure: legacy ? body.secure === true : true,
     });
     await emu.waitReady(sbx, resolved.build);
     return sendJson(res, 201, sbx.created());
   }
 
   if (m === 'GET' && (p === '/v2/sandboxes' || p === '/sandboxes')) {
+    // handlers/sandboxes_list.go: newest first unless order=asc; v2 pages 100 at most (a larger limit is
+    // the request validator's 400) with a base64 cursor in X-Next-Token
     const q = url.searchParams;
     const states = p === '/sandboxes' ? ['running'] : (q.get('state') || 'running,paused').split(',').filter(Boolean);
     const meta = parseMetadataQuery(q.get('metadata'));
     const tpl = q.get('template');
     const after = q.get('startedAfter') ? Date.parse(q.get('startedAfter')) : NaN;
-    let list = [...emu.sandboxes.values()]
+    const order = q.get('order');
+    if (order !== null && order !== 'asc' && order !== 'desc') return apiError(res, 400, `Invalid order parameter: unknown order "${order}"`);
+    const list = [...emu.sandboxes.values()]
       .filter((s) => states.includes(s.state))
       .filter((s) => Object.entries(meta).every(([k, v]) => s.metadata && s.metadata[k] === v))
       .filter((s) => !tpl || s.templateID === tpl || s.alias === tpl)
-      .filter((s) => Number.isNaN(after) || s.startedAt > after)
-      .sort((a, b) => a.startedAt - b.startedAt || (a.id < b.id ? -1 : 1));
-    if (String(q.get('order') || '').toLowerCase() === 'desc') list.reverse();
-    if (p === '/sandboxes') return sendJson(res, 200, list.map((s) => s.listed()));
+      .filter((s) => Number.isNaN(after) || s.startedAt > after);
+    const keys = { time: (s) => s.startedAt, id: (s) => s.id, asc: order === 'asc' };
+    if (p === '/sandboxes') return sendJson(res, 200, paginate(list, { ...keys, limit: Infinity }).page.map((s) => s.listed()));
+    const lim = limitParam(q);
+    if (lim.error) return apiError(res, 400, lim.error);
+    const pg = paginate(list, { ...keys, limit: lim.limit, nextToken: q.get('nextToken') });
+    if (pg.error) return apiError(res, 400, pg.error);
     const headers = { 'X-Total-Running': String([...emu.sandboxes.values()].filter((s) => s.state === 'running').length) };
-    const limit = Math.max(1, Math.min(1000, Number(q.get('limit')) || 100));
-    const token = q.get('nextToken');
-    if (token) {
-      const idx = list.findIndex((s) => s.id === token);
-      list = idx >= 0 ? list.slice(idx) : [];
-    }
-    if (list.length > limit) {
-      headers['X-Next-Token'] = list[limit].id;
-      list = list.slice(0, limit);
-    }
-    return sendJson(res, 200, list.map((s) => s.listed()), headers);
+    if (pg.next) headers['X-Next-Token'] = pg.next;
+    return sendJson(res, 200, pg.page.map((s) => s.listed()), headers);
   }
 
   if ((g = p.match(/^\/(v2\/)?sandboxes\/([^/]+)(?:\/([a-z]+))?$/))) {
@@ -122,11 +216,14 @@ export async function handleControl(emu, req, res, url) {
       return send(res, 204);
     }
     if (sub === 'timeout' && m === 'POST') {
+      // handlers/sandbox_timeout.go: no upper check here; the end never passes start + the plan's cap
       const body = await jsonBody(req, res);
       if (!body) return;
-      if (!checkTimeout(res, body.timeout)) return;
       if (!sbx) return notFound(res, id);
-      sbx.setTimeout(Number(body.timeout) || 0);
+      const capMs = emu.maxLifetimeHours * 3600 * 1000;
+      if (Date.now() - sbx.startedAt > capMs) return apiError(res, 400, 'Max instance length exceeded');
+      const want = Math.max(0, Number(body.timeout) || 0) * 1000;
+      sbx.setTimeout(Math.min(want, sbx.startedAt + capMs - Date.now()) / 1000);
       return send(res, 204);
     }
     if (sub === 'refreshes' && m === 'POST') {
@@ -149,7 +246,11 @@ export async function handleControl(emu, req, res, url) {
     if ((sub === 'connect' || sub === 'resume') && m === 'POST') {
       const body = await jsonBody(req, res);
       if (!body) return;
-      if (!checkTimeout(res, body.timeout)) return;
+      // the legacy connect requires a timeout, 0 included (the lease is only ever extended)
+      if (!g[1] && sub === 'connect' && (body.timeout === undefined || body.timeout === null)) {
+        return apiError(res, 400, 'request body has an error: doesn\'t match schema #/components/schemas/ConnectSandbox: property "timeout" is missing');
+      }
+      if (!checkTimeout(emu, res, body.timeout, { zeroOk: sub === 'connect' })) return;
       if (!sbx) return notFound(res, id);
       const t = body.timeout !== undefined && body.timeout !== null ? Number(body.timeout) : 300;
       if (sbx.state === 'paused') {
@@ -180,19 +281,21 @@ export async function handleControl(emu, req, res, url) {
   if (m === 'POST' && p === '/v3/templates') {
     const body = await jsonBody(req, res);
     if (!body) return;
-    if (typeof body.name !== 'string' || body.name === '') return apiError(res, 400, 'Request body has an error: property "name" is missing');
-    let name = body.name;
-    const tags = Array.isArray(body.tags) ? [...body.tags] : [];
-    const colon = name.lastIndexOf(':');
-    if (colon > 0) { tags.push(name.slice(colon + 1)); name = name.slice(0, colon); }
-    if (name.includes('/')) name = name.slice(name.lastIndexOf('/') + 1);
-    if (!/^[a-z0-9][a-z0-9._-]*$/.test(name)) return apiError(res, 400, `Invalid template name '${name}'`);
+    const bad = checkBuildRequest(body);
+    if (bad) return apiError(res, 400, bad);
+    const parsed = parseName(body.name);
+    if (parsed.error) return apiError(res, 400, `Invalid name: ${parsed.error}`);
+    const tags = validateTags([...(parsed.tag ? [parsed.tag] : []), ...(Array.isArray(body.tags) ? body.tags : [])]);
+    if (tags.error) return apiError(res, 400, `Invalid tag: ${tags.error}`);
+    const limits = limitResources(body.cpuCount, body.memoryMB);
+    if (limits.error) return apiError(res, 400, limits.error);
+    const name = parsed.alias;
     const found = emu.templates.lookup(name);
     if (found && found.template.public && ['base', 'code-interpreter-v1'].includes(name)) {
       return apiError(res, 403, `you don't have access to template '${name}'`);
     }
     const t = found ? found.template : emu.templates.newTemplate(name);
-    const b = emu.templates.newBuild(t, { cpuCount: body.cpuCount, memoryMB: body.memoryMB, tags: tags.length ? tags : ['default'] });
+    const b = emu.templates.newBuild(t, { cpuCount: limits.cpu, memoryMB: limits.memoryMB, tags: tags.tags });
     return sendJson(res, 202, {
       templateID: t.templateID, buildID: b.buildID, names: t.names, aliases: t.names, tags: b.requestedTags, public: t.public,
     });
@@ -246,22 +349,35 @@ export async function handleControl(emu, req, res, url) {
   }
 
   if (p === '/templates/tags' && m === 'POST') {
+    // infra handlers/template_tags.go: the target's build (name:tag, the latest ready one) gets new
+    // assignments of the tags
     const body = await jsonBody(req, res);
     if (!body) return;
-    const found = emu.templates.lookup(String(body.target || ''));
-    if (!found) return apiError(res, 404, `template '${body.target}' not found`);
-    const bid = found.template.tags.get(found.tag);
-    if (!bid) return apiError(res, 404, `tag '${found.tag}' not found`);
-    const tags = Array.isArray(body.tags) ? body.tags : [];
-    for (const tag of tags) found.template.tags.set(tag, bid);
-    return sendJson(res, 201, { buildID: bid, tags });
+    const tagsIn = Array.isArray(body.tags) ? body.tags : [];
+    if (tagsIn.length === 0) return apiError(res, 400, 'At least one tag is required');
+    const parsed = parseName(String(body.target || ''));
+    if (parsed.error) return apiError(res, 400, `Invalid target template format: ${parsed.error}`);
+    const found = emu.templates.lookup(parsed.alias);
+    const build = found && emu.templates.readyBuild(found.template, parsed.tag || 'default');
+    if (!build) return apiError(res, 404, `Template '${body.target}' with tag '${parsed.tag || 'default'}' not found`);
+    const tags = validateTags(tagsIn);
+    if (tags.error) return apiError(res, 400, `Invalid tag: ${tags.error}`);
+    for (const tag of tags.tags) emu.templates.assign(found.template, tag, build.buildID);
+    return sendJson(res, 201, { buildID: build.buildID, tags: tags.tags });
   }
   if (p === '/templates/tags' && m === 'DELETE') {
     const body = await jsonBody(req, res);
     if (!body) return;
-    const found = emu.templates.lookup(String(body.name || ''));
+    const tags = validateTags(Array.isArray(body.tags) ? body.tags : []);
+    if (tags.error) return apiError(res, 400, `Invalid tag: ${tags.error}`);
+    if (tags.tags.length === 0) return apiError(res, 400, 'At least one tag is required');
+    if (tags.tags.includes('default')) return apiError(res, 400, "Cannot delete the 'default' tag");
+    const parsed = parseName(String(body.name || ''));
+    if (parsed.error) return apiError(res, 400, `Invalid template name format: ${parsed.error}`);
+    if (parsed.tag) return apiError(res, 400, "Template name should not contain a tag, use the 'tags' field instead");
+    const found = emu.templates.lookup(parsed.alias);
     if (!found) return apiError(res, 404, `template '${body.name}' not found`);
-    for (const tag of Array.isArray(body.tags) ? body.tags : []) found.template.tags.delete(tag);
+    found.template.assignments = found.template.assignments.filter((a) => !tags.tags.includes(a.tag));
     return send(res, 204);
   }
 
@@ -272,18 +388,24 @@ export async function handleControl(emu, req, res, url) {
     const t = found && found.template;
     if (!t) return apiError(res, 404, `template '${g[1]}' not found`);
     if (g[2] === 'tags' && m === 'GET') {
-      return sendJson(res, 200, [...t.tags.entries()].map(([tag, buildID]) => ({ tag, buildID, createdAt: new Date(t.createdAt).toISOString() })));
+      // the latest assignment of every tag, whatever its build's status
+      return sendJson(res, 200, emu.templates.tagList(t).map((a) => ({ tag: a.tag, buildID: a.buildID, createdAt: new Date(a.createdAt).toISOString() })));
     }
     if (!g[2] && m === 'GET') {
+      // infra handlers/template_get.go: builds newest first, 100 a page, X-Next-Token
+      const lim = limitParam(url.searchParams);
+      if (lim.error) return apiError(res, 400, lim.error);
+      const pg = paginate(t.builds, { limit: lim.limit, nextToken: url.searchParams.get('nextToken'), time: (b) => b.createdAt, id: (b) => b.buildID });
+      if (pg.error) return apiError(res, 400, pg.error);
       return sendJson(res, 200, {
         templateID: t.templateID, public: t.public, names: t.names, aliases: t.names,
         createdAt: new Date(t.createdAt).toISOString(), updatedAt: new Date(t.updatedAt).toISOString(),
-        builds: t.builds.map((b) => ({
+        builds: pg.page.map((b) => ({
           buildID: b.buildID, status: b.status, cpuCount: b.cpuCount, memoryMB: b.memoryMB,
           createdAt: new Date(b.createdAt).toISOString(), updatedAt: new Date(b.updatedAt).toISOString(),
           finishedAt: b.finishedAt ? new Date(b.finishedAt).toISOString() : undefined,
         })),
-      });
+      }, pg.next ? { 'X-Next-Token': pg.next } : {});
     }
     if (!g[2] && m === 'DELETE') {
       emu.templates.byId.delete(t.templateID);
@@ -300,6 +422,16 @@ export async function handleUpload(emu, req, res, url) {
   const up = emu.templates.uploads.get(token);
   if (!up) return send(res, 403, 'AccessDenied: upload URL is unknown or expired', { 'Content-Type': 'text/plain' });
   if (req.method !== 'PUT') return send(res, 405, 'MethodNotAllowed', { 'Content-Type': 'text/plain' });
+  // The URL is a V2 signed URL (infra shared/pkg/storage/storage_google.go UploadSignedURL: PUT, no
+  // content type), and a V2 signature covers the Content-Type header: any Content-Type fails it, as
+  // libcurl's default application/x-www-form-urlencoded for a body given as POSTFIELDS would.
+  const ctype = req.headers['content-type'];
+  if (ctype !== undefined) {
+    await readBody(req).catch(() => {});
+    return send(res, 403, "<?xml version='1.0' encoding='UTF-8'?><Error><Code>SignatureDoesNotMatch</Code><Message>The request "
+      + 'signature we calculated does not match the signature you provided. Check your Google secret key and signing method.'
+      + `</Message><StringToSign>PUT\n\n${ctype}\n...</StringToSign></Error>`, { 'Content-Type': 'application/xml; charset=UTF-8' });
+  }
   if (req.headers['transfer-encoding'] && !req.headers['content-length']) {
     return send(res, 501, 'NotImplemented: Transfer-Encoding chunked is not supported, send Content-Length', { 'Content-Type': 'text/plain' });
   }

@@ -37,7 +37,6 @@ export class Templates {
       b.status = 'ready';
       b.finishedAt = Date.now();
       b.interpreter = name === 'code-interpreter-v1';
-      t.tags.set('default', b.buildID);
     }
   }
 
@@ -52,7 +51,12 @@ export class Templates {
       names: [name],
       public: isPublic,
       builds: [],
-      tags: new Map(),
+      // tag assignments, oldest first: {tag, buildID, createdAt}. A build's tags are assigned when it is
+      // requested, whatever becomes of it (infra template/register_build.go); the tags list shows
+      // the latest assignment per tag (db queries/templates/list_template_tags.sql) and a sandbox
+      // made from name:tag gets the latest *ready* build assigned that tag
+      // (queries/templates/get_template_with_build_by_tag.sql).
+      assignments: [],
       files: new Set(), // uploaded files hashes
       createdAt: Date.now(),
       updatedAt: Date.now(),
@@ -62,6 +66,15 @@ export class Templates {
   }
 
   newBuild(t, { cpuCount, memoryMB, tags }) {
+    const requested = tags && tags.length ? [...new Set(tags)] : ['default'];
+    // A new build supersedes the template's builds not started yet that share one of its tags
+    // (register_build.go: InvalidateUnstartedTemplateBuilds).
+    for (const old of t.builds) {
+      if (old.status !== 'waiting' || !old.requestedTags.some((x) => requested.includes(x))) continue;
+      old.status = 'error';
+      old.reason = { message: 'The build was canceled because it was superseded by a newer one.' };
+      old.finishedAt = Date.now();
+    }
     const b = {
       buildID: uuid(),
       templateID: t.templateID,
@@ -76,20 +89,45 @@ export class Templates {
       readyCmd: undefined,
       interpreter: false, // code-interpreter template (or built on one): kernel started at create
       cpuCount: cpuCount || 2,
-      memoryMB: memoryMB || 512,
-      requestedTags: tags && tags.length ? tags : ['default'],
-      createdAt: Date.now(),
+      memoryMB: memoryMB || 1024,
+      requestedTags: requested,
+      // strictly increasing, so "newest first" is well defined even for builds of one millisecond
+      createdAt: this.lastCreated = Math.max(Date.now(), (this.lastCreated || 0) + 1),
       updatedAt: Date.now(),
       finishedAt: undefined,
     };
     t.builds.push(b);
+    for (const tag of requested) this.assign(t, tag, b.buildID);
     return b;
   }
 
-  // name | team/name | name:tag | templateID -> {template, build?, tag}
+  assign(t, tag, buildID) {
+    t.assignments.push({ tag, buildID, createdAt: Date.now(), seq: this.seq = (this.seq || 0) + 1 });
+  }
+
+  // The latest assignment of each tag, whatever its build's status, sorted by tag.
+  tagList(t) {
+    const latest = new Map();
+    for (const a of t.assignments) latest.set(a.tag, a);
+    return [...latest.values()].sort((a, b) => (a.tag < b.tag ? -1 : 1));
+  }
+
+  // The latest ready build assigned `tag` (or the build whose id `tag` is), or undefined.
+  readyBuild(t, tag) {
+    for (let i = t.assignments.length - 1; i >= 0; i--) {
+      const a = t.assignments[i];
+      if (a.tag !== tag && a.buildID !== tag) continue;
+      const b = t.builds.find((x) => x.buildID === a.buildID);
+      if (b && b.status === 'ready') return b;
+    }
+    return undefined;
+  }
+
+  // name | team/name | name:tag | templateID -> {template, build?, tag}. Trimmed and lower-cased
+  // like infra's id.ParseName.
   lookup(ref) {
-    if (typeof ref !== 'string' || ref === '') return null;
-    let name = ref;
+    if (typeof ref !== 'string' || ref.trim() === '') return null;
+    let name = ref.trim().toLowerCase();
     let tag = 'default';
     const colon = name.lastIndexOf(':');
     if (colon > 0) { tag = name.slice(colon + 1); name = name.slice(0, colon); }
@@ -110,8 +148,7 @@ export class Templates {
   resolve(ref) {
     const found = this.lookup(ref);
     if (!found) return null;
-    const bid = found.template.tags.get(found.tag);
-    const build = found.template.builds.find((b) => b.buildID === bid && b.status === 'ready');
+    const build = this.readyBuild(found.template, found.tag);
     if (!build) return null;
     return { template: found.template, build };
   }
@@ -238,7 +275,6 @@ export class Templates {
     b.status = 'ready';
     b.finishedAt = Date.now();
     t.updatedAt = Date.now();
-    for (const tag of b.requestedTags) t.tags.set(tag, b.buildID);
   }
 
   runCmd(b, cmd, user, n) {
