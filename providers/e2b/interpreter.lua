@@ -8,6 +8,7 @@ local http = require "glsb.http"
 local models = require "glsb.models"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
+local loop = require "glsb.loop"
 local api = require "glsb.providers.e2b.api"
 
 local Status = models.ExecutionStatus
@@ -23,6 +24,73 @@ M.IDLE = 30
 M.MAX_FRAME = 8 * output.CAP
 
 local clean, decode = api.clean, api.decode
+
+---------------------------------------------------------------------------
+-- Env vars: the server pastes them into code, unescaped
+---------------------------------------------------------------------------
+
+-- The server turns env vars into a line of code per variable in front of the cell, without escaping
+-- (code-interpreter template/server/messaging.py _set_env_var_snippet): python and javascript
+-- `os.environ['K'] = 'V'` / `process.env['K'] = 'V'`, r `Sys.setenv(K = "V")`, java
+-- `System.setProperty("K", "V");`, bash `export K='V'`. It does so for the call's env_vars, and on a
+-- context's first execution for the sandbox's own env (envd GET /envs: create's env and the
+-- template's). A quote, a backslash or a line break there is a SyntaxError or a changed value: such
+-- a variable is refused before anything is sent.
+local QUOTE = { python = "'", javascript = "'", typescript = "'", bash = "'", r = '"', java = '"' }
+local NAME_RULE = {
+  r = { "^[%a.][%w._]*$", "an R name" },
+  bash = { "^[%a_][%w_]*$", "a shell variable name" },
+}
+
+local function unsafe_char(s, quote)
+  for _, c in ipairs({ quote, "\\", "\n", "\r" }) do
+    if s:find(c, 1, true) then return c end
+  end
+  return nil
+end
+
+-- M.env_problem(language, env, where) -> nil | message: why the server could not set these variables.
+function M.env_problem(language, env, where)
+  local quote = QUOTE[language or "python"] or "'"
+  local keys = {}
+  for k in pairs(env or {}) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local v = tostring(env[k])
+    local rule = NAME_RULE[language]
+    if rule and not k:match(rule[1]) then
+      return string.format("%s env var %q is not %s", where, k, rule[2])
+    end
+    local c = unsafe_char(k, quote) or unsafe_char(v, quote)
+    if c then
+      return string.format("%s env var %q holds %s: E2B's code interpreter pastes env vars into %s code "
+        .. "unescaped, so it would not run as written (pass it in a file, or set it in the code)", where, k,
+        ({ ["'"] = "a single quote", ['"'] = "a double quote", ["\\"] = "a backslash", ["\n"] = "a line break",
+          ["\r"] = "a carriage return" })[c], language or "python")
+    end
+  end
+  return nil
+end
+
+---------------------------------------------------------------------------
+-- One cell at a time per context
+---------------------------------------------------------------------------
+
+-- The server runs a context's executions one at a time behind a lock and writes nothing, not even a
+-- keepalive, to a request waiting for it (messaging.py ContextWebSocket.execute, _wait_for_result):
+-- a cell queued there behind a long one would be cut by our idle limit. So the cells a connection
+-- sends to one context (the language's default context) wait their turn here instead, where no
+-- idle limit runs, and go out only when the context is free.
+local function context_lock(conn, language)
+  conn.context_locks = conn.context_locks or {}
+  local key = language or "python"
+  local lock = conn.context_locks[key]
+  if not lock then
+    lock = loop.lock()
+    conn.context_locks[key] = lock
+  end
+  return lock
+end
 
 -- Rich result of one `result` line: every MIME field E2B sends (png/jpeg/pdf are base64 text, kept as
 -- is), plus is_main_result and extra.
@@ -52,6 +120,9 @@ local function line_reader(st, out)
       st.results[#st.results + 1] = parse_result(msg)
     elseif t == "error" then
       st.exception = { name = clean(msg.name), value = clean(msg.value), traceback = clean(msg.traceback) }
+      -- the server's own failures come as error lines too, with an empty traceback (messaging.py)
+      local tb = st.exception.traceback
+      if M.SERVER_ERRORS[st.exception.name] and (tb == nil or tb == "") then st.server_error = st.exception end
     elseif t == "number_of_executions" then
       st.execution_count = clean(msg.execution_count)
     elseif t == "end_of_execution" then
@@ -60,8 +131,20 @@ local function line_reader(st, out)
   end
 end
 
+-- Error lines of the server's own, not the code's (messaging.py): the websocket to the kernel was
+-- lost, the kernel restarted, the execution was aborted or its connection closed. The code may or may
+-- not have run: UNKNOWN, never an ERROR of the user's code.
+M.SERVER_ERRORS = { WebSocketError = true, ContextRestarting = true, ExecutionAborted = true,
+  UnexpectedEndOfExecution = true }
+
 -- The result of a cell the server said ended: its exception, or success.
-local function cell_result(ex)
+local function cell_result(ex, server_error)
+  if server_error then
+    return result { status = Status.UNKNOWN,
+      error = string.format("execute_code: the code interpreter lost the execution (%s: %s); the code may have run",
+        tostring(server_error.name), tostring(server_error.value or "")),
+      failure = { exception_type = server_error.name, retry_safe = false } }
+  end
   if not ex then return result { status = Status.SUCCESS, code = 0 } end
   local head = tostring(ex.name or "Error") .. ": " .. tostring(ex.value or "")
   -- error = the traceback without IPython's colour codes (r.traceback keeps them)
@@ -72,10 +155,12 @@ local function cell_result(ex)
   return r
 end
 
--- run_code(conn, code, opts) -> ExecutionResult. opts: timeout (s or nil), language, env, on_stdout,
--- on_stderr. The value of the cell's last expression is r.text (E2B's main result), also r.results
--- (every rich result) and r.execution_count.
-function M.run_code(conn, code, opts)
+local function refused(message)
+  return result { status = Status.ERROR, error = "execute_code: " .. message,
+    failure = { exception_type = "InvalidArgumentError", retry_safe = true } }
+end
+
+local function execute(conn, code, opts, timeout)
   local body = { code = code }
   if opts.language and opts.language ~= "python" then body.language = opts.language end
   if opts.env and next(opts.env) then
@@ -89,8 +174,8 @@ function M.run_code(conn, code, opts)
     method = "POST", url = conn:url(api.JUPYTER_PORT, "/execute"),
     headers = conn:headers(api.JUPYTER_PORT, { ["Content-Type"] = "application/json" }),
     body = http.encode_json(body),
-    connect_timeout = math.min(api.CONNECT_TIMEOUT, opts.timeout or api.CONNECT_TIMEOUT),
-    timeout = opts.timeout or 0,
+    connect_timeout = math.min(api.CONNECT_TIMEOUT, timeout or api.CONNECT_TIMEOUT),
+    timeout = timeout or 0,
     idle_timeout = M.IDLE,
     framer = "lines",
     max_frame = M.MAX_FRAME,
@@ -100,12 +185,12 @@ function M.run_code(conn, code, opts)
   local r
   if st.done then
     -- the server said the cell ended: whatever the transport did afterwards, the outcome is known
-    r = cell_result(st.exception)
+    r = cell_result(st.exception, st.server_error)
   elseif res.error then
     r = outcome.from_failure(res.error, { what = "execute_code", alive = function() return conn:alive() end })
   elseif res.status ~= 200 then
     res.body = res.body or st.error_body
-    r = api.classify_status(res, "execute_code")
+    r = api.classify_status(res, "execute_code", conn)
   else
     r = result { status = Status.UNKNOWN,
       error = "execute_code: the stream ended without end_of_execution; the code may have run",
@@ -118,6 +203,29 @@ function M.run_code(conn, code, opts)
   for _, x in ipairs(st.results) do
     if x.is_main_result then r.text = x.text end
   end
+  return r
+end
+
+-- run_code(conn, code, opts) -> ExecutionResult. opts: timeout (s or nil), language, env, on_stdout,
+-- on_stderr, sandbox_env (create's env: the server pastes it into a context's first cell). The value
+-- of the cell's last expression is r.text (E2B's main result), also r.results (every rich result) and
+-- r.execution_count.
+function M.run_code(conn, code, opts)
+  local problem = M.env_problem(opts.language, opts.env, "execute_code's")
+    or M.env_problem(opts.language, opts.sandbox_env, "the sandbox's (create's env)")
+  if problem then return refused(problem) end
+  local started = loop.now()
+  local deadline = opts.timeout and started + opts.timeout
+  local lock = context_lock(conn, opts.language)
+  if not lock:acquire(deadline) then
+    return result { status = Status.TIMEOUT,
+      error = string.format("execute_code: timed out after %gs waiting for the cells before it in this context "
+        .. "(never sent)", opts.timeout),
+      failure = { exception_type = "TimeoutError", retry_safe = true } }
+  end
+  local ok, r = pcall(execute, conn, code, opts, deadline and math.max(0.001, deadline - loop.now()))
+  lock:release()
+  if not ok then error(r, 0) end
   return r
 end
 

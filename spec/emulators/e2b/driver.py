@@ -1,5 +1,5 @@
 # Persistent Python "kernel" for the E2B emulator's code interpreter (one process per context).
-# Requests arrive on stdin as JSON lines {"code": str, "env": {..}}; events leave on fd 3 as JSON
+# Requests arrive on stdin as JSON lines {"code": str, "silent": bool}; events leave on fd 3 as JSON
 # lines: {"type": "stdout"|"stderr", "text"}, {"type": "result", ...}, {"type": "error", name,
 # value, traceback}, {"type": "done"}. What child processes write to fd 1/2 goes through pipes this
 # kernel reads itself (like ipykernel's capture_fd_output), so it reaches fd 3 in order with the
@@ -155,8 +155,9 @@ _MIME = [
 def _format(obj, is_main):
     out = {"type": "result", "is_main_result": is_main, "extra": {}}
     text = repr(obj)
-    # The real server strips one pair of outer single quotes from text/plain.
-    if len(text) >= 2 and text.startswith("'") and text.endswith("'"):
+    # The real server strips one pair of outer single or double quotes from text/plain
+    # (code-interpreter template/server/api/models/result.py Result.__init__), with no length check.
+    if text and ((text.startswith("'") and text.endswith("'")) or (text.startswith('"') and text.endswith('"'))):
         text = text[1:-1]
     out["text"] = text
     for meth, key in _MIME:
@@ -184,7 +185,9 @@ def display(*objs, **_kw):
         _emit(_format(o, False))
 
 
-_RED, _GREEN, _RESET = "\x1b[0;31m", "\x1b[0;32m", "\x1b[0m"
+# The template's IPython runs with colors = "NoColor" (code-interpreter template/ipython_kernel_config.py):
+# tracebacks carry no ANSI codes.
+_RED, _GREEN, _RESET = "", "", ""
 
 
 def _where(filename, lineno, name):
@@ -198,7 +201,7 @@ def _where(filename, lineno, name):
 
 
 def _ipython_tb(e, tb):
-    # Shaped like IPython's (colour codes included): what the real Jupyter-backed server sends.
+    # Shaped like IPython's NoColor tracebacks: what the real Jupyter-backed server sends.
     name = type(e).__name__
     parts = []
     if not (isinstance(e, SyntaxError) and str(e.filename).startswith("<cell-")):
@@ -234,15 +237,15 @@ _globals = {"__name__": "__main__", "__builtins__": __builtins__, "display": dis
 _count = 0
 
 
-def _run(code, env):
+def _run(code, silent):
+    # The code arrives with the env-var lines the server puts in front of it (interp.mjs), as E2B's
+    # server sends it to the kernel. A silent execution (the server's env clean-up) counts no
+    # execution and shows nothing.
     global _count
-    _count += 1
-    fname = "<cell-%d>" % _count
+    if not silent:
+        _count += 1
+    fname = "<cell-%d>" % _count if not silent else "<silent>"
     linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
-    saved = {}
-    for k, v in (env or {}).items():
-        saved[k] = os.environ.get(k)
-        os.environ[k] = str(v)
     try:
         tree = ast.parse(code, fname, "exec")
         last = None
@@ -267,11 +270,6 @@ def _run(code, env):
     finally:
         _stdout.flush()
         _stderr.flush()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def main():
@@ -287,10 +285,12 @@ def main():
             except ValueError:
                 continue
             started = True
-            _emit({"type": "number_of_executions", "execution_count": _count + 1})
+            silent = req.get("silent") is True
+            if not silent:
+                _emit({"type": "number_of_executions", "execution_count": _count + 1})
             _busy.set()
             try:
-                _run(req.get("code", ""), req.get("env"))
+                _run(req.get("code", ""), silent)
             finally:
                 _busy.clear()
             _emit({"type": "done"})

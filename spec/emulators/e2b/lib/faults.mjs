@@ -1,5 +1,7 @@
 // Fault rules, set per test through POST /_emulator/faults (see spec/emulators/README.md).
-const ACTIONS = new Set(['status', 'delay', 'cut_after_bytes', 'cut_before_response', 'cut_on_request', 'kill_sandbox', 'slow_stream']);
+const ACTIONS = new Set(['status', 'delay', 'cut_after_bytes', 'cut_before_response', 'cut_on_request', 'kill_sandbox', 'slow_stream', 'execution_error']);
+// the code interpreter's own failures, sent as error lines (code-interpreter template/server/messaging.py)
+const EXECUTION_ERRORS = new Set(['WebSocketError', 'ContextRestarting', 'ExecutionAborted', 'UnexpectedEndOfExecution']);
 const STATUSES = new Set([400, 401, 403, 404, 409, 429, 500, 502, 503, 504, 507]);
 const PLANES = new Set(['api', 'envd', 'jupyter', 'upload']);
 
@@ -15,6 +17,7 @@ export class Faults {
     if (action === 'status' && !STATUSES.has(Number(spec.status))) throw new Error(`status must be one of ${[...STATUSES].join(', ')}`);
     if (action === 'cut_after_bytes' && !(Number.isInteger(spec.bytes) && spec.bytes >= 0)) throw new Error('cut_after_bytes needs integer bytes >= 0');
     if (action === 'slow_stream' && !(Number(spec.frameDelayMs) > 0)) throw new Error('slow_stream needs frameDelayMs > 0');
+    if (action === 'execution_error' && !EXECUTION_ERRORS.has(spec.name)) throw new Error(`execution_error needs name, one of ${[...EXECUTION_ERRORS].join(', ')}`);
     if (spec.plane !== undefined && !PLANES.has(spec.plane)) throw new Error(`plane must be one of ${[...PLANES].join(', ')}`);
     let re = null;
     if (spec.path !== undefined) re = new RegExp(spec.path);
@@ -38,6 +41,7 @@ export class Faults {
       bytes: spec.bytes,
       afterMs: Number(spec.afterMs) || 0,
       frameDelayMs: Number(spec.frameDelayMs) || 0,
+      name: spec.name,
     };
     this.rules.push(rule);
     return rule;

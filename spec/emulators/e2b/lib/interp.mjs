@@ -8,7 +8,42 @@ import { spawnIn, killTree, normalizeSandboxPath, hostPath } from './runtime.mjs
 
 const DRIVER = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'driver.py'), 'utf8');
 const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
-const KEEPALIVE_MS = 5000;
+// The server's keepalive line spacing (code-interpreter template/server/messaging.py KEEPALIVE_INTERVAL);
+// POST /_emulator/config {keepaliveMs} changes it for tests.
+export const config = { keepaliveMs: 5000 };
+
+// The error lines the server sends for failures of its own (messaging.py), not the code's.
+export const SERVER_ERRORS = {
+  WebSocketError: 'The connections was lost, rerun the code to get the results',
+  ContextRestarting: 'Context was restarted',
+  ExecutionAborted: 'Execution was aborted',
+  UnexpectedEndOfExecution: 'Connection to the execution was closed before the execution was finished',
+};
+
+const UNAUTHORIZED = 'unauthorized access, please provide a valid access token or method signing if supported';
+
+// ---- env vars as the server passes them: lines of code in front of the cell ------------------------
+// messaging.py ContextWebSocket.execute: on a context's first execution the sandbox's env (envd GET
+// /envs, with the X-Access-Token the request carried: a wrong or missing token gets envd's 401 body,
+// whose fields are then "env vars") and then the call's env_vars become
+// `import os; os.environ['K'] = 'V'` lines, NOT escaped, indented like the code's first non-empty
+// line, in front of the code; after the cell a silent execution deletes the call's vars (or resets
+// them to the sandbox's value).
+
+function envSnippet(vars) {
+  return Object.entries(vars || {}).map(([k, v]) => `import os; os.environ['${k}'] = '${v}'`).join('\n');
+}
+
+function indentOf(code) {
+  for (const line of code.split('\n')) if (line.trim()) return line.slice(0, line.length - line.trimStart().length);
+  return '';
+}
+
+function indent(code, level) {
+  if (!code || !level) return code;
+  return code.split('\n').map((l) => (l.trim() ? level + l : l)).join('\n');
+}
+
 const END_LINE = '{"type": "end_of_execution"}\n';
 
 const LANGS = { python: 'python', py: 'python', python3: 'python' };
@@ -80,6 +115,7 @@ class Context {
     this.queue = Promise.resolve();
     this.current = null;
     this.closed = false;
+    this.globalEnv = null; // the sandbox env fetched on the first execution (messaging.py _global_env_vars)
   }
 
   info() {
@@ -113,7 +149,9 @@ class Context {
     child.on('exit', () => {
       if (this.child !== child) return; // replaced by restart: not the running kernel
       this.child = null;
-      if (this.current) this.current.onDeath();
+      // Jupyter restarts a kernel that died and says so ("restarting"): the server ends the
+      // execution with a ContextRestarting error line.
+      if (this.current) this.current.onDeath('ContextRestarting');
     });
   }
 
@@ -121,25 +159,72 @@ class Context {
     if (this.child && !this.child.stdio[4].destroyed) this.child.stdio[4].write('i');
   }
 
+  // POST /contexts/{id}/restart and DELETE close the server's websocket: a running execution ends
+  // with UnexpectedEndOfExecution (messaging.py close()).
   restart() {
+    const cur = this.current;
     if (this.child) killTree(this.child);
     this.child = null;
+    this.globalEnv = null;
+    if (cur) cur.onDeath('UnexpectedEndOfExecution');
     this.ensure();
   }
 
   close() {
     this.closed = true;
+    const cur = this.current;
     if (this.child) killTree(this.child);
     this.child = null;
-    if (this.current) this.current.onDeath();
+    if (cur) cur.onDeath('UnexpectedEndOfExecution');
   }
 
-  // Runs one cell, writing NDJSON lines through `out(line)`; resolves when the cell is done.
-  // `ticket.cancelled` set before the cell's turn: it is skipped; while it runs: interrupted.
-  run(code, env, out, ticket = {}) {
-    const job = this.queue.then(() => new Promise((resolve) => {
-      if (this.closed || ticket.cancelled) { resolve(); return; }
+  // The code the kernel gets for a call: env lines in front of it (see envSnippet).
+  withEnv(code, envVars, token) {
+    let globalSnippet = '';
+    if (this.globalEnv === null) {
+      const sbx = this.sbx;
+      this.globalEnv = !sbx.envdAccessToken || token === sbx.envdAccessToken ? sbx.initEnv() : { code: 401, message: UNAUTHORIZED };
+      globalSnippet = envSnippet(this.globalEnv);
+    }
+    const callSnippet = envVars && Object.keys(envVars).length ? envSnippet(envVars) : '';
+    if (!globalSnippet && !callSnippet) return code;
+    return `${indent(`${globalSnippet}\n${callSnippet}`, indentOf(code))}\n${code}`;
+  }
+
+  // The silent clean-up after a call with env_vars (messaging.py _reset_env_vars_code).
+  cleanupCode(envVars) {
+    return Object.keys(envVars).map((k) => (this.globalEnv && k in this.globalEnv
+      ? `import os; os.environ['${k}'] = '${this.globalEnv[k]}'` : `import os; del os.environ['${k}']`)).join('\n');
+  }
+
+  // Runs one cell, writing NDJSON lines through `out(line)`; resolves when the cell is done. Cells of
+  // a context run one at a time, as the server's per-context lock has it. `ticket.cancelled` set
+  // before the cell's turn: it is skipped; while it runs: interrupted. ticket.onTurn() is called when
+  // the cell's turn comes (the server sends keepalives only from then on: while a request waits for
+  // the lock, nothing is written).
+  run(code, envVars, token, out, ticket = {}) {
+    let ran = false;
+    const cell = this.queue.then(() => this.runOne(() => {
+      if (this.closed || ticket.cancelled) return null;
+      ran = true;
       ticket.running = true;
+      if (ticket.onTurn) ticket.onTurn();
+      return { code: this.withEnv(code, envVars, token), out };
+    }, ticket));
+    // the clean-up runs in the background, before the next cell may start (the server awaits it
+    // inside the same lock)
+    const cleanup = cell.then(() => {
+      if (!ran || !envVars || !Object.keys(envVars).length || this.closed) return undefined;
+      return this.runOne(() => ({ code: this.cleanupCode(envVars), out: () => {}, silent: true }), {});
+    });
+    this.queue = cleanup.catch(() => {});
+    return cell;
+  }
+
+  runOne(prepare, ticket) {
+    return new Promise((resolve) => {
+      const job = prepare();
+      if (!job) { resolve(); return; }
       this.ensure();
       let finished = false;
       const finish = () => {
@@ -152,17 +237,15 @@ class Context {
       this.current = {
         onEvent: (ev) => {
           if (ev.type === 'done') { finish(); return; }
-          out(pyJson(shape(ev)) + '\n');
+          if (!job.silent) job.out(pyJson(shape(ev)) + '\n');
         },
-        onDeath: () => {
-          out(pyJson(shape({ type: 'error', name: 'UnexpectedEndOfExecution', value: 'the kernel died while executing the code', traceback: '' })) + '\n');
+        onDeath: (name) => {
+          if (!job.silent) job.out(pyJson(shape({ type: 'error', name, value: SERVER_ERRORS[name], traceback: '' })) + '\n');
           finish();
         },
       };
-      this.child.stdin.write(JSON.stringify({ code, env: env || {} }) + '\n');
-    }));
-    this.queue = job.catch(() => {});
-    return job;
+      this.child.stdin.write(JSON.stringify({ code: job.code, silent: !!job.silent }) + '\n');
+    });
   }
 }
 
@@ -187,8 +270,9 @@ function defaultContext(sbx, language) {
 }
 
 async function execute(emu, sbx, req, res, ctx) {
+  // The server checks no token itself (code-interpreter template/server/main.py post_execute): it
+  // forwards X-Access-Token to envd's GET /envs on a context's first execution (see withEnv).
   const tok = req.headers['x-access-token'];
-  if (tok !== sbx.envdAccessToken) { await readBody(req).catch(() => {}); return text(res, 401, 'Unauthorized: invalid or missing X-Access-Token'); }
   let body;
   try { body = JSON.parse((await readBody(req)).toString('utf8') || '{}'); } catch { return text(res, 422, 'Invalid JSON body'); }
   if (typeof body.code !== 'string') return text(res, 422, 'Field "code" is required');
@@ -212,10 +296,13 @@ async function execute(emu, sbx, req, res, ctx) {
       if (!res.destroyed && !res.writableEnded) res.write(line);
     });
   };
-  let ka = setInterval(() => out('{"type": "keepalive"}\n'), KEEPALIVE_MS);
-  ka.unref();
+  let ka = null;
   let clientGone = false;
   const ticket = { cancelled: false, running: false };
+  ticket.onTurn = () => {
+    ka = setInterval(() => out('{"type": "keepalive"}\n'), config.keepaliveMs);
+    ka.unref();
+  };
   res.on('close', () => {
     if (res.writableEnded) return;
     // Client went away: interrupt this cell if it runs, drop it if it still waits its turn.
@@ -223,9 +310,13 @@ async function execute(emu, sbx, req, res, ctx) {
     if (ticket.running) context.interrupt();
     else ticket.cancelled = true;
   });
-  await context.run(body.code, body.env_vars, out, ticket);
-  clearInterval(ka);
-  ka = null;
+  if (ctx.executionError) {
+    // fault `execution_error`: the server's own failure instead of a run (the code did not run here)
+    out(pyJson({ type: 'error', name: ctx.executionError, value: SERVER_ERRORS[ctx.executionError], traceback: '' }) + '\n');
+  } else {
+    await context.run(body.code, body.env_vars, tok, out, ticket);
+  }
+  if (ka) clearInterval(ka);
   out(END_LINE);
   await chain;
   if (!clientGone && !res.destroyed) res.end();
