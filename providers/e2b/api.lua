@@ -41,6 +41,15 @@ M.OPTIONS = {
   connect_to = { "string_list", "curl `HOST:PORT:TO_HOST:TO_PORT` entries (split horizon, tests)" },
 }
 
+-- api.header(headers, name) -> the value of a response header (any case), or nil.
+function M.header(headers, name)
+  name = name:lower()
+  for k, v in pairs(headers or {}) do
+    if type(k) == "string" and k:lower() == name then return v end
+  end
+  return nil
+end
+
 -- api.clean(v) -> v, or nil for JSON null. api.decode(text) -> the decoded JSON, or nil.
 function M.clean(v)
   if v == http.json_null then return nil end
@@ -113,10 +122,21 @@ function M.request(cfg, method, path, body, opts)
   return http.json(req)
 end
 
--- api.data_url(cfg, sandbox_id, port, path[, domain]) -> URL of a data-plane endpoint.
+-- E2B's own domains, where envd is reached at one shared host, https://sandbox.<domain>, routed by the
+-- E2b-Sandbox-Id / E2b-Sandbox-Port headers (the SDK's ConnectionConfig.getSandboxUrl and its
+-- supportedDomains; the edge proxy honours the headers on that host: infra shared/pkg/proxy/host.go).
+-- One host for every sandbox: no DNS look-up and TLS handshake per sandbox. Elsewhere (self-hosted)
+-- sandbox.<domain> need not exist: <port>-<id>.<domain>, as the SDK does.
+M.SHARED_HOST_DOMAINS = { ["e2b.app"] = true, ["e2b.dev"] = true, ["e2b.pro"] = true, ["e2b-staging.dev"] = true }
+
+-- api.data_url(cfg, sandbox_id, port, path[, domain]) -> URL of a data-plane endpoint: sandbox_url when
+-- given; envd on E2B's own domains at the shared host; else https://<port>-<id>.<domain> (the code
+-- interpreter always: the SDK's getHost(49999)).
 function M.data_url(cfg, sandbox_id, port, path, domain)
   if cfg.sandbox_url then return cfg.sandbox_url .. path end
-  return string.format("https://%d-%s.%s%s", port, sandbox_id, domain or cfg.domain, path)
+  domain = domain or cfg.domain
+  if port == M.ENVD_PORT and M.SHARED_HOST_DOMAINS[domain] then return "https://sandbox." .. domain .. path end
+  return string.format("https://%d-%s.%s%s", port, sandbox_id, domain, path)
 end
 
 -- api.envelope(json_text) -> one Connect envelope, flags 0.
@@ -159,9 +179,9 @@ function Connection:http(req) return M.http(self.cfg, req) end
 
 M.PROBE_TIMEOUT = 5
 
--- conn:alive() -> true | false | nil. envd GET /health: 2xx -> true; 502 from the edge proxy ("The
--- sandbox was not found") -> false; anything else, a transport failure too -> nil (cannot tell). The
--- SDK's own probe after a dropped connection (protocol §2, §3).
+-- conn:alive() -> true | false | nil. envd GET /health: 2xx -> true; the edge proxy's 502 "The sandbox
+-- was not found" (or envd's port closed) -> false; anything else, a transport failure too -> nil (cannot
+-- tell). The SDK's own probe after a dropped connection (protocol §2, §3).
 function Connection:alive()
   local res = self:http {
     method = "GET", url = self:url(M.ENVD_PORT, "/health"), headers = self:headers(M.ENVD_PORT),
@@ -169,7 +189,8 @@ function Connection:alive()
   }
   if res.error then return nil end
   if res.status >= 200 and res.status < 300 then return true end
-  if res.status == 502 then return false end
+  local kind = M.proxy_error(res)
+  if kind == "gone" or kind == "port_closed" then return false end
   return nil
 end
 
@@ -186,24 +207,79 @@ function M.body_message(res)
   return errors.REASON[res.status] or ""
 end
 
--- classify_status(res, what) -> ExecutionResult for a non-2xx answer to an execution. The proxy's 502
--- means the sandbox is gone (the SDK's TimeoutError, "sandbox timeout"): TIMEOUT, marked gone (the base
--- class then reports the sandbox as ended). Any other status is a refusal before anything ran: ERROR.
-function M.classify_status(res, what)
-  local msg = string.format("%s: HTTP %d: %s", what, res.status, M.body_message(res))
-  if res.status == 502 then
-    return models.ExecutionResult.new { status = models.ExecutionStatus.TIMEOUT,
-      error = msg .. " (the sandbox was killed or reached its end of life)",
-      failure = { exception_type = outcome.GONE, retry_safe = false } }
+-- proxy_error(res) -> kind, body | nil: an answer of E2B's edge proxy itself (JSON with sandboxId and
+-- code; infra shared/pkg/proxy/template/*.go), not of the sandbox behind it:
+--   "gone"          502 "The sandbox was not found" (killed, ended, or never there)
+--   "port_closed"   502 "The sandbox is running but port is not open", with the port
+--   "transitioning" 409 "The sandbox is still transitioning. Try again in a moment." (pausing, resuming)
+--   "limited"       429 too many connections to the sandbox (connectionLimit), or the team's sandbox limit
+function M.proxy_error(res, stream)
+  local j = res.json
+  if j == nil and type(res.body) == "string" then j = M.decode(res.body) end
+  if type(j) ~= "table" or type(j.sandboxId) ~= "string" then
+    -- A Connect stream's body went to the framer; but envd answers every stream 200 (its errors come in
+    -- the end-stream message) and answers 409/429 never: the status alone says it was the proxy.
+    if stream and (res.body == nil or res.body == "") then
+      if res.status == 409 then return "transitioning", {} end
+      if res.status == 429 then return "limited", {} end
+    end
+    return nil
   end
-  return models.ExecutionResult.new { status = models.ExecutionStatus.ERROR, error = msg,
-    failure = { exception_type = "HTTPError", retry_safe = false } }
+  if res.status == 502 then return (j.port ~= nil and "port_closed" or "gone"), j end
+  if res.status == 409 then return "transitioning", j end
+  if res.status == 429 then return "limited", j end
+  return nil
 end
 
--- Connect error codes that prove the server refused the call before doing anything.
+local PORT_SERVICE = { [49983] = "envd", [49999] = "the code interpreter" }
+
+-- classify_status(res, what[, conn[, stream]]) -> ExecutionResult for a non-2xx answer to an execution
+-- (stream: a Connect stream, whose body the framer took).
+-- - the proxy's "sandbox not found" 502: the sandbox is gone (the SDK's TimeoutError, "sandbox
+--   timeout"): TIMEOUT, marked gone (the base class then reports the sandbox as ended);
+-- - the proxy's "port is not open" 502, 409 "still transitioning", 429 "too many connections": the
+--   proxy refused before anything reached the sandbox: ERROR, and provably not run (retry_safe);
+-- - another 502 (the proxy's plain-text "Failed to route request to sandbox"): envd's /health says
+--   whether the sandbox is still there: gone -> TIMEOUT, else the request may have reached it: UNKNOWN;
+-- - any other status: the service behind refused it before running anything: ERROR.
+function M.classify_status(res, what, conn, stream)
+  local msg = string.format("%s: HTTP %d: %s", what, res.status, M.body_message(res))
+  local kind, j = M.proxy_error(res, stream)
+  local ER, Status = models.ExecutionResult.new, models.ExecutionStatus
+  if kind == "gone" then
+    return ER { status = Status.TIMEOUT, error = msg .. " (the sandbox was killed or reached its end of life)",
+      failure = { exception_type = outcome.GONE, retry_safe = false } }
+  end
+  if kind == "port_closed" then
+    local port = tonumber(j.port)
+    return ER { status = Status.ERROR, error = string.format("%s (port %s: %s is not running in this sandbox; "
+      .. "nothing ran)", msg, tostring(j.port), PORT_SERVICE[port] or "nothing listens there"),
+      failure = { exception_type = "PortClosedError", retry_safe = true } }
+  end
+  if kind == "transitioning" or kind == "limited" then
+    return ER { status = Status.ERROR, error = msg .. " (refused by E2B's proxy before it reached the sandbox; "
+      .. "nothing ran)", failure = { exception_type = "ProxyError", retry_safe = true } }
+  end
+  if res.status == 502 then
+    if conn and conn:alive() == false then
+      return ER { status = Status.TIMEOUT, error = msg .. " (the sandbox was killed or reached its end of life)",
+        failure = { exception_type = outcome.GONE, retry_safe = false } }
+    end
+    return ER { status = Status.UNKNOWN, error = msg .. " (the request may have reached the sandbox)",
+      failure = { exception_type = "HTTPError", retry_safe = false } }
+  end
+  return ER { status = Status.ERROR, error = msg, failure = { exception_type = "HTTPError", retry_safe = false } }
+end
+
+-- Connect error codes that prove the server refused the call before doing anything. For
+-- process.Process/Start, an error before the start event means the process was never started (envd
+-- sends start right after starting it: infra envd services/process/start.go), `internal` included
+-- (envd could not start it); only the transport's codes (unavailable, canceled, deadline_exceeded)
+-- and `unknown` leave it open.
 M.CONNECT_REFUSALS = {
   invalid_argument = true, not_found = true, unauthenticated = true, permission_denied = true,
   failed_precondition = true, resource_exhausted = true, unimplemented = true, already_exists = true,
+  internal = true,
 }
 
 return M

@@ -132,7 +132,7 @@ local function process_outcome(conn, st, res, opts, elapsed)
   if res.status and res.status ~= 0 and res.status ~= 200 then
     -- a non-200 stream answer: envd (or the proxy) refused it. Its body is JSON, not Connect
     -- envelopes, so the framer may also have complained: the status decides (protocol §2.1).
-    return api.classify_status(res, "execute_command")
+    return api.classify_status(res, "execute_command", conn, true)
   end
   if res.error then
     return (outcome.from_failure(res.error, { what = "execute_command", alive = function() return conn:alive() end }))

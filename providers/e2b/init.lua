@@ -40,18 +40,18 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("e2b", {
     create = {
       user = { "string", "user for commands (`Authorization: Basic`) and files (`?username=`)", default = "user" },
       create_timeout = { "seconds", "the create request", default = "60" },
-      health_timeout = { "seconds", "envd's `GET /health` after create", default = "30" },
     },
     connect = {
       user = { "string", "user for commands and files", default = "the ref's" },
       create_timeout = { "seconds", "the connect request", default = "60" },
-      health_timeout = { "seconds", "envd's `GET /health` after connect", default = "30" },
+      health_timeout = { "seconds", "envd's `GET /health` when connecting with a ref's token and no API key",
+        default = "30" },
     },
   },
 })
 M.Sandbox = Sandbox
 
-local clean = api.clean
+local clean, header = api.clean, api.header
 
 function Sandbox:_api(method, path, body, timeout)
   return api.request(self._cfg, method, path, body, { timeout = timeout })
@@ -62,7 +62,8 @@ end
 ---------------------------------------------------------------------------
 
 function Sandbox:_run_code(code, opts)
-  return interpreter.run_code(self._conn, code, opts)
+  local o = setmetatable({ sandbox_env = self._create_env }, { __index = opts })
+  return interpreter.run_code(self._conn, code, o)
 end
 
 function Sandbox:_run_command(command, opts)
@@ -230,6 +231,46 @@ local function user_metadata(m)
   return out
 end
 
+-- E2B's public self-hosted infra has no POST /v2/sandboxes nor POST /v2/sandboxes/{id}/connect (infra
+-- spec/openapi.yml: create is POST /sandboxes with `secure`, connect POST /sandboxes/{id}/connect with a
+-- required timeout); E2B's cloud has both. The route-missing answer comes from the API's request
+-- validator ("no matching operation was found" / "method not allowed"), never with a template or sandbox
+-- in it. Once seen for an API URL, the legacy routes are used directly.
+local legacy_routes = {}
+
+local function route_missing(res)
+  if res.error then return false end
+  if res.status == 405 then return true end
+  if res.status ~= 404 and res.status ~= 400 then return false end
+  local m = api.body_message(res):lower()
+  if m:find("no matching operation", 1, true) or m:find("method not allowed", 1, true) then return true end
+  return res.status == 404 and not m:find("template", 1, true) and not m:find("sandbox", 1, true)
+end
+
+-- POST <v2 path> body, or the legacy path when the API has no v2 route. legacy(body) adjusts the body.
+function Sandbox:_post_versioned(v2_path, legacy_path, body, legacy, timeout)
+  local cfg = self._cfg
+  if not legacy_routes[cfg.api_url] then
+    local res = self:_api("POST", v2_path, body, timeout)
+    if not route_missing(res) then return res end
+    log.info("E2B: the API has no " .. v2_path:gsub("/[^/]+/connect$", "/{id}/connect") .. "; using the self-hosted "
+      .. "routes", { api_url = cfg.api_url })
+    legacy_routes[cfg.api_url] = true
+  end
+  return self:_api("POST", legacy_path, legacy(body), timeout)
+end
+
+-- The concurrency limit's 429 comes without Retry-After and names the limit ("you have reached the
+-- maximum number of concurrent E2B sandboxes (N)...": infra api/internal/orchestrator/create_instance.go;
+-- the rate limiter's 429 always sends Retry-After: api/internal/middleware/ratelimit/ratelimit.go). No
+-- retry mends it until a sandbox ends: a permanent failure (code QUOTA_EXCEEDED, glsb.errors).
+local function quota_exceeded(res)
+  if res.error or res.status ~= 429 or header(res.headers, "retry-after") then return nil end
+  local m = api.body_message(res)
+  if not m:lower():find("maximum number of concurrent", 1, true) then return nil end
+  return { code = "QUOTA_EXCEEDED", message = m, cause = errors.http_failure(res.status, res.headers, res.body) }
+end
+
 function Sandbox:_start(opts)
   configure(self, opts)
   self.metadata = user_metadata(opts.metadata)
@@ -238,6 +279,7 @@ function Sandbox:_start(opts)
     metadata = string_map(opts.metadata, "metadata"),
     envVars = string_map(opts.env, "env"),
   }
+  self._create_env = body.envVars
   -- E2B has no unbounded lease; nil leaves the server default (300 s), which the base then knows.
   if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout)) else self._lease_remaining = 300 end
   -- A create token in the metadata: when the answer is lost after the request was delivered,
@@ -247,24 +289,43 @@ function Sandbox:_start(opts)
     :sub(1, 32)
   body.metadata = body.metadata or {}
   body.metadata[CREATE_TOKEN] = token
-  local res = self:_api("POST", "/v2/sandboxes", body, opts.create_timeout)
+  local res = self:_post_versioned("/v2/sandboxes", "/sandboxes", body, function(b)
+    -- the legacy create: `secure` for an envd access token, and its default lease is 15 s
+    local l = {}
+    for k, v in pairs(b) do l[k] = v end
+    l.secure, l.allow_internet_access, l.timeout = true, true, b.timeout or 300
+    return l
+  end, opts.create_timeout)
   if res.error and not res.error.retry_safe then
     local adopted = self:_find_created(token)
     if adopted then res = adopted end
   end
+  local quota = quota_exceeded(res)
+  if quota then errors.raise(errors.SandboxStartError, Stage.CREATE, "E2B create failed: " .. quota.message, quota) end
   self:_adopt_answer(res, Stage.CREATE, "E2B create")
-  -- envd answers before we hand the sandbox out (the base tears it down if this fails).
-  self:_health_check(opts.health_timeout)
+  self._born = core.now()
+  -- No envd /health round trip: E2B answers a create once the sandbox runs, and the SDK does not probe
+  -- either (a first call that finds it gone reports so).
 end
 
 -- _alive() -> true | false | nil: envd's /health (the SDK's probe; see api.connection).
 function Sandbox:_alive() return self._conn:alive() end
+
+-- The shortest plan's cap on a sandbox's whole life (1 h Hobby; 24 h Pro). E2B never moves the end
+-- of a sandbox past its start + the plan's cap and answers 204 all the same (infra orchestrator/
+-- keep_alive.go getMaxAllowedTTL): when the new end could pass the shortest cap, the granted end is
+-- read back (GET /sandboxes/{id} endAt) so the lease clock ends where E2B will end it.
+M.SHORTEST_LIFETIME_CAP = 3600
 
 function Sandbox:_set_timeout(seconds)
   local res = self:_api("POST", "/sandboxes/" .. http.escape(self.sandbox_id) .. "/timeout",
     { timeout = math.max(1, math.ceil(seconds)) })
   local e = errors.from_response(errors.SandboxExecutionError, Stage.EXECUTE, res, "E2B set_timeout failed")
   if e then error(e, 0) end
+  local age = self._born and (core.now() - self._born) or math.huge
+  if age + seconds <= M.SHORTEST_LIFETIME_CAP then return nil end
+  local _, left = self:_detail()
+  return left
 end
 
 ---------------------------------------------------------------------------
@@ -292,15 +353,10 @@ local function http_time(s)
     min = tonumber(mi), sec = tonumber(sec), isdst = false }
 end
 
-local function header(headers, name)
-  for k, v in pairs(headers or {}) do
-    if type(k) == "string" and k:lower() == name then return v end
-  end
-  return nil
-end
 
 -- GET /sandboxes/{id}: SandboxDetail (state, startedAt, endAt, metadata, cpuCount, memoryMB, ...).
--- -> detail, seconds left in its lease (by the server's own Date header) | nil, error
+-- -> detail, seconds left in its lease, its age in seconds (both by the server's own Date header)
+--    | nil, error
 function Sandbox:_detail(timeout)
   local res = self:_api("GET", "/sandboxes/" .. http.escape(self.sandbox_id), nil, timeout or 15)
   local e = errors.from_response(errors.SandboxExecutionError, Stage.EXECUTE, res, "E2B sandbox info failed")
@@ -308,7 +364,9 @@ function Sandbox:_detail(timeout)
   local j = res.json
   if type(j) ~= "table" then return nil, "E2B sandbox info: no JSON answer" end
   local ends, server_now = iso_time(clean(j.endAt)), http_time(header(res.headers, "date"))
-  return j, (ends and server_now) and math.max(0, ends - server_now) or nil
+  local started = iso_time(clean(j.startedAt))
+  return j, (ends and server_now) and math.max(0, ends - server_now) or nil,
+    (started and server_now) and math.max(0, server_now - started) or nil
 end
 
 function Sandbox:_ref(opts)
@@ -343,19 +401,23 @@ function Sandbox:_attach(ref, opts)
   end
   local body = {}
   if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout)) end
-  local res = self:_api("POST", "/v2/sandboxes/" .. http.escape(id) .. "/connect", body, opts.create_timeout)
+  local res = self:_post_versioned("/v2/sandboxes/" .. http.escape(id) .. "/connect",
+    "/sandboxes/" .. http.escape(id) .. "/connect", body, function(b)
+      -- the legacy connect requires a timeout; 0 leaves the lease as it is (it is only ever extended)
+      return { timeout = b.timeout or 0 }
+    end, opts.create_timeout)
   if not res.error and res.status == 404 then
     errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format(
       "E2B connect: no sandbox '%s' (it has ended, or it belongs to another team)", id),
       errors.http_failure(res.status, res.headers, res.body))
   end
   self:_adopt_answer(res, Stage.CONNECT, "E2B connect")
-  local detail, left = self:_detail()
+  local detail, left, age = self:_detail()
   if detail then
     self.metadata = user_metadata(clean(detail.metadata))
     self._lease_remaining = left
+    self._born = age and core.now() - age or nil
   end
-  self:_health_check(opts.health_timeout)
 end
 
 local function list_query(opts)

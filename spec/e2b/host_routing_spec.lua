@@ -54,3 +54,37 @@ describe("e2b over HTTPS host names #e2b", function()
     assert.equal(0, #emu:state().sandboxes) -- nothing was created
   end)
 end)
+
+-- issue 15 #14: on E2B's own domains the SDK reaches envd at one shared host, https://sandbox.<domain>,
+-- routed by the E2b-Sandbox-Id / -Port headers (SDK ConnectionConfig.getSandboxUrl, supportedDomains; the
+-- edge proxy honours the headers there: infra shared/pkg/proxy/host.go). The code interpreter stays on
+-- https://49999-<id>.<domain> (the SDK's getHost). #e2b
+describe("e2b on E2B's own domain: envd at the shared host #e2b", function()
+  local emu, dir
+
+  setup(function()
+    dir = core.mkdtemp("/tmp/glsb-e2b-tls-XXXXXX")
+    assert(os.execute(("openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/key.pem -out %s/cert.pem -days 1 "
+      .. "-subj /CN=e2b.app -addext subjectAltName=DNS:*.e2b.app,DNS:e2b.app 2>/dev/null"):format(dir, dir)))
+    emu = emulator.start({ tls = { domain = "e2b.app", cert = dir .. "/cert.pem", key = dir .. "/key.pem" } })
+  end)
+
+  teardown(function()
+    if emu then emu:stop() end
+    if dir then core.rmtree(dir) end
+  end)
+
+  it("sends every envd request to sandbox.e2b.app, the interpreter's to 49999-<id>.e2b.app", function()
+    local sb = glsb.create("e2b", { api_key = emu.api_key, domain = "e2b.app", cainfo = emu.transport.cainfo,
+      connect_to = emu.transport.connect_to, timeout = 60 })
+    finally(function() sb:terminate() end)
+    assert.equal("shared\n", sb:execute_command("echo shared").stdout)
+    sb.files:write("/home/user/f.txt", "f")
+    assert.equal("f", sb.files:read("/home/user/f.txt"))
+    assert.equal("2\n", sb:execute_code("print(1 + 1)").stdout)
+    local hosts = emu:state().dataPlaneHosts
+    assert.is_true((hosts["sandbox.e2b.app"] or 0) >= 3, require("cjson").encode(hosts))
+    assert.is_nil(hosts["49983-" .. sb.sandbox_id .. ".e2b.app"], "no per-sandbox envd host")
+    assert.is_true((hosts["49999-" .. sb.sandbox_id .. ".e2b.app"] or 0) >= 1)
+  end)
+end)

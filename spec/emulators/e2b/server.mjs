@@ -10,17 +10,18 @@
 import http from 'node:http';
 import https from 'node:https';
 import fs from 'node:fs';
+import net from 'node:net';
 import { Emulator } from './lib/emulator.mjs';
-import { handleControl, handleUpload } from './lib/control.mjs';
+import { handleControl, handleUpload, concurrencyLimitMessage } from './lib/control.mjs';
 import { handleEnvd } from './lib/envd.mjs';
-import { handleInterp } from './lib/interp.mjs';
+import { handleInterp, config as interpConfig } from './lib/interp.mjs';
 import { limitResponseBytes } from './lib/faults.mjs';
 import { readBody, parseJson, send, sendJson, apiError, sleep } from './lib/util.mjs';
 import { killAllChildren, hasBwrap, liveChildren } from './lib/runtime.mjs';
 import { unaryError, ServerStream } from './lib/connect.mjs';
 
 function parseArgs(argv) {
-  const o = { port: 0, host: '127.0.0.1', keys: [], domain: 'e2b.local', verbose: false, exitWithParent: false, maxSandboxes: 0 };
+  const o = { port: 0, host: '127.0.0.1', keys: [], domain: 'e2b.local', verbose: false, exitWithParent: false, maxSandboxes: 0, selfHosted: false, maxLifetimeHours: 24 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const val = () => {
@@ -39,8 +40,10 @@ function parseArgs(argv) {
     else if (a === '--exit-with-parent') o.exitWithParent = true;
     else if (a === '--max-sandboxes') o.maxSandboxes = Number(val());
     else if (a === '--state-dir') o.stateDir = val();
+    else if (a === '--self-hosted') o.selfHosted = true;
+    else if (a === '--max-lifetime-hours') o.maxLifetimeHours = Number(val());
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--exit-with-parent] [--max-sandboxes N] [--state-dir DIR] [--tls-cert PEM --tls-key PEM] [--verbose]\n');
+      process.stdout.write('usage: emulator e2b [--port N] [--api-key KEY]... [--host 127.0.0.1] [--domain e2b.local] [--exit-with-parent] [--max-sandboxes N] [--max-lifetime-hours H] [--self-hosted] [--state-dir DIR] [--tls-cert PEM --tls-key PEM] [--verbose]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -48,8 +51,11 @@ function parseArgs(argv) {
   if (!/^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(o.host)) throw new Error('--host must be a loopback address (tests only)');
   if (o.keys.length === 0) o.keys.push('e2b_test_key');
   if (!Number.isInteger(o.maxSandboxes) || o.maxSandboxes < 0) throw new Error('--max-sandboxes must be an integer >= 0');
+  if (!Number.isInteger(o.maxLifetimeHours) || o.maxLifetimeHours < 1) throw new Error('--max-lifetime-hours must be an integer >= 1');
   return o;
 }
+
+const INTERP_DEFAULTS = { keepaliveMs: 5000 };
 
 let opts;
 try {
@@ -60,41 +66,67 @@ try {
 }
 
 const log = opts.verbose ? (m) => process.stderr.write(`[e2b-emu] ${m}\n`) : () => {};
-const emu = new Emulator({ keys: opts.keys, domain: opts.domain, log, maxSandboxes: opts.maxSandboxes, stateDir: opts.stateDir });
+const emu = new Emulator({ keys: opts.keys, domain: opts.domain, log, maxSandboxes: opts.maxSandboxes, stateDir: opts.stateDir,
+  selfHosted: opts.selfHosted, maxLifetimeHours: opts.maxLifetimeHours });
 
-// Where a request goes: the control plane, or a sandbox port on the data plane.
+// Where a request goes: the control plane, or a sandbox port on the data plane, as E2B's edge proxy
+// decides (infra shared/pkg/proxy/host.go): the E2b-Sandbox-Id / -Port headers count only on the shared
+// host sandbox.<domain>, localhost or an IP address; otherwise the Host <port>-<sandboxId>.<domain>.
 function route(req) {
+  const hostPort = String(req.headers.host || '');
+  const host = hostPort.replace(/^\[(.*)\](:\d+)?$/, '$1').replace(/:\d+$/, '');
+  const headersCount = host === 'localhost' || net.isIP(host) !== 0 || (host.startsWith('sandbox.') && host.length > 8);
   const id = req.headers['e2b-sandbox-id'];
   const port = req.headers['e2b-sandbox-port'];
-  if (id !== undefined || port !== undefined) {
+  if (headersCount && (id !== undefined || port !== undefined)) {
     if (id === undefined) return { error: 'Missing header: E2b-Sandbox-Id' };
     if (port === undefined) return { error: 'Missing header: E2b-Sandbox-Port' };
-    return { sandboxId: String(id), port: Number(port) };
+    return { sandboxId: String(id), port: Number(port), host };
   }
-  const host = String(req.headers.host || '').replace(/:\d+$/, '');
   const m = /^(\d+)-([a-z0-9]+)\.(.+)$/i.exec(host);
-  if (m) return { sandboxId: m[2], port: Number(m[1]) };
+  if (m) return { sandboxId: m[2], port: Number(m[1]), host };
   return null;
 }
 
+// The body (and headers) the real service answers a status with, per plane.
+// - control plane: {"code","message"}; 429 with retryAfter is the rate limiter's (api/internal/middleware/
+//   ratelimit/ratelimit.go: "Rate limit exceeded", Retry-After and RateLimit-* headers), 429 without it
+//   the concurrency limit's (orchestrator/create_instance.go: the billing message, no Retry-After);
+// - data plane 502/409/429: E2B's edge proxy (shared/pkg/proxy/template/*.go: JSON with sandboxId);
+// - code interpreter: text; envd Connect unary: {"code":"<connect code>","message"}; envd REST and
+//   Connect streams: {"code":N,"message"}.
+const PROXY = {
+  502: (rule, sandboxId) => ({ sandboxId, message: rule.message || 'The sandbox was not found', code: 502 }),
+  409: (rule, sandboxId) => ({ sandboxId, message: rule.message || 'The sandbox is still transitioning. Try again in a moment.', code: 409 }),
+  429: (rule, sandboxId) => ({ sandboxId, message: rule.message || 'The sandbox has too many concurrent incoming connections (limit: 100)', code: 429, connectionLimit: 100 }),
+};
+
 function faultBody(rule, plane, sandboxId, isConnect, isStream) {
   const status = rule.status;
-  const msg = rule.message || ({
+  const headers = {};
+  if (rule.retryAfter !== undefined && rule.retryAfter !== null) headers['Retry-After'] = String(rule.retryAfter);
+  if (rule.body !== undefined) return { type: 'text/plain', body: typeof rule.body === 'string' ? rule.body : JSON.stringify(rule.body), headers };
+  if (plane !== 'api' && plane !== 'upload' && PROXY[status]) return { type: 'application/json', body: JSON.stringify(PROXY[status](rule, sandboxId)), headers };
+  let msg = rule.message || ({
     401: plane === 'api' ? 'Invalid API key, please visit https://e2b.dev/docs/api-key for more information.' : 'unauthorized access, please provide a valid access token or method signing if supported',
     404: 'not found (injected fault)',
-    429: 'Rate limit exceeded, please try again later.',
     500: 'internal server error (injected fault)',
-    502: 'The sandbox was not found',
     503: 'service is temporarily unavailable (injected fault)',
   }[status] || `injected fault ${status}`);
-  if (rule.body !== undefined) return { type: 'text/plain', body: typeof rule.body === 'string' ? rule.body : JSON.stringify(rule.body) };
-  if (plane === 'jupyter' && status !== 502) return { type: 'text/plain', body: msg };
-  if (status === 502 && plane !== 'api') return { type: 'application/json', body: JSON.stringify({ sandboxId, message: msg, code: 502 }) };
+  if (plane === 'api' && status === 429) {
+    if (headers['Retry-After'] !== undefined) {
+      msg = rule.message || 'Rate limit exceeded';
+      Object.assign(headers, { 'RateLimit-Limit': '20', 'RateLimit-Remaining': '0', 'RateLimit-Reset': headers['Retry-After'] });
+    } else {
+      msg = rule.message || concurrencyLimitMessage(emu.maxSandboxes || 20);
+    }
+  }
+  if (plane === 'jupyter') return { type: 'text/plain', body: msg, headers };
   if (isConnect && !isStream) {
     const code = { 401: 'unauthenticated', 404: 'not_found', 429: 'resource_exhausted', 500: 'internal', 503: 'unavailable', 400: 'invalid_argument', 403: 'permission_denied', 409: 'already_exists', 504: 'deadline_exceeded', 507: 'resource_exhausted' }[status] || 'unknown';
-    return { type: 'application/json', body: JSON.stringify({ code, message: msg }) };
+    return { type: 'application/json', body: JSON.stringify({ code, message: msg }), headers };
   }
-  return { type: 'application/json', body: JSON.stringify({ code: status, message: msg }) };
+  return { type: 'application/json', body: JSON.stringify({ code: status, message: msg }), headers };
 }
 
 async function admin(req, res, url) {
@@ -108,7 +140,17 @@ async function admin(req, res, url) {
     setTimeout(() => { throw new Error('crash requested through /_emulator/crash'); }, 20);
     return undefined;
   }
-  if (p === '/_emulator/reset' && m === 'POST') { await readBody(req); emu.reset(); return sendJson(res, 200, { ok: true }); }
+  if (p === '/_emulator/reset' && m === 'POST') { await readBody(req); emu.reset(); Object.assign(interpConfig, INTERP_DEFAULTS); return sendJson(res, 200, { ok: true }); }
+  if (p === '/_emulator/config' && m === 'GET') return sendJson(res, 200, { ...interpConfig });
+  if (p === '/_emulator/config' && m === 'POST') {
+    let body;
+    try { body = parseJson(await readBody(req)); } catch { return sendJson(res, 400, { error: 'invalid JSON' }); }
+    if (body.keepaliveMs !== undefined) {
+      if (!(Number(body.keepaliveMs) > 0)) return sendJson(res, 400, { error: 'keepaliveMs must be > 0' });
+      interpConfig.keepaliveMs = Number(body.keepaliveMs);
+    }
+    return sendJson(res, 200, { ...interpConfig });
+  }
   if (p === '/_emulator/faults' && m === 'GET') return sendJson(res, 200, emu.faults.list());
   if (p === '/_emulator/faults' && m === 'DELETE') { emu.faults.clear(); return send(res, 204); }
   if (p === '/_emulator/faults' && m === 'POST') {
@@ -139,6 +181,7 @@ async function handle(req, res) {
 
   const r = route(req);
   if (r && r.error) return apiError(res, 400, r.error);
+  if (r) emu.hostsSeen.set(r.host, (emu.hostsSeen.get(r.host) || 0) + 1);
   const plane = url.pathname.startsWith('/_upload/') ? 'upload' : r ? (r.port === 49999 ? 'jupyter' : 'envd') : 'api';
   const sandboxId = r ? r.sandboxId : (url.pathname.match(/^\/(?:v2\/)?sandboxes\/([^/]+)/) || [])[1];
   const isConnect = plane === 'envd' && /^\/(process\.Process|filesystem\.Filesystem)\//.test(url.pathname);
@@ -152,10 +195,8 @@ async function handle(req, res) {
     switch (rule.action) {
       case 'status': {
         await readBody(req).catch(() => {});
-        const { type, body } = faultBody(rule, plane, sandboxId, isConnect, isStream);
-        const headers = { 'Content-Type': type };
-        if (rule.retryAfter !== undefined && rule.retryAfter !== null) headers['Retry-After'] = String(rule.retryAfter);
-        return send(res, rule.status, body, headers);
+        const { type, body, headers } = faultBody(rule, plane, sandboxId, isConnect, isStream);
+        return send(res, rule.status, body, { 'Content-Type': type, ...headers });
       }
       case 'cut_on_request':
         // Drop the connection as soon as the request head is in, without reading the body.
@@ -170,6 +211,9 @@ async function handle(req, res) {
         break;
       case 'slow_stream':
         ctx.frameDelayMs = rule.frameDelayMs;
+        break;
+      case 'execution_error':
+        ctx.executionError = rule.name;
         break;
       case 'kill_sandbox': {
         const sbx = emu.sandboxes.get(rule.sandboxId || sandboxId);

@@ -17,7 +17,8 @@ export class Sandbox {
     this.alias = opts.alias;
     this.buildID = opts.buildID;
     this.clientID = randomId('', 8);
-    this.envdAccessToken = randomId('', 32);
+    // no token without `secure` on the legacy create: envd then takes every request (envd api/auth.go)
+    this.envdAccessToken = opts.secure === false ? null : randomId('', 32);
     this.root = opts.root;
     this.startedAt = Date.now();
     this.endAt = this.startedAt;
@@ -42,8 +43,14 @@ export class Sandbox {
     this.timer = null;
   }
 
+  // What envd's /init set (GET /envs answers it): the sandbox's own variables, the template's ENV and
+  // the create call's envVars (infra envd api/envs.go, init.go).
+  initEnv() {
+    return { E2B_SANDBOX: 'true', E2B_SANDBOX_ID: this.id, ...this.templateEnv, ...this.envVars };
+  }
+
   env(user) {
-    return { ...baseEnv(user), E2B_SANDBOX: 'true', E2B_SANDBOX_ID: this.id, ...this.templateEnv, ...this.envVars };
+    return { ...baseEnv(user), ...this.initEnv() };
   }
 
   setTimeout(seconds) {
@@ -131,9 +138,11 @@ export class Sandbox {
 }
 
 export class Emulator {
-  constructor({ keys, domain = 'e2b.local', log = () => {}, maxSandboxes = 0, stateDir }) {
+  constructor({ keys, domain = 'e2b.local', log = () => {}, maxSandboxes = 0, stateDir, selfHosted = false, maxLifetimeHours = 24 }) {
     this.keys = new Set(keys);
     this.maxSandboxes = maxSandboxes; // 0 = unlimited
+    this.selfHosted = selfHosted; // the public infra's API: no v2 create/connect (control.mjs)
+    this.maxLifetimeHours = maxLifetimeHours; // the plan's cap (1 Hobby, 24 Pro)
     this.domain = domain;
     this.log = log;
     // removed on every exit path, and by the next emulator if this one is SIGKILLed (runtime.mjs)
@@ -143,10 +152,11 @@ export class Emulator {
     this.faults = new Faults();
     this.templates = new Templates(this);
     this.baseUrl = null; // set once listening
+    this.hostsSeen = new Map(); // Host of data-plane requests -> count (/_emulator/state dataPlaneHosts)
     this.closed = false;
   }
 
-  createSandbox({ resolved, timeoutS, metadata, envVars, autoPause, autoResume, allowInternetAccess, network, volumeMounts }) {
+  createSandbox({ resolved, timeoutS, metadata, envVars, autoPause, autoResume, allowInternetAccess, network, volumeMounts, secure = true }) {
     const id = randomId('i', 19);
     const root = path.join(this.stateDir, 'sandboxes', id);
     const { template, build } = resolved;
@@ -174,6 +184,7 @@ export class Emulator {
       allowInternetAccess,
       network,
       volumeMounts,
+      secure,
     });
     this.sandboxes.set(id, sbx);
     sbx.setTimeout(timeoutS);
@@ -257,6 +268,7 @@ export class Emulator {
   }
 
   reset() {
+    this.hostsSeen.clear();
     for (const sbx of [...this.sandboxes.values()]) this.killSandbox(sbx, 'reset');
     this.faults.clear();
     this.templates.reset();
@@ -277,6 +289,7 @@ export class Emulator {
       templates: this.templates.list(),
       faults: this.faults.list(),
       children: liveChildren.size,
+      dataPlaneHosts: Object.fromEntries(this.hostsSeen),
     };
   }
 

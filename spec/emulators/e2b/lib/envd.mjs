@@ -21,6 +21,17 @@ const MIME = {
 
 const SCRIPT = '/usr/bin/script';
 
+// envd starts every process through `/bin/sh -c '<wrapper>' -- cmd args...`: the wrapper raises its
+// oom_score_adj and execs the command under ionice and nice where the image has them (infra envd
+// services/process/handler/handler.go New, ioniceNicePrefix). So a missing executable is the shell's
+// (or nice's) "not found" and exit 127, after a start event, not an RPC error.
+const WRAPPER = (() => {
+  let prefix = '';
+  if (fs.existsSync('/usr/bin/ionice')) prefix += '/usr/bin/ionice -c 2 -n 4 ';
+  if (fs.existsSync('/usr/bin/nice')) prefix += '/usr/bin/nice -n 0 ';
+  return `echo 100 > /proc/$$/oom_score_adj && exec ${prefix}"\${@}"`;
+})();
+
 function shQuote(s) {
   return `'${String(s).replace(/'/g, `'\\''`)}'`;
 }
@@ -94,18 +105,6 @@ function userFromBasic(req) {
   const user = dec.split(':')[0];
   if (!USERS[user]) return { error: `invalid username: '${user}'` };
   return { user };
-}
-
-function findExecutable(sbx, cmd, envPath, cwd) {
-  const ok = (sp) => {
-    const hp = hostPath(sbx.root, sp).host;
-    try {
-      const st = fs.statSync(hp);
-      return st.isFile() && (st.mode & 0o111) !== 0;
-    } catch { return false; }
-  };
-  if (cmd.includes('/')) return ok(path.posix.resolve(cwd, cmd));
-  return String(envPath || '').split(':').filter(Boolean).some((d) => ok(path.posix.join(d, cmd)));
 }
 
 function findProc(sbx, selector) {
@@ -187,13 +186,10 @@ async function processRpc(emu, sbx, method, req, res, ctx) {
     const cwdHost = hostPath(sbx.root, cwd).host;
     let cwdOk = false;
     try { cwdOk = fs.statSync(cwdHost).isDirectory(); } catch { cwdOk = false; }
-    if (!cwdOk) throw new RpcError('invalid_argument', `error starting process: chdir ${cwd}: no such file or directory`);
-    if (!findExecutable(sbx, pc.cmd, env.PATH, cwd)) {
-      throw new RpcError('internal', `error starting process: exec: "${pc.cmd}": executable file not found in $PATH`);
-    }
+    if (!cwdOk) throw new RpcError('invalid_argument', `cwd '${cwd}' does not exist`);
     const pty = !!msg.pty;
     const wantStdin = msg.stdin === true || pty;
-    let argv = [pc.cmd, ...args];
+    let argv = ['/bin/sh', '-c', WRAPPER, '--', pc.cmd, ...args];
     if (pty && fs.existsSync(SCRIPT)) {
       // A real terminal through util-linux script(1), sized as asked.
       const size = (msg.pty && msg.pty.size) || {};
@@ -566,7 +562,7 @@ export async function handleEnvd(emu, sbx, req, res, url, ctx) {
   if (p === '/files') return files(emu, sbx, req, res, url);
   if (p === '/init' && req.method === 'POST') { await readBody(req); return send(res, 204); }
   if (req.headers['x-access-token'] !== sbx.envdAccessToken) return restError(res, 401, UNAUTHORIZED);
-  if (p === '/envs' && req.method === 'GET') return sendJson(res, 200, sbx.env('user'));
+  if (p === '/envs' && req.method === 'GET') return sendJson(res, 200, sbx.initEnv());
   if (p === '/metrics' && req.method === 'GET') {
     return sendJson(res, 200, { ts: Math.floor(Date.now() / 1000), cpu_count: sbx.cpuCount, cpu_used_pct: 1.5, mem_total: sbx.memoryMB * 1048576, mem_used: 67108864, disk_total: 1073741824, disk_used: 1048576 });
   }
