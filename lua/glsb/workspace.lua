@@ -65,9 +65,8 @@ local function check_sandbox(sb, what)
   if type(sb) ~= "table" or type(sb.is_running) ~= "function" then
     error(what .. ": the first argument must be a sandbox", 3)
   end
-  if not sb:is_running() then
-    errors.raise(errors.SandboxNotInitializedError, Stage.NOT_INITIALIZED, what .. ": the sandbox is not running")
-  end
+  -- the base's words for why (not started, terminated, its lease expired, gone), as for every method
+  sandbox_mod.require_running(sb, what)
   if type(sb._exec_argv) ~= "function" then
     errors.raise(errors.WorkspaceError, Stage.WORKSPACE,
       ("%s: provider '%s' cannot run the workspace helper (no _exec_argv hook)"):format(what, tostring(sb.provider)))

@@ -33,8 +33,8 @@
 --   execute_code timeout: the host asks the agent to interrupt (SIGINT to its
 --   main thread: KeyboardInterrupt; bash/node: SIGKILL to the process group)
 --   -> TIMEOUT, namespace kept. If the code does not stop within
---   interrupt_grace (2 s) the sandbox is killed -> TIMEOUT, and every later
---   call returns ERROR saying why (never hangs). The interpreter ending
+--   interrupt_grace (2 s) the sandbox is killed -> TIMEOUT, and the handle
+--   ends (glsb.outcome.GONE): later calls raise SandboxNotInitializedError. The interpreter ending
 --   during a call (os._exit, a crash, a kill) -> ERROR naming its exit code
 --   or signal; the sandbox is gone. The lease ending during a call ->
 --   TIMEOUT saying so, whichever of the two deadlines fires first.
@@ -87,6 +87,7 @@ local packages = require "glsb.packages"
 local output = require "glsb.output"
 local confine_helper = require "glsb.confine_helper"
 local registry = require "glsb.registry"
+local outcome = require "glsb.outcome"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
@@ -792,16 +793,20 @@ local function dead_result(self, c, what, timeout, reason)
   end
   if reason == "exited" then
     -- the interpreter (the sandbox's program) ended by itself: the code ran and ended it, or crashed it
+    -- The sandbox is gone: the GONE marker makes the base end the handle (is_running() false, later
+    -- calls raise SandboxNotInitializedError), as on every provider.
     local e = self._end or {}
     local r = finish(c, nil, { status = Status.ERROR, code = e.code,
-      error = string.format("%s: %s", what, self._dead or "the sandbox ended") .. " (create a new one)" })
+      error = string.format("%s: %s", what, self._dead or "the sandbox ended") .. " (create a new one)",
+      failure = { exception_type = outcome.GONE, retry_safe = false } })
     r.error_name = "SandboxExited"
     return r
   end
   local why = self._dead or "the sandbox is not running"
   if reason == "killed" and timeout then
     return finish(c, nil, { status = Status.TIMEOUT,
-      error = string.format("%s: timed out after %gs: %s", what, timeout, why) })
+      error = string.format("%s: timed out after %gs: %s", what, timeout, why),
+      failure = { exception_type = outcome.GONE, retry_safe = false } })
   end
   -- broken: the request may have been delivered and the outcome is unknown
   return finish(c, nil, { status = Status.UNKNOWN, error = what .. ": " .. why,

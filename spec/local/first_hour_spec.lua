@@ -91,6 +91,19 @@ describe("local provider, the first hour #local", function()
       end)
       assert.are.equal(Status.TIMEOUT, r.status, "skew " .. skew .. ": " .. tostring(r))
       assert.is_nil(r.error:find("stdin is closed", 1, true), r.error)
+      -- once the lease is over: not running, and every call raises saying the lease expired
+      loop.sleep(math.max(0, lease + 0.1 - (loop.now() - armed)))
+      assert.is_false(sb:is_running())
+      for _, call in ipairs({
+        function() return sb:execute_code("print(1)") end,
+        function() return sb:execute_command("true") end,
+        function() return glsb.write_workspace_file(sb, { relative_path = "x", data = "x" }) end,
+      }) do
+        local ok, err = pcall(call)
+        assert.is_false(ok)
+        assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
+        assert.truthy(tostring(err):find("lease expired", 1, true), tostring(err))
+      end
       sb:terminate()
       assert.are.same({}, helper.list_dir(root))
     end
@@ -105,9 +118,11 @@ describe("local provider, the first hour #local", function()
     assert.are.equal(3, r.code)
     assert.truthy(r.error:find("the interpreter exited with code 3; the sandbox is gone", 1, true), r.error)
     assert.is_nil(r.error:find("timed out", 1, true), r.error)
-    local again = sb:execute_code("print(1)")
-    assert.are.equal(Status.ERROR, again.status)
-    assert.truthy(again.error:find("exited with code 3", 1, true), again.error)
+    -- gone, not restarted: the handle says so and later calls raise
+    assert.is_false(sb:is_running())
+    local ok, err = pcall(sb.execute_code, sb, "print(1)")
+    assert.is_false(ok)
+    assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
     assert.are.same({}, helper.list_dir(root)) -- the supervisor removed the workspace
   end)
 
