@@ -133,6 +133,11 @@ export async function invoke(emu, ctx, identifier, req, res, body) {
   if (res.destroyed) return;
   if (fault && fault.action === 'error') return ctx.sendFaultError(fault);
   const args = b.arguments && typeof b.arguments === 'object' ? b.arguments : {};
+  // for the request log: what an executeCode asked for (tests check what reached the wire)
+  if (b.name === 'executeCode') {
+    if (typeof args.language === 'string') ctx.entry.language = args.language;
+    if (typeof args.code === 'string') ctx.entry.code = args.code.length > 4096 ? `${args.code.slice(0, 4096)}...` : args.code;
+  }
 
   const ticket = {};
   let result;
