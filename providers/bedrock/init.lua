@@ -2,7 +2,8 @@
 --
 -- A sandbox is one code-interpreter session (shared/protocols/bedrock.md):
 --   create        StartCodeInterpreterSession (clientToken kept across retries: one session)
---   execute_code  InvokeCodeInterpreter executeCode (python, the session's persistent interpreter)
+--   execute_code  InvokeCodeInterpreter executeCode (python through glsb.providers.bedrock.cell, for the
+--                 last expression's value; javascript, typescript as they are)
 --   execute_command, files, download_file, workspace   executeCommand, writeFiles, readFiles
 --   terminate     StopCodeInterpreterSession (clientToken kept across retries)
 -- then the outcome classification of an Invoke, then the hooks glsb.sandbox calls. AgentCore does
@@ -16,6 +17,7 @@ local packages = require "glsb.packages"
 local http = require "glsb.http"
 local core = require "glsb.core"
 local api = require "glsb.providers.bedrock.api"
+local cell = require "glsb.providers.bedrock.cell"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
@@ -31,7 +33,8 @@ M.WORKDIR = "/opt/amazon/genesis1p-tools/var"
 M.LIST_PAGE = 100                   -- ListCodeInterpreterSessions maxResults (1..100)
 
 local Sandbox = sandbox.CodeInterpreterSandbox:extend("bedrock", {
-  languages = { python = true },
+  -- executeCode's languages (service model ProgrammingLanguage); also execute_code{language=...}
+  languages = { python = true, javascript = true, typescript = true },
   default_sandbox_timeout = M.DEFAULT_SESSION_TIMEOUT,
   -- Start and Stop are retried inside the adapter (AWS's standard policy: throttling, 5xx and
   -- connection failures, one clientToken), so the base makes one attempt of each.
@@ -147,30 +150,6 @@ end
 -- executeCode / executeCommand
 ---------------------------------------------------------------------------
 
--- Per-call environment for code: AgentCore's executeCode has no env, so the code runs with os.environ
--- updated around it and restored afterwards (in the session's persistent interpreter).
-local function with_env(code, env)
-  local items = {}
-  local keys = {}
-  for k in pairs(env) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
-    items[#items + 1] = packages.python_string(k) .. ": " .. packages.python_string(tostring(env[k]))
-  end
-  return table.concat({
-    "import os as _glsb_os",
-    "_glsb_env = {" .. table.concat(items, ", ") .. "}",
-    "_glsb_saved = {k: _glsb_os.environ.get(k) for k in _glsb_env}",
-    "_glsb_os.environ.update(_glsb_env)",
-    "try:",
-    "    exec(compile(" .. packages.python_string(code) .. ", '<string>', 'exec'), globals())",
-    "finally:",
-    "    for _glsb_k, _glsb_v in _glsb_saved.items():",
-    "        if _glsb_v is None: _glsb_os.environ.pop(_glsb_k, None)",
-    "        else: _glsb_os.environ[_glsb_k] = _glsb_v",
-  }, "\n")
-end
-
 -- The exception a traceback ends with ("ValueError: bad value 7"), or the whole text.
 local function exception_line(stderr)
   local last
@@ -180,15 +159,42 @@ local function exception_line(stderr)
   return last
 end
 
+-- executeCode takes a language per call (service model: python | javascript | typescript). Python
+-- runs inside glsb.providers.bedrock.cell (the last expression's value, env); JavaScript and
+-- TypeScript are sent as they are: r.text stays nil there, and a per-call env cannot be applied
+-- (executeCode has none, and no wrapper of ours runs in those runtimes).
 function Sandbox:_run_code(code, opts)
-  if opts.env and next(opts.env) then code = with_env(code, opts.env) end
-  local res, failed = self:_invoke("executeCode", { code = code, language = "python" },
+  local language = opts.language or self.language or "python"
+  local mark
+  if language == "python" then
+    mark = "[glsb-verdict-" .. api.random_hex(32) .. "]"
+    code = cell.encode(code, opts.env, mark)
+  elseif opts.env and next(opts.env) then
+    return result { status = Status.ERROR,
+      error = ("execute_code: env is not supported for language '%s' on bedrock (AgentCore's executeCode has "
+        .. "no environment; set it in the code); nothing ran"):format(language),
+      failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+  end
+  local res, failed = self:_invoke("executeCode", { code = code, language = language },
     { timeout = opts.timeout, what = "execute_code" })
   if not res then return failed end
   local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
   local stdout = str(sc.stdout) or (res.isError and "" or text_of(res))
   local stderr = str(sc.stderr) or ""
   local exit = math.tointeger(sc.exitCode)
+  local verdict
+  if mark then stdout, verdict = cell.decode(stdout, mark) end
+  if verdict then
+    -- the wrapper saw the code end: its word decides (the service only saw the wrapper succeed)
+    local e = type(verdict.error) == "table" and verdict.error or nil
+    if e then
+      local r = result { status = Status.ERROR, code = 1, stdout = stdout, stderr = stderr,
+        error = (str(e.traceback) or str(e.name) or "the code raised"):gsub("%s+$", "") }
+      r.error_name = str(e.name)
+      return r
+    end
+    return result { status = Status.SUCCESS, code = 0, stdout = stdout, stderr = stderr, text = str(verdict.text) }
+  end
   if res.isError or (exit and exit ~= 0) then
     local tb = stderr ~= "" and stderr or text_of(res)
     local r = result { status = Status.ERROR, code = exit or 1, stdout = stdout, stderr = stderr,

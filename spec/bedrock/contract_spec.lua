@@ -1,6 +1,7 @@
 -- The provider contract suite against the Bedrock AgentCore adapter, talking to the AgentCore
 -- emulator (every request SigV4-verified there). AgentCore does not stream output and cannot renew
--- a session's lease: the suite checks the documented behaviour instead. #bedrock
+-- a session's lease: the suite checks the documented behaviour instead. The last expression's value
+-- is r.text as on every provider (glsb.providers.bedrock.cell). #bedrock
 local emulator = require "bedrock.emulator"
 
 describe("bedrock contract run #bedrock", function()
@@ -15,9 +16,8 @@ describe("bedrock contract run #bedrock", function()
     tag = "#bedrock",
     streams = false,
     renewable_lease = false,
-    -- what the adapter does not have (kit's note, PROVIDERS.md "One behaviour"): the last expression's value
-    -- (executeCode returns printed output), ports, per-call languages
-    last_value = false,
+    -- AgentCore exposes no ports; execute_code{language=...} takes executeCode's javascript and typescript,
+    -- which the emulator does not run (spec/bedrock/sandbox_spec.lua checks what reaches the wire)
     ports = false,
     call_languages = {},
     -- sessions still READY and processes the emulator started for them

@@ -24,10 +24,11 @@
 --                       reports success, and the lease given to create is the one that expires
 --   background          false: start_command must raise a clear SandboxExecutionError instead of running
 --   ports               false: get_host must raise a clear SandboxExecutionError instead of answering
---   last_value          false: the provider cannot report the value of the last expression (AgentCore's
---                       executeCode returns printed output only): r.text must then be nil, stdout ""
---   call_languages      languages besides python execute_code{language=...} runs in this test setting
---                       (default {"bash"}; the E2B emulator's interpreter runs python only)
+--   last_value          false: the provider cannot report the value of the last expression: r.text must
+--                       then be nil, stdout "" (every provider in the tree reports it)
+--   call_languages      languages besides python execute_code{language=...} runs in this test setting:
+--                       "bash", "javascript", "typescript" (default {"bash"}; the emulators' interpreters
+--                       run python only)
 local busted = require "busted"
 local assert = require "luassert"
 local describe, it = busted.describe, busted.it
@@ -455,11 +456,13 @@ return function(provider, opts_factory, features)
 
     it("execute_code takes a language per call where the provider runs it, else refuses clearly", function()
       sb = create()
+      local snippets = { bash = "echo from-bash", javascript = "console.log('from-javascript')",
+        typescript = "const who: string = 'typescript'\nconsole.log('from-' + who)" }
       for _, lang in ipairs(features.call_languages or { "bash" }) do
-        assert.are.equal("bash", lang, "the suite knows a bash snippet only")
-        local r = sb:execute_code("echo from-bash", { language = "bash" })
+        assert.is_string(snippets[lang], "the suite has no snippet in " .. lang)
+        local r = sb:execute_code(snippets[lang], { language = lang })
         assert.are.equal(Status.SUCCESS, r.status, tostring(r))
-        assert.are.equal("from-bash\n", r.stdout)
+        assert.are.equal("from-" .. lang .. "\n", r.stdout)
       end
       local ok, err = pcall(sb.execute_code, sb, "1", { language = "cobol" })
       assert.is_false(ok)
