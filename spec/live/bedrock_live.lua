@@ -15,5 +15,7 @@ describe("bedrock live contract run #live", function()
   if not ok then error("no AWS credentials: " .. tostring(type(err) == "table" and err.message or err)) end
   require("contract.suite")("bedrock", function()
     return { timeout = 300 }
-  end, { tag = "#live", streams = false, renewable_lease = false, lease_slack = 15 })
+  end, { tag = "#live", streams = false, renewable_lease = false, lease_slack = 15, ports = false,
+    -- executeCode's other languages (service model ProgrammingLanguage); AgentCore has no bash for code
+    call_languages = { "javascript", "typescript" } })
 end)
