@@ -31,6 +31,12 @@ local Status = models.ExecutionStatus
 local M = { name = "e2b" }
 
 M.DEFAULT_TEMPLATE = "code-interpreter-v1"
+-- Commands and files run as root unless `user` says otherwise: E2B's code interpreter runs code as root
+-- (Jupyter is a systemd service without User=: e2b-dev/code-interpreter template/systemd/
+-- jupyter.service) while envd's default user is the template's (`user` there), so files code writes
+-- would be root's and out of reach of commands and of the workspace helper. One identity per sandbox,
+-- the one code has.
+M.DEFAULT_USER = "root"
 M.version_at_least = envd.version_at_least
 
 local Sandbox = sandbox.CodeInterpreterSandbox:extend("e2b", {
@@ -38,7 +44,8 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("e2b", {
   options = {
     provider = api.OPTIONS, -- credentials and endpoints (api.lua); the README's tables come from these
     create = {
-      user = { "string", "user for commands (`Authorization: Basic`) and files (`?username=`)", default = "user" },
+      user = { "string", "user for commands (`Authorization: Basic`) and files (`?username=`); root, as code runs",
+        default = "root" },
       create_timeout = { "seconds", "the create request", default = "60" },
     },
     connect = {
@@ -215,7 +222,7 @@ end
 local function configure(self, opts, stage, key_optional)
   local cfg = api.config(opts)
   self._cfg = cfg
-  self._user = opts.user
+  self._user = opts.user or M.DEFAULT_USER
   if not cfg.api_key and not key_optional then
     errors.raise(errors.SandboxStartError, stage or Stage.CREATE,
       "E2B needs an API key: pass api_key or set E2B_API_KEY")

@@ -96,6 +96,93 @@ describe("e2b fidelity to the real service (issue 15) #e2b", function()
     end)
   end)
 
+  -- #6: code runs as root (Jupyter is a systemd service without User=: code-interpreter
+  -- template/systemd/jupyter.service), envd's default user is the template's (`user` on the code
+  -- interpreter, root on a template built from an image: infra orchestrator/pkg/template/build/phases/
+  -- base/builder.go), and the emulator runs each as that uid (vm.mjs).
+  describe("#6 identities", function()
+    local function identities()
+      local st = emu:state()
+      assert.is_true(st.identities, "the emulator runs processes as their users only as root, with bubblewrap and "
+        .. "setpriv (util-linux); this machine's emulator cannot, so these cases cannot run")
+    end
+
+    -- run_helper with no user named: envd's default user answers
+    local function default_user_id(s)
+      local saved = s._conn.user
+      s._conn.user = nil
+      local r = s:run_helper({ "id", "-un" })
+      s._conn.user = saved
+      return r.stdout
+    end
+
+    it("code runs as root; envd's default user is the template's", function()
+      identities()
+      assert.equal("0", sb:execute_code("import os\nos.getuid()").text)
+      assert.equal("user\n", default_user_id(sb))
+      local res = glsb.template("e2b", { api_key = emu.api_key, api_url = emu.base, progress = false })
+        :ensure { name = "glsb-e2b-from-image", base_image = "python:3.12" }
+      local s = fresh { template = res.ref.name, timeout = 60 }
+      assert.equal("root\n", default_user_id(s))
+    end)
+
+    it("what code writes stays writable by later commands, uploads and the workspace helper", function()
+      identities()
+      local s = fresh()
+      local r = s:execute_code("import os\nos.makedirs('/home/user/out', exist_ok=True)\n"
+        .. "open('/home/user/out/data.txt', 'w').write('from code\\n')")
+      assert.equal(Status.SUCCESS, r.status, tostring(r))
+      r = s:execute_command("echo from command >> /home/user/out/data.txt")
+      assert.equal(Status.SUCCESS, r.status, tostring(r))
+      glsb.write_workspace_file(s, { relative_path = "out/report.json", data = "{}" })
+      r = s:execute_code("x = 1", { files = { glsb.SandboxFile.from_bytes("up", "data.txt") }, upload_dir = "/home/user/out" })
+      assert.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.equal("up", s:download_file("/home/user/out/data.txt"))
+      assert.equal("{}", s:download_file("/home/user/out/report.json"))
+    end)
+
+    it("as `user`, what root's code made is out of reach, as on E2B", function()
+      identities()
+      local s = fresh { timeout = 60, user = "user" }
+      s:execute_code("import os\nos.makedirs('/home/user/rootdir', exist_ok=True)")
+      local r = s:execute_command("touch /home/user/rootdir/x")
+      assert.equal(Status.ERROR, r.status)
+      assert.matches("Permission denied", r.stderr)
+    end)
+  end)
+
+  -- #7: envd (root) writes any path and makes missing parents the requesting user's (infra envd
+  -- permissions/path.go EnsureDirs, api/upload.go); `user` can write only its own (configure.sh: /home/user,
+  -- /tmp, /code); the code-interpreter template has no /files.
+  describe("#7 permissions", function()
+    it("the code interpreter has no /files until something makes it", function()
+      local s = fresh()
+      assert.equal(Status.ERROR, s:execute_command("test -d /files").status)
+      assert.equal(Status.SUCCESS, s:execute_code("pass", { files = { glsb.SandboxFile.from_bytes("x", "x.txt") } }).status)
+      assert.equal(Status.SUCCESS, s:execute_command("test -f /files/x.txt").status)
+    end)
+
+    it("envd writes any absolute path, the new directories owned by the user asking", function()
+      assert.is_true(emu:state().identities, "needs the emulator's identities (root, bubblewrap, setpriv)")
+      local s = fresh { timeout = 60, user = "user" }
+      s.files:write("/data/new/x.txt", "x")
+      assert.equal("x", s.files:read("/data/new/x.txt"))
+      local r = s:execute_command("stat -c '%U %a' /data /data/new /data/new/x.txt")
+      assert.equal("user 755\nuser 755\nuser 644\n", r.stdout)
+    end)
+
+    it("`user` cannot write /opt, /root or make /files", function()
+      assert.is_true(emu:state().identities, "needs the emulator's identities (root, bubblewrap, setpriv)")
+      local s = fresh { timeout = 60, user = "user" }
+      for _, cmd in ipairs({ "touch /opt/x", "touch /root/x", "mkdir /files" }) do
+        local r = s:execute_command(cmd)
+        assert.equal(Status.ERROR, r.status, cmd)
+        assert.matches("Permission denied", r.stderr, 1, true)
+      end
+      assert.equal(Status.SUCCESS, s:execute_command("touch /home/user/x /tmp/x /code/x").status)
+    end)
+  end)
+
   -- #8: envd runs every process under /bin/sh -c '... exec "${@}"' (infra envd services/process/handler/
   -- handler.go): a missing executable is the shell's exit 127, after a start event.
   describe("#8 a missing executable", function()

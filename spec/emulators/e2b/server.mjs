@@ -241,9 +241,8 @@ async function handle(req, res) {
       return sendJson(res, 502, { sandboxId: r.sandboxId, message: 'The sandbox was not found', code: 502 });
     }
   }
-  // Only code-interpreter templates (and templates built on one) run the Jupyter server.
-  const build = emu.templates.buildOf(sbx);
-  const jupyterOpen = !!(build && build.interpreter);
+  // Port 49999 is open only where the sandbox's start command started Jupyter (emulator.mjs CI_START).
+  const jupyterOpen = !!sbx.jupyter;
   if (r.port !== 49983 && !(r.port === 49999 && jupyterOpen)) {
     await readBody(req).catch(() => {});
     return sendJson(res, 502, { sandboxId: r.sandboxId, message: 'The sandbox is running but port is not open', port: r.port, code: 502 });

@@ -2,10 +2,21 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomId } from './util.mjs';
-import { makeTree, rmrf, killTree, baseEnv, spawnIn, liveChildren, makeStateDir } from './runtime.mjs';
+import { rmrf, killTree, liveChildren, makeStateDir } from './runtime.mjs';
+import { makeVmTree, spawnVm, baseEnv, copyTree, hasIdentities, USERS } from './vm.mjs';
 import { Faults } from './faults.mjs';
 import { Templates } from './templates.mjs';
 import { startDefaultKernel } from './interp.mjs';
+import { CI_START, CI_READY } from './templates.mjs';
+
+// (CI_START, CI_READY: templates.mjs) The code-interpreter template starts Jupyter only through its start command and is ready when the
+// server answers (e2b-dev/code-interpreter template/template.py: set_start_cmd("sudo systemctl start
+// jupyter", wait_for_url("http://localhost:49999/health")); systemd/jupyter.service is not enabled). A
+// template built on it with a start or ready command of its own replaces both (infra orchestrator/
+// pkg/template/build/phases/finalize/builder.go Layer): no Jupyter then. The emulator stands in for
+// these two commands: a start command that contains CI_START starts its kernel (and the rest of the
+// command runs with `true` in its place); CI_READY in a ready command is true once it has.
+
 
 export const ENVD_VERSION = '0.6.13';
 
@@ -26,7 +37,7 @@ export class Sandbox {
     this.metadata = opts.metadata || {};
     this.envVars = opts.envVars || {};
     this.templateEnv = opts.templateEnv || {};
-    this.templateUser = opts.templateUser || 'user';
+    this.templateUser = opts.templateUser || 'user'; // envd's default user: the template's USER
     this.templateWorkdir = opts.templateWorkdir;
     this.cpuCount = opts.cpuCount || 2;
     this.memoryMB = opts.memoryMB || 512;
@@ -51,6 +62,12 @@ export class Sandbox {
 
   env(user) {
     return { ...baseEnv(user), ...this.initEnv() };
+  }
+
+  // A process in this sandbox, as `user` (vm.mjs).
+  spawn(argv, { user = this.templateUser, cwd, env, stdio } = {}) {
+    return spawnVm(this.root, argv, { user, cwd: cwd || this.templateWorkdir || (USERS[user] || USERS.user).home,
+      env: env || this.env(user), stdio, stateDir: this.emu.stateDir });
   }
 
   setTimeout(seconds) {
@@ -160,12 +177,9 @@ export class Emulator {
     const id = randomId('i', 19);
     const root = path.join(this.stateDir, 'sandboxes', id);
     const { template, build } = resolved;
-    if (build.root && fs.existsSync(build.root)) {
-      fs.cpSync(build.root, root, { recursive: true, verbatimSymlinks: true });
-    } else {
-      fs.mkdirSync(root, { recursive: true });
-    }
-    makeTree(root);
+    fs.mkdirSync(root, { recursive: true });
+    if (build.root && fs.existsSync(build.root)) copyTree(build.root, root);
+    makeVmTree(root);
     const sbx = new Sandbox(this, {
       id,
       templateID: template.templateID,
@@ -189,7 +203,6 @@ export class Emulator {
     this.sandboxes.set(id, sbx);
     sbx.setTimeout(timeoutS);
     if (build.startCmd) this.startStartCmd(sbx, build);
-    if (build.interpreter) startDefaultKernel(sbx);
     this.log(`sandbox ${id} created from ${template.templateID}/${build.buildID} (timeout ${timeoutS}s)`);
     return sbx;
   }
@@ -200,10 +213,10 @@ export class Emulator {
     if (!build.readyCmd) return;
     const deadline = Date.now() + 60000;
     while (Date.now() < deadline && this.sandboxes.has(sbx.id)) {
+      const cmd = build.readyCmd.split(CI_READY).join(sbx.jupyter ? 'true' : 'false');
+      if (cmd === 'true') return; // the code interpreter's own check: its kernel is up already
       const code = await new Promise((resolve) => {
-        const c = spawnIn(sbx.root, ['/bin/bash', '-c', build.readyCmd], {
-          env: sbx.env(build.user || 'user'), cwd: build.workdir || '/home/user', stdio: ['ignore', 'ignore', 'ignore'],
-        });
+        const c = sbx.spawn(['/bin/bash', '-c', cmd], { user: build.user || 'user', stdio: ['ignore', 'ignore', 'ignore'] });
         c.on('close', (rc) => resolve(rc));
         c.on('error', () => resolve(-1));
       });
@@ -213,13 +226,17 @@ export class Emulator {
     this.log(`sandbox ${sbx.id}: ready command did not succeed in time`);
   }
 
-  // The template's start command runs in the background of every new sandbox.
+  // The template's start command runs in the background of every new sandbox, as the template's user
+  // (finalize phase: /bin/bash -l -c with the template's context). Jupyter runs only if it starts it.
   startStartCmd(sbx, build) {
-    const user = build.user || 'user';
-    const child = spawnIn(sbx.root, ['/bin/bash', '-l', '-c', build.startCmd], {
-      env: sbx.env(user), cwd: build.workdir || '/home/user', stdio: ['ignore', 'ignore', 'ignore'],
-    });
-    sbx.startChild = child;
+    let cmd = build.startCmd;
+    if (cmd.includes(CI_START)) {
+      sbx.jupyter = true;
+      startDefaultKernel(sbx);
+      cmd = cmd.split(CI_START).join('true');
+      if (cmd === 'true') return; // nothing else to run
+    }
+    sbx.startChild = sbx.spawn(['/bin/bash', '-l', '-c', cmd], { user: build.user || 'user', stdio: ['ignore', 'ignore', 'ignore'] });
   }
 
   expire(sbx) {
@@ -230,6 +247,7 @@ export class Emulator {
 
   pause(sbx) {
     sbx.stopRuntime();
+    sbx.jupyter = false;
     if (sbx.startChild) killTree(sbx.startChild);
     sbx.state = 'paused';
     if (sbx.timer) clearTimeout(sbx.timer);
@@ -241,7 +259,6 @@ export class Emulator {
     sbx.state = 'running';
     const build = this.templates.buildOf(sbx);
     if (build && build.startCmd) this.startStartCmd(sbx, build);
-    if (build && build.interpreter) startDefaultKernel(sbx);
     sbx.setTimeout(timeoutS);
     this.log(`sandbox ${sbx.id} resumed`);
   }
@@ -289,6 +306,7 @@ export class Emulator {
       templates: this.templates.list(),
       faults: this.faults.list(),
       children: liveChildren.size,
+      identities: hasIdentities(),
       dataPlaneHosts: Object.fromEntries(this.hostsSeen),
     };
   }

@@ -4,7 +4,8 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import crypto from 'node:crypto';
 import { readBody, parseJson, send, sendJson, randomId } from './util.mjs';
-import { USERS, hostPath, normalizeSandboxPath, spawnIn, killTree } from './runtime.mjs';
+import { killTree } from './runtime.mjs';
+import { USERS, vmPath as hostPath, resolvePath as normalizeSandboxPath, writeFileAs, ensureDirs, ownerName } from './vm.mjs';
 import { RpcError, parseEnvelope, unaryError, unaryOk, ServerStream } from './connect.mjs';
 import { boundaryOf, parseMultipart } from './multipart.mjs';
 
@@ -96,9 +97,12 @@ class Proc {
   }
 }
 
-function userFromBasic(req) {
+// The request's user: Basic auth names one; none means envd's default, the template's USER (infra
+// envd execcontext.ResolveDefaultUsername; `user` on the code-interpreter template, root on one built
+// from an image: orchestrator/pkg/template/build/phases/base/builder.go defaultUser).
+function userFromBasic(req, sbx) {
   const auth = req.headers.authorization;
-  if (!auth) return { user: 'user' };
+  if (!auth) return { user: sbx.templateUser };
   const m = /^Basic\s+(.+)$/i.exec(auth);
   if (!m) return { error: 'invalid authorization header' };
   const dec = Buffer.from(m[1], 'base64').toString('utf8');
@@ -172,7 +176,7 @@ async function processRpc(emu, sbx, method, req, res, ctx) {
   } catch (e) {
     throw e instanceof RpcError ? e : new RpcError('invalid_argument', `unmarshal message: ${e.message}`);
   }
-  const u = userFromBasic(req);
+  const u = userFromBasic(req, sbx);
   if (u.error) throw new RpcError('unauthenticated', u.error);
   const user = u.user;
 
@@ -181,7 +185,7 @@ async function processRpc(emu, sbx, method, req, res, ctx) {
     if (typeof pc.cmd !== 'string' || pc.cmd === '') throw new RpcError('invalid_argument', 'process.cmd is required');
     const args = Array.isArray(pc.args) ? pc.args.map(String) : [];
     const envs = pc.envs && typeof pc.envs === 'object' ? pc.envs : {};
-    const cwd = normalizeSandboxPath(pc.cwd || sbx.templateWorkdir || USERS[user], user);
+    const cwd = normalizeSandboxPath(pc.cwd || sbx.templateWorkdir || USERS[user].home, user);
     const env = { ...sbx.env(user), ...envs };
     const cwdHost = hostPath(sbx.root, cwd).host;
     let cwdOk = false;
@@ -197,7 +201,7 @@ async function processRpc(emu, sbx, method, req, res, ctx) {
       const rows = Number(size.rows) || 24;
       argv = [SCRIPT, '-qfec', `stty cols ${cols} rows ${rows} 2>/dev/null; exec ${argv.map(shQuote).join(' ')}`, '/dev/null'];
     }
-    const child = spawnIn(sbx.root, argv, { env, cwd });
+    const child = sbx.spawn(argv, { user, env, cwd });
     if (!wantStdin) child.stdin.end();
     const proc = new Proc(sbx, child, { cmd: pc.cmd, args, envs, cwd }, msg.tag, pty);
     if (!proc.pid) throw new RpcError('internal', 'error starting process');
@@ -274,7 +278,8 @@ function permString(st) {
 function entryInfo(sbx, sbxPath, hostP) {
   const st = fs.lstatSync(hostP);
   const type = st.isDirectory() ? 'FILE_TYPE_DIRECTORY' : st.isSymbolicLink() ? 'FILE_TYPE_SYMLINK' : 'FILE_TYPE_FILE';
-  const owner = sbxPath.startsWith('/root') || !hostPath(sbx.root, sbxPath).writable ? 'root' : 'user';
+  // real owners (getFileOwnership), or, with one uid for everything, where the file lives
+  const owner = ownerName(st.uid) || (sbxPath.startsWith('/root') || !hostPath(sbx.root, sbxPath).writable ? 'root' : 'user');
   const e = {
     name: path.posix.basename(sbxPath) || '/',
     type,
@@ -331,7 +336,7 @@ async function filesystemRpc(emu, sbx, method, req, res, ctx) {
   } catch (e) {
     throw e instanceof RpcError ? e : new RpcError('invalid_argument', `unmarshal message: ${e.message}`);
   }
-  const u = userFromBasic(req);
+  const u = userFromBasic(req, sbx);
   if (u.error) throw new RpcError('unauthenticated', u.error);
   const user = u.user;
   const resolve = (p) => {
@@ -352,7 +357,8 @@ async function filesystemRpc(emu, sbx, method, req, res, ctx) {
         throw new RpcError('invalid_argument', `path already exists but it is not a directory: ${sp}`);
       }
       if (!writable) throw new RpcError('permission_denied', `permission denied: ${sp}`);
-      fs.mkdirSync(host, { recursive: true });
+      // envd (root) makes it and its missing parents for the user (filesystem/dir.go: EnsureDirs)
+      ensureDirs(sbx.root, sp, user);
       return unaryOk(res, { entry: entryInfo(sbx, sp, host) });
     }
     case 'ListDir': {
@@ -389,7 +395,7 @@ async function filesystemRpc(emu, sbx, method, req, res, ctx) {
       const dst = resolve(msg.destination);
       if (!exists(src.host)) throw new RpcError('not_found', `source file not found: ${src.sp}`);
       if (!src.writable || !dst.writable) throw new RpcError('permission_denied', `permission denied: ${src.writable ? dst.sp : src.sp}`);
-      fs.mkdirSync(path.dirname(dst.host), { recursive: true });
+      ensureDirs(sbx.root, path.posix.dirname(dst.sp), user);
       fs.renameSync(src.host, dst.host);
       if (sbx.fileMeta.has(src.sp)) { sbx.fileMeta.set(dst.sp, sbx.fileMeta.get(src.sp)); sbx.fileMeta.delete(src.sp); }
       return unaryOk(res, { entry: entryInfo(sbx, dst.sp, dst.host) });
@@ -474,10 +480,10 @@ function signatureOk(sbx, q, op) {
 async function files(emu, sbx, req, res, url) {
   const q = url.searchParams;
   const op = req.method === 'GET' ? 'read' : 'write';
-  if (req.headers['x-access-token'] !== sbx.envdAccessToken && !signatureOk(sbx, q, op)) {
+  if (sbx.envdAccessToken && req.headers['x-access-token'] !== sbx.envdAccessToken && !signatureOk(sbx, q, op)) {
     return restError(res, 401, UNAUTHORIZED);
   }
-  const user = q.get('username') || 'user';
+  const user = q.get('username') || sbx.templateUser;
   if (!USERS[user]) return restError(res, 401, `invalid username: '${user}'`);
 
   if (req.method === 'GET') {
@@ -539,11 +545,10 @@ async function files(emu, sbx, req, res, url) {
     if (seen.has(sp)) return restError(res, 400, `cannot upload multiple files to the same path '${sp}'`);
     seen.add(sp);
     const hp = hostPath(sbx.root, sp);
-    if (!hp.writable) return restError(res, 403, `permission denied: '${sp}'`);
     try {
       if (fs.existsSync(hp.host) && fs.statSync(hp.host).isDirectory()) return restError(res, 400, `path '${sp}' is a directory`);
-      fs.mkdirSync(path.dirname(hp.host), { recursive: true });
-      fs.writeFileSync(hp.host, t.data);
+      // envd writes as root: any path, missing parents and the file owned by the user (api/upload.go)
+      writeFileAs(sbx.root, sp, t.data, user);
     } catch (e) {
       return restError(res, 500, `error writing file '${sp}': ${e.message}`);
     }
@@ -561,7 +566,7 @@ export async function handleEnvd(emu, sbx, req, res, url, ctx) {
   if (p === '/health' && req.method === 'GET') return send(res, 204);
   if (p === '/files') return files(emu, sbx, req, res, url);
   if (p === '/init' && req.method === 'POST') { await readBody(req); return send(res, 204); }
-  if (req.headers['x-access-token'] !== sbx.envdAccessToken) return restError(res, 401, UNAUTHORIZED);
+  if (sbx.envdAccessToken && req.headers['x-access-token'] !== sbx.envdAccessToken) return restError(res, 401, UNAUTHORIZED);
   if (p === '/envs' && req.method === 'GET') return sendJson(res, 200, sbx.initEnv());
   if (p === '/metrics' && req.method === 'GET') {
     return sendJson(res, 200, { ts: Math.floor(Date.now() / 1000), cpu_count: sbx.cpuCount, cpu_used_pct: 1.5, mem_total: sbx.memoryMB * 1048576, mem_used: 67108864, disk_total: 1073741824, disk_used: 1048576 });

@@ -4,7 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readBody, send, sendJson, uuid, sleep } from './util.mjs';
-import { spawnIn, killTree, normalizeSandboxPath, hostPath } from './runtime.mjs';
+import { killTree } from './runtime.mjs';
+import { resolvePath as normalizeSandboxPath, ensureDirs } from './vm.mjs';
 
 const DRIVER = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'driver.py'), 'utf8');
 const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
@@ -124,8 +125,10 @@ class Context {
 
   ensure() {
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) return;
-    const child = spawnIn(this.sbx.root, [PYTHON, '-c', 'import sys; exec(compile(sys.argv[1], "<e2b-emulator-kernel>", "exec"))', DRIVER], {
-      env: this.sbx.env('user'), cwd: this.cwd, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
+    // Kernels run as root: Jupyter is a systemd service without User= (e2b-dev/code-interpreter
+    // template/systemd/jupyter.service), so what code writes belongs to root.
+    const child = this.sbx.spawn([PYTHON, '-c', 'import sys; exec(compile(sys.argv[1], "<e2b-emulator-kernel>", "exec"))', DRIVER], {
+      user: 'root', env: this.sbx.env('root'), cwd: this.cwd, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
     });
     this.child = child;
     let buf = '';
@@ -334,8 +337,7 @@ export async function handleInterp(emu, sbx, req, res, url, ctx) {
     const lang = LANGS[String(body.language || 'python').toLowerCase()];
     if (!lang) return text(res, 400, `Language ${body.language} is not supported by the E2B emulator (python only)`);
     const cwd = normalizeSandboxPath(body.cwd || '/home/user');
-    const hp = hostPath(sbx.root, cwd);
-    if (hp.writable) fs.mkdirSync(hp.host, { recursive: true });
+    try { ensureDirs(sbx.root, cwd, 'root'); } catch { /* a read-only host directory: it exists */ }
     const c = new Context(sbx, lang, cwd);
     c.ensure();
     sbx.contexts.set(c.id, c);

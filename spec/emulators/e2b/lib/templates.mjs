@@ -8,7 +8,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { randomId, uuid } from './util.mjs';
-import { makeTree, rmrf, spawnIn, hostPath, killTree, liveChildren } from './runtime.mjs';
+import { rmrf, killTree, liveChildren } from './runtime.mjs';
+import { makeVmTree, spawnVm, vmPath as hostPath, copyTree, baseEnv, ensureDirs, chownTree, USERS } from './vm.mjs';
+
+// The code-interpreter template's start and ready commands (e2b-dev/code-interpreter template/template.py)
+export const CI_START = 'sudo systemctl start jupyter';
+export const CI_READY = 'curl -s -o /dev/null -w "%{http_code}" http://localhost:49999/health | grep -q "200"';
 
 const DEFAULT_TEMPLATES = ['base', 'code-interpreter-v1'];
 
@@ -36,7 +41,14 @@ export class Templates {
       const b = this.newBuild(t, {});
       b.status = 'ready';
       b.finishedAt = Date.now();
-      b.interpreter = name === 'code-interpreter-v1';
+      // both run as `user` in /home/user; the code interpreter's start and ready commands start Jupyter
+      // and wait for it (code-interpreter template/template.py)
+      b.user = 'user';
+      b.workdir = '/home/user';
+      if (name === 'code-interpreter-v1') {
+        b.startCmd = CI_START;
+        b.readyCmd = CI_READY;
+      }
     }
   }
 
@@ -212,17 +224,23 @@ export class Templates {
     if (spec.fromTemplate) {
       const base = this.resolve(spec.fromTemplate);
       if (!base) return this.fail(b, `base template '${spec.fromTemplate}' not found`, 'base');
-      if (base.build.root) fs.cpSync(base.build.root, b.root, { recursive: true, verbatimSymlinks: true });
+      fs.mkdirSync(b.root, { recursive: true });
+      if (base.build.root) copyTree(base.build.root, b.root);
       Object.assign(b.env, base.build.env);
-      b.interpreter = !!base.build.interpreter;
       b.user = base.build.user;
       b.workdir = base.build.workdir;
+      // the start and ready commands are inherited unless this build sets its own (finalize Layer)
+      b.startCmd = base.build.startCmd;
+      b.readyCmd = base.build.readyCmd;
       this.log(b, `[base] FROM template ${spec.fromTemplate}`, 'info', 'base');
     } else {
       const image = spec.fromImage || 'e2bdev/base';
       this.log(b, `[base] FROM ${image} (emulated by the host system)`, 'info', 'base');
+      // an image's build starts as root with no workdir (base/builder.go defaultUser)
+      b.user = 'root';
+      b.workdir = undefined;
     }
-    makeTree(b.root);
+    makeVmTree(b.root);
     let user = b.user || 'user';
     for (let i = 0; i < steps.length; i++) {
       const step = steps[i] || {};
@@ -246,9 +264,8 @@ export class Templates {
             for (let k = 0; k + 1 < args.length; k += 2) b.env[args[k]] = args[k + 1];
             break;
           case 'WORKDIR': {
-            const w = path.posix.resolve(b.workdir || '/home/user', args[0] || '/');
-            const hp = hostPath(b.root, w);
-            if (hp.writable) fs.mkdirSync(hp.host, { recursive: true });
+            const w = path.posix.resolve(b.workdir || (USERS[user] || USERS.user).home, args[0] || '/');
+            try { ensureDirs(b.root, w, user); } catch { /* a host directory: it exists */ }
             b.workdir = w;
             break;
           }
@@ -263,14 +280,13 @@ export class Templates {
         return this.fail(b, `step ${n} failed: ${e.message}`, n);
       }
     }
-    if (spec.startCmd) {
-      b.startCmd = spec.startCmd;
-      this.log(b, `[finalize] start command: ${spec.startCmd}`, 'info', 'finalize');
+    if (spec.startCmd || spec.readyCmd) {
+      // a start or ready command of this build replaces both of the base's (finalize/builder.go Layer)
+      b.startCmd = spec.startCmd || undefined;
+      b.readyCmd = spec.readyCmd || undefined;
     }
-    if (spec.readyCmd) {
-      b.readyCmd = spec.readyCmd;
-      this.log(b, `[finalize] ready command: ${spec.readyCmd} (awaited when a sandbox is created)`, 'info', 'finalize');
-    }
+    if (b.startCmd) this.log(b, `[finalize] start command: ${b.startCmd}`, 'info', 'finalize');
+    if (b.readyCmd) this.log(b, `[finalize] ready command: ${b.readyCmd} (awaited when a sandbox is created)`, 'info', 'finalize');
     this.log(b, 'Build finished', 'info', 'finalize');
     b.status = 'ready';
     b.finishedAt = Date.now();
@@ -279,8 +295,9 @@ export class Templates {
 
   runCmd(b, cmd, user, n) {
     return new Promise((resolve) => {
-      const env = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: user === 'root' ? '/root' : '/home/user', USER: user, LANG: 'C.UTF-8', ...b.env };
-      const child = spawnIn(b.root, ['/bin/bash', '-c', cmd], { env, cwd: b.workdir || (user === 'root' ? '/root' : '/home/user') });
+      const env = { ...baseEnv(user), ...b.env };
+      const home = (USERS[user] || USERS.user).home;
+      const child = spawnVm(b.root, ['/bin/bash', '-c', cmd], { env, user, cwd: b.workdir || home, stateDir: this.emu.stateDir });
       this.running.add(child);
       let pending = '';
       const onData = (level) => (d) => {
@@ -330,6 +347,8 @@ export class Templates {
         fs.mkdirSync(st.isDirectory() ? to : path.dirname(to), { recursive: true });
         fs.cpSync(m, to, { recursive: true, verbatimSymlinks: true, force: true });
         if (mode) fs.chmodSync(to, parseInt(mode, 8));
+        // owned by the step's owner, else the build's user (orchestrator template/build/commands/copy.go)
+        chownTree(to, (args[2] || b.user || 'root').split(':')[0]);
       }
       return null;
     } finally {
