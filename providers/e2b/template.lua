@@ -36,6 +36,13 @@ local Stage = models.Stage
 local M = {}
 
 M.DEFAULT_BASE_TEMPLATE = "code-interpreter-v1"
+-- The code-interpreter template starts Jupyter only through its start command and is ready when the
+-- server answers (e2b-dev/code-interpreter template/template.py: "sudo systemctl start jupyter",
+-- wait_for_url("http://localhost:49999/health"); its systemd unit is not enabled). A build's start or
+-- ready command replaces both of the base's (infra orchestrator/pkg/template/build/phases/finalize/
+-- builder.go Layer), so on that base the spec's commands are chained after them.
+M.CI_START = "sudo systemctl start jupyter"
+M.CI_READY = 'curl -s -o /dev/null -w "%{http_code}" http://localhost:49999/health | grep -q "200"'
 M.TAG_PREFIX = "glsb-"
 local HOME = "/home/user"
 local UPLOAD_TIMEOUT = 3600
@@ -171,6 +178,11 @@ function M.build_plan(spec, opts)
     body.fromImage = spec.base_image
   else
     body.fromTemplate = spec.base_template or opts.base_template or M.DEFAULT_BASE_TEMPLATE
+  end
+  if body.fromTemplate == M.DEFAULT_BASE_TEMPLATE and (spec.start_cmd or spec.ready_cmd) then
+    -- keep the code interpreter: its start first, then the spec's; ready when both are
+    body.startCmd = M.CI_START .. (spec.start_cmd and (" && (" .. spec.start_cmd .. ")") or "")
+    body.readyCmd = M.CI_READY .. (spec.ready_cmd and (" && (" .. spec.ready_cmd .. ")") or "")
   end
   return { body = body, uploads = uploads }
 end

@@ -46,6 +46,21 @@ describe("e2b template builder #e2b", function()
       assert.are_not.equal(plan.uploads[1].hash, plan.uploads[2].hash)
     end)
 
+    -- issue 15 #3: a build's start/ready commands replace the base's, and the code interpreter starts
+    -- Jupyter only through its own (code-interpreter template/template.py; infra finalize/builder.go)
+    it("chains a start or ready command after the code interpreter's on that base", function()
+      local p = e2b_template.build_plan(require("glsb.template").normalize {
+        name = "x", start_cmd = "serve", ready_cmd = "check" })
+      assert.equal("sudo systemctl start jupyter && (serve)", p.body.startCmd)
+      assert.equal('curl -s -o /dev/null -w "%{http_code}" http://localhost:49999/health | grep -q "200" && (check)',
+        p.body.readyCmd)
+      p = e2b_template.build_plan(require("glsb.template").normalize { name = "x", ready_cmd = "check" })
+      assert.equal("sudo systemctl start jupyter", p.body.startCmd)
+      p = e2b_template.build_plan(require("glsb.template").normalize { name = "x", base_image = "python:3", start_cmd = "serve" })
+      assert.equal("serve", p.body.startCmd)
+      assert.is_nil(p.body.readyCmd)
+    end)
+
     it("defaults to the code interpreter template as the base", function()
       local p = e2b_template.build_plan(require("glsb.template").normalize { name = "x" })
       assert.equal("code-interpreter-v1", p.body.fromTemplate)
@@ -247,6 +262,35 @@ describe("e2b template builder #e2b", function()
         -- the emulator's upload URL refuses any Content-Type with S3/GCS's 403 SignatureDoesNotMatch
         local res = builder():ensure { name = "glsb-e2b-upload-ctype", files = { { path = "/tmp/ct", data = "ct" } } }
         assert.is_true(res.built)
+      end)
+    end)
+
+    describe("start and ready commands on the code interpreter (issue 15 #3)", function()
+      it("a template with its own start command still runs code", function()
+        local res = builder():ensure { name = "glsb-e2b-ci-start", start_cmd = "echo started > /tmp/started.txt",
+          ready_cmd = "test -f /tmp/started.txt" }
+        local sb = glsb.create("e2b", emu:opts { template = res.ref.name, timeout = 60 })
+        finally(function() sb:terminate() end)
+        local r = sb:execute_code("print(open('/tmp/started.txt').read(), end='')")
+        assert.equal(Status.SUCCESS, r.status, tostring(r))
+        assert.equal("started\n", r.stdout)
+      end)
+
+      it("the emulator runs no code interpreter where the start command does not start it", function()
+        -- what E2B does with a start command of the template's own on the code interpreter base
+        local http = require "glsb.http"
+        local r = call("POST", "/v3/templates", { name = "glsb-e2b-ci-replaced" })
+        local tid, bid = r.json.templateID, r.json.buildID
+        r = http.request { method = "POST", url = emu.base .. "/v2/templates/" .. tid .. "/builds/" .. bid,
+          body = http.encode_json { fromTemplate = "code-interpreter-v1", startCmd = "true" }:gsub('"steps":{}', '"steps":[]'),
+          timeout = 10, headers = { ["X-API-KEY"] = emu.api_key, ["Content-Type"] = "application/json", Connection = "close" } }
+        assert.equal(202, r.status, r.body)
+        wait_status(tid, bid, "ready")
+        local sb = glsb.create("e2b", emu:opts { template = "glsb-e2b-ci-replaced", timeout = 60 })
+        finally(function() sb:terminate() end)
+        local x = sb:execute_code("print(1)")
+        assert.equal(Status.ERROR, x.status)
+        assert.matches("port is not open", x.error)
       end)
     end)
 
