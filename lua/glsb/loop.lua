@@ -24,7 +24,7 @@ local task_of = setmetatable({}, { __mode = "k" }) -- coroutine -> Task
 local root_context = {}                           -- the context of code running outside any task
 local ready = {}                                  -- FIFO of tasks to resume
 local ready_head, ready_tail = 1, 0
-local waiters = {}                                -- poll token -> waiter (a Task or an inline record)
+local waiters = {}                                -- poll token -> its first waiter; others chain by .next_same
 local timers = {}                                 -- binary min-heap of { at, seq, waiter }
 local timer_seq = 0
 local inline_woken = false                        -- a wait outside any task was satisfied this step
@@ -81,11 +81,37 @@ local function push_ready(task)
   ready[ready_tail] = task
 end
 
--- Wakes a waiter once with a reason: "ready", "timeout" or "cancel".
+-- Several waits may share one token (two tasks waiting for one process's exit: a lease's teardown and
+-- a running call). The common case is one: waiters[token] is that waiter itself, and a second one
+-- chains behind it through next_same, so one waiter costs no list.
+local function add_waiter(token, w)
+  local head = waiters[token]
+  if not head then
+    waiters[token] = w
+    return
+  end
+  while head.next_same do head = head.next_same end
+  head.next_same = w
+end
+
+local function remove_waiter(w)
+  local token = w.token
+  local head = waiters[token]
+  if head == w then
+    waiters[token] = w.next_same
+  elseif head then
+    while head.next_same and head.next_same ~= w do head = head.next_same end
+    if head.next_same == w then head.next_same = w.next_same end
+  end
+  w.next_same = nil
+end
+
+-- Wakes a waiter once with a reason: "ready", "timeout" or "cancel". A waiter woken by its deadline or
+-- a cancel leaves the others on its token waiting.
 local function wake(waiter, reason)
   if waiter.woken then return end
   waiter.woken = reason
-  if waiter.token then waiters[waiter.token] = nil end
+  if waiter.token then remove_waiter(waiter) end
   if waiter.timer then waiter.timer.dead = true end
   if waiter.task then push_ready(waiter.task) else inline_woken = true end
 end
@@ -124,8 +150,12 @@ local function step(max_wait)
   local tokens, perr = core.poll(wait)
   if not tokens then error("glsb.loop: " .. perr, 0) end -- the wait itself failed: nothing can go on
   for _, token in ipairs(tokens) do
+    -- every waiter of the token wakes; each wake unlinks the head, so this walks the chain
     local w = waiters[token]
-    if w then wake(w, "ready") end
+    while w do
+      wake(w, "ready")
+      w = waiters[token]
+    end
   end
   now = core.now()
   while timers[1] and (timers[1].dead or timers[1].at <= now) do
@@ -151,6 +181,7 @@ end
 
 -- Waits for a poll token (or nil: only the deadline) until deadline (absolute core.now() seconds, or
 -- nil for none). Returns "ready" or "timeout". In a task a cancel raises the Cancelled error here.
+-- Any number of waits may share a token: its readiness wakes them all.
 function M.wait(token, deadline)
   local task = running_task()
   local w = { token = token, task = task }
@@ -158,7 +189,7 @@ function M.wait(token, deadline)
     if task.cancel_requested and task.shield == 0 then error(cancelled_error(task), 0) end
     task.waiting = w
   end
-  if token then waiters[token] = w end
+  if token then add_waiter(token, w) end
   if deadline then w.timer = add_timer(deadline, w) end
   if not token and not deadline then error("glsb.loop.wait: neither a token nor a deadline", 2) end
   if task then

@@ -101,6 +101,79 @@ describe("glsb.loop #core #unit", function()
     end)
   end)
 
+  describe("several waits on one token", function()
+    local core = require "glsb.core"
+    local p, token
+    before_each(function()
+      -- a token that becomes ready when we say so: cat's stdout once a byte is written to it
+      p = assert(process.spawn({ argv = { "cat" } }))
+      token = core.watch(p:fd("stdout"), "r")
+    end)
+    after_each(function()
+      core.unwatch(token)
+      p:kill("KILL")
+      p:wait(loop.now() + 5)
+      p:close()
+    end)
+
+    local function waiter(log, name, deadline)
+      return loop.spawn(function()
+        local ok, why = pcall(loop.wait, token, deadline)
+        log[name] = ok and why or (loop.is_cancelled(why) and "cancelled" or tostring(why))
+      end)
+    end
+
+    it("all wake when it is ready, in the order they waited", function()
+      local log, order = {}, {}
+      loop.run(function()
+        local ts = {}
+        for i = 1, 3 do
+          ts[i] = loop.spawn(function()
+            log[i] = loop.wait(token, loop.now() + 5)
+            order[#order + 1] = i
+          end)
+        end
+        loop.sleep(0.01)
+        assert.same({}, log) -- nobody woke before the byte
+        assert(p:write("x", loop.now() + 5))
+        loop.gather(ts)
+      end)
+      assert.same({ "ready", "ready", "ready" }, log)
+      assert.same({ 1, 2, 3 }, order)
+    end)
+
+    it("a cancelled or timed-out waiter leaves the others waiting", function()
+      local log = {}
+      loop.run(function()
+        local first = waiter(log, "first", loop.now() + 5)
+        local cancelled = waiter(log, "cancelled")
+        waiter(log, "timed", loop.now() + 0.01)
+        local last = waiter(log, "last", loop.now() + 5)
+        loop.sleep(0.02)
+        cancelled:cancel()
+        loop.sleep(0.01)
+        assert.same({ cancelled = "cancelled", timed = "timeout" }, log)
+        assert.is_false(first:done())
+        assert.is_false(last:done())
+        assert(p:write("x", loop.now() + 5))
+        loop.gather(first, last)
+      end)
+      assert.same({ first = "ready", cancelled = "cancelled", timed = "timeout", last = "ready" }, log)
+    end)
+
+    it("a wait outside any task and a task's wait share it", function()
+      local log = {}
+      local t = waiter(log, "task", loop.now() + 5)
+      loop.spawn(function()
+        loop.sleep(0.01)
+        assert(p:write("x", loop.now() + 5))
+      end)
+      assert.equal("ready", loop.wait(token, loop.now() + 5))
+      loop.run(function() t:wait() end)
+      assert.same({ task = "ready" }, log)
+    end)
+  end)
+
   it("rejects misuse", function()
     assert.has_error(function() loop.spawn(42) end)
     assert.has_error(function() loop.sleep("x") end)
