@@ -242,6 +242,57 @@ describe("glsb.process #core #unit", function()
     assert.matches("nonexistent", err)
   end)
 
+  it("the loop reaps a child as soon as it exits: no zombie waits for a poll()", function()
+    local p = assert(process.spawn({ argv = { "true" }, stdin = "null", stdout = "null", stderr = "null" }))
+    local token = p.proc.exit_token
+    assert.is_number(token)
+    -- only the loop runs here: nobody calls poll() or wait() before looking at /proc
+    assert.equal("ready", loop.wait(token, loop.now() + 10))
+    assert.is_nil(io.open("/proc/" .. p.pid .. "/stat"), "the child is still a zombie")
+    assert.same({ code = 0 }, p.proc:poll())
+    assert.same({ code = 0 }, p:wait(loop.now() + 1))
+    p:close()
+  end)
+
+  it("tasks waiting on one process's exit all wake; a cancelled waiter does not disturb the others", function()
+    local p = assert(process.spawn({ argv = { "sh", "-c", "read x; exit 7" }, stdout = "null", stderr = "null" }))
+    local got = {}
+    loop.run(function()
+      local function waiter(name)
+        return loop.spawn(function()
+          local ok, st = pcall(p.wait, p, loop.now() + 10)
+          got[name] = ok and st or (loop.is_cancelled(st) and "cancelled" or tostring(st))
+        end)
+      end
+      -- as the local provider has them: a running call and a lease's teardown wait for the same exit
+      local call, teardown, gone = waiter("call"), waiter("teardown"), waiter("gone")
+      loop.sleep(0.02)
+      gone:cancel()
+      loop.sleep(0.02)
+      assert.same({ gone = "cancelled" }, got)
+      assert(p:write("\n", loop.now() + 5))
+      loop.gather(call, teardown)
+    end)
+    assert.same({ call = { code = 7 }, teardown = { code = 7 }, gone = "cancelled" }, got)
+    p:close()
+  end)
+
+  it("a process reaped by poll() still wakes the tasks waiting on its exit token", function()
+    local p = assert(process.spawn({ argv = { "sh", "-c", "read x" }, stdout = "null", stderr = "null" }))
+    local token = p.proc.exit_token
+    local woke
+    loop.run(function()
+      local t = loop.spawn(function() woke = loop.wait(token, loop.now() + 10) end)
+      loop.sleep(0.01)
+      p:close_stdin()
+      local st
+      repeat st = p.proc:poll() until st -- reaped here, not by the loop's step
+      t:wait()
+    end)
+    assert.equal("ready", woke)
+    p:close()
+  end)
+
   it("two processes run concurrently in tasks", function()
     local marks = {}
     loop.run(function()

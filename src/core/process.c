@@ -1,8 +1,9 @@
-/* process.c: child processes with non-blocking pipes and a pidfd the loop can wait on. */
+/* process.c: child processes with non-blocking pipes, and their exit as a loop source. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -12,6 +13,7 @@
 
 #include "codes.h"
 #include "core.h"
+#include "loop.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -28,6 +30,10 @@ enum { IN, OUT, ERR, FD3, NSTD };
 static const char *const std_names[] = {"stdin", "stdout", "stderr", "fd3", "pidfd", NULL};
 
 typedef struct {
+	/* The exit source: the pidfd watched from the spawn until the child is reaped; its token is ready
+	 * once the child has ended and been reaped (whoever reaped it: the loop's step, poll(), close()). */
+	struct glsb_source exit_src;
+	int exit_watched;
 	pid_t pid;
 	int fd[NSTD];
 	int fd3_socket; /* fd3 is a socketpair end: it is written too */
@@ -48,6 +54,15 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+static void unwatch_exit(process *p)
+{
+	if (!p->exit_watched)
+		return;
+	glsb_loop_remove_fd(&p->exit_src);
+	p->exit_watched = 0;
+	glsb_loop_ready(p->exit_src.token);
+}
+
 static int try_reap(process *p, int options)
 {
 	if (p->reaped || p->pid <= 0)
@@ -66,7 +81,18 @@ static int try_reap(process *p, int options)
 		p->reaped = 1; /* someone else reaped it; we cannot know how it ended */
 		p->code = -1;
 	}
+	if (p->reaped)
+		unwatch_exit(p);
 	return p->reaped;
+}
+
+/* The pidfd turned readable: the child has ended. Reap it now (no zombie waits for a poll() call) and
+ * report the exit token; the source removes itself with the reaping. */
+static void exit_ready(struct glsb_source *src, int revents)
+{
+	process *p = (process *)(void *)((char *)src - offsetof(process, exit_src));
+	if (!try_reap(p, WNOHANG) && (revents & (POLLERR | POLLNVAL)))
+		unwatch_exit(p); /* a pidfd the kernel refuses: stop watching; waiters fall back to poll() */
 }
 
 static void release(process *p)
@@ -77,6 +103,7 @@ static void release(process *p)
 		kill(p->pid, SIGKILL);
 		try_reap(p, 0);
 	}
+	unwatch_exit(p); /* before the pidfd goes: the loop must not poll a closed (or reused) fd */
 	close_fd(&p->pidfd);
 }
 
@@ -207,10 +234,16 @@ static int l_spawn(lua_State *L)
 		release(p);
 		return glsb_push_errno(L, failed, argv[0], err);
 	}
-	/* A child's exit reaches the loop as its pidfd turning readable: a watched fd like any other. */
+	/* A child's exit reaches the loop as a source of its own: its pidfd, watched until it is reaped. */
 	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
-	if (p->pidfd >= 0)
+	if (p->pidfd >= 0) {
 		fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
+		p->exit_src.token = glsb_loop_token();
+		p->exit_src.done = exit_ready;
+		p->exit_watched = glsb_loop_add_fd(&p->exit_src, p->pidfd, POLLIN) == 0;
+		if (!p->exit_watched)
+			p->exit_src.token = 0; /* out of memory: no exit token, callers poll */
+	}
 	return 1;
 }
 
@@ -329,6 +362,13 @@ static int l_index(lua_State *L)
 	const char *k = luaL_checkstring(L, 2);
 	if (!strcmp(k, "pid")) {
 		lua_pushinteger(L, p->pid);
+		return 1;
+	}
+	if (!strcmp(k, "exit_token")) {
+		/* nil without a pidfd (kernel before 5.3, valgrind): then poll() is the only way to know */
+		if (p->exit_src.token == 0)
+			return 0;
+		lua_pushinteger(L, (lua_Integer)p->exit_src.token);
 		return 1;
 	}
 	return glsb_method(L, PROCESS_MT, k);
