@@ -130,17 +130,19 @@ end
 
 function Process:close_stdin() if self.proc:fd("stdin") then self.proc:close_fd("stdin") end end
 
--- Waits for the process to end. Returns {code = n} or {signal = n}, or nil, "timeout".
+-- Waits for the process to end. Returns {code = n} or {signal = n}, or nil, "timeout". Any number of
+-- tasks may wait for one process: its exit token (the core reaps the child when its pidfd turns
+-- readable) wakes them all.
 function Process:wait(deadline)
   while true do
     local st = self.proc:poll()
     if st then return st end
-    local pidfd = self.proc:fd("pidfd")
-    if not pidfd then
+    local token = self.proc.exit_token
+    if not token then
       -- no pidfd (kernel before 5.3, or valgrind): poll
       if deadline and loop.now() >= deadline then return nil, "timeout" end
       loop.sleep(0.01)
-    elseif loop.wait_fd(pidfd, "r", deadline) == "timeout" then
+    elseif loop.wait(token, deadline) == "timeout" then
       return nil, "timeout"
     end
   end
