@@ -10,19 +10,15 @@
 #include "core.h"
 #include "loop.h"
 
-typedef struct {
-	struct glsb_source *src; /* NULL once removed during a dispatch; swept after it */
-	int fd;
-	short events;
-} watch;
-
-/* One loop per process: glsb is single-threaded and every Lua state shares it. */
+/* One loop per process: glsb is single-threaded and every Lua state shares it. The watched sources and
+ * their pollfds are kept side by side and handed to poll(2) as they are: nothing is rebuilt per step. */
 static struct {
 	const struct glsb_loop_driver *driver;
 	long long next_token;
-	watch *watches;
+	struct pollfd *pfds;       /* pfds[i] is what srcs[i] watches */
+	struct glsb_source **srcs; /* NULL once removed during a dispatch (its fd -1); swept after it */
 	size_t nwatches, capwatches;
-	int dispatching;
+	int dispatching, removed;
 	long long *ready;
 	size_t nready, capready;
 } loop;
@@ -71,36 +67,58 @@ int glsb_loop_add_fd(struct glsb_source *src, int fd, short events)
 {
 	if (loop.nwatches == loop.capwatches) {
 		size_t cap = loop.capwatches ? loop.capwatches * 2 : 16;
-		watch *p = realloc(loop.watches, cap * sizeof *p);
-		if (!p)
+		struct pollfd *pfds = realloc(loop.pfds, cap * sizeof *pfds);
+		if (!pfds)
 			return -1;
-		loop.watches = p;
+		loop.pfds = pfds;
+		struct glsb_source **srcs = realloc(loop.srcs, cap * sizeof *srcs);
+		if (!srcs)
+			return -1;
+		loop.srcs = srcs;
 		loop.capwatches = cap;
 	}
-	loop.watches[loop.nwatches++] = (watch){src, fd, events};
+	src->slot = loop.nwatches;
+	loop.pfds[loop.nwatches] = (struct pollfd){fd, events, 0};
+	loop.srcs[loop.nwatches++] = src;
 	return 0;
+}
+
+static void move_watch(size_t from, size_t to)
+{
+	loop.pfds[to] = loop.pfds[from];
+	loop.srcs[to] = loop.srcs[from];
+	loop.srcs[to]->slot = to;
 }
 
 void glsb_loop_remove_fd(struct glsb_source *src)
 {
-	for (size_t i = 0; i < loop.nwatches; i++) {
-		if (loop.watches[i].src != src)
-			continue;
-		if (loop.dispatching)
-			loop.watches[i].src = NULL; /* indices must hold until the dispatch ends */
-		else
-			loop.watches[i] = loop.watches[--loop.nwatches];
+	size_t i = src->slot;
+	if (i >= loop.nwatches || loop.srcs[i] != src)
+		return; /* not watched */
+	if (loop.dispatching) {
+		/* the dispatch walks the arrays by index: keep them in place, poll(2) skips a negative fd */
+		loop.srcs[i] = NULL;
+		loop.pfds[i].fd = -1;
+		loop.removed = 1;
 		return;
 	}
+	if (i != --loop.nwatches)
+		move_watch(loop.nwatches, i);
 }
 
 static void sweep_removed(void)
 {
+	if (!loop.removed)
+		return;
 	size_t j = 0;
 	for (size_t i = 0; i < loop.nwatches; i++)
-		if (loop.watches[i].src)
-			loop.watches[j++] = loop.watches[i];
+		if (loop.srcs[i]) {
+			if (i != j)
+				move_watch(i, j);
+			j++;
+		}
 	loop.nwatches = j;
+	loop.removed = 0;
 }
 
 /* ---- the Lua side: now, poll, watch, unwatch ---- */
@@ -157,7 +175,7 @@ static int l_unwatch(lua_State *L)
 {
 	long long token = (long long)luaL_checkinteger(L, 1);
 	for (size_t i = 0; i < loop.nwatches; i++) {
-		struct glsb_source *src = loop.watches[i].src;
+		struct glsb_source *src = loop.srcs[i];
 		if (src && src->done == lua_watch_ready && src->token == token) {
 			glsb_loop_remove_fd(src);
 			free(src);
@@ -173,64 +191,52 @@ static int l_poll(lua_State *L)
 	lua_Number timeout = luaL_checknumber(L, 1);
 	luaL_argcheck(L, timeout >= 0, 1, "timeout must be >= 0");
 	const struct glsb_loop_driver *driver = loop.driver;
-	const char *err = NULL;
 
 	if (glsb_loop_interrupted())
 		return luaL_error(L, "interrupted!");
 
-	/* A driver makes progress first: work added since the last step must start before we sleep. */
+	/* The driver first: what fell due (a transfer added since the last step starts at its timer). */
 	if (driver)
 		driver->step();
 	int ms = loop.nready ? 0 : (timeout > 86400 ? 86400000 : (int)ceil(timeout * 1000));
-	struct pollfd stackfds[16];
-	struct pollfd *fds = stackfds;
-	size_t n = loop.nwatches;
-	if (n > 16 && !(fds = malloc(n * sizeof *fds)))
-		return luaL_error(L, "poll: out of memory");
-	for (size_t i = 0; i < n; i++)
-		fds[i] = (struct pollfd){loop.watches[i].fd, loop.watches[i].events, 0};
-	int rc;
-	if (driver) {
-		rc = driver->wait(fds, (unsigned)n, ms, &err);
-		if (rc == 0)
-			driver->step();
-	} else {
-		rc = poll(fds, (nfds_t)n, ms);
-		if (rc < 0 && errno == EINTR) {
-			rc = 0; /* a signal (Ctrl-C at the prompt): an empty step; the caller decides */
-			for (size_t i = 0; i < n; i++)
-				fds[i].revents = 0;
-		} else if (rc < 0) {
-			err = strerror(errno);
-		} else {
-			rc = 0;
-		}
+	if (driver && ms > 0) {
+		int due = driver->timeout_ms();
+		if (due >= 0 && due < ms)
+			ms = due;
 	}
-	if (glsb_loop_interrupted()) {
-		/* Before any source is dispatched or token handed out: they wait for the next step. */
-		if (fds != stackfds)
-			free(fds);
-		return luaL_error(L, "interrupted!");
+	int rc = poll(loop.pfds, (nfds_t)loop.nwatches, ms);
+	if (rc < 0 && errno == EINTR) {
+		rc = 0; /* a signal (Ctrl-C at the prompt): an empty step; the caller decides */
+		for (size_t i = 0; i < loop.nwatches; i++)
+			loop.pfds[i].revents = 0;
 	}
-	if (rc != 0) {
-		if (fds != stackfds)
-			free(fds);
+	if (glsb_loop_interrupted())
+		return luaL_error(L, "interrupted!"); /* before any source is dispatched or token handed out */
+	if (rc < 0) {
 		lua_pushnil(L);
-		lua_pushfstring(L, "poll: %s", err ? err : "failed");
+		lua_pushfstring(L, "poll: %s", strerror(errno));
 		lua_pushstring(L, glsb_code_name(GLSB_POLL_FAILED));
 		return 3;
 	}
-	/* Sources may remove themselves (or others) from their callbacks: removal is deferred. */
+	/* Sources may remove themselves (or others) from their callbacks, and add new ones (appended, not
+	 * polled this step): removal is deferred and the arrays are read by index, never through a pointer
+	 * kept across a callback (an add may move them). */
+	size_t n = loop.nwatches;
 	loop.dispatching = 1;
-	for (size_t i = 0; i < n; i++) {
-		struct glsb_source *src = loop.watches[i].src;
-		if (fds[i].revents && src)
-			src->done(src, fds[i].revents);
+	for (size_t i = 0; i < n && rc > 0; i++) {
+		short revents = loop.pfds[i].revents;
+		struct glsb_source *src = loop.srcs[i];
+		if (!revents)
+			continue;
+		rc--;
+		loop.pfds[i].revents = 0;
+		if (src)
+			src->done(src, revents);
 	}
 	loop.dispatching = 0;
 	sweep_removed();
-	if (fds != stackfds)
-		free(fds);
+	if (driver)
+		driver->step(); /* timers that fell due while we slept */
 
 	lua_createtable(L, (int)loop.nready, 0);
 	for (size_t i = 0; i < loop.nready; i++) {
@@ -241,10 +247,22 @@ static int l_poll(lua_State *L)
 	return 1;
 }
 
+/* loop_stats() -> {watches = fds watched, ready = tokens reported and not yet handed out} (tests). */
+static int l_loop_stats(lua_State *L)
+{
+	lua_createtable(L, 0, 2);
+	lua_pushinteger(L, (lua_Integer)loop.nwatches);
+	lua_setfield(L, -2, "watches");
+	lua_pushinteger(L, (lua_Integer)loop.nready);
+	lua_setfield(L, -2, "ready");
+	return 1;
+}
+
 void glsb_open_loop(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
-		{"now", l_now}, {"realtime_ns", l_realtime_ns}, {"poll", l_poll}, {"watch", l_watch}, {"unwatch", l_unwatch}, {NULL, NULL},
+		{"now", l_now},	    {"realtime_ns", l_realtime_ns}, {"poll", l_poll}, {"watch", l_watch},
+		{"unwatch", l_unwatch}, {"loop_stats", l_loop_stats},	{NULL, NULL},
 	};
 	luaL_setfuncs(L, fns, 0);
 }

@@ -3,6 +3,7 @@
 #define GLSB_LOOP_H
 
 #include <poll.h>
+#include <stddef.h>
 
 /*
  * A source: anything that can become ready (a finished transfer, a readable fd, a child exit, later a
@@ -13,6 +14,7 @@
 struct glsb_source {
 	long long token;
 	void (*done)(struct glsb_source *src, int status);
+	size_t slot; /* the loop's own: where a watched source sits in its arrays */
 };
 
 /* A fresh poll token. */
@@ -21,19 +23,20 @@ long long glsb_loop_token(void);
 void glsb_loop_ready(long long token);
 
 /* Watch fd for events (POLLIN, POLLOUT): done(src, revents) runs in each poll step that finds it ready
- * (level triggered) until glsb_loop_remove_fd(src), which is safe from inside done. -1 when out of memory. */
+ * (level triggered) until glsb_loop_remove_fd(src), which is safe from inside done (of any source) and
+ * costs O(1). -1 when out of memory. A source is watched at most once at a time. */
 int glsb_loop_add_fd(struct glsb_source *src, int fd, short events);
 void glsb_loop_remove_fd(struct glsb_source *src);
 
 /*
- * A driver multiplexes I/O the loop cannot see as plain fds (libcurl's multi handle: its own sockets and
- * timers). step() makes progress without waiting and reports what finished through its sources; wait()
- * sleeps at most ms for the driver's own I/O or any of fds (filling revents). Without a driver the loop
- * is a plain poll(2), so a script that never makes a request never loads the HTTP stack.
+ * A driver keeps timers the loop cannot see as fds (libcurl's multi handle: its sockets are sources like
+ * any fd, behind one epoll set; its timeouts are not). timeout_ms() says how long the poll may sleep for
+ * it (-1: no limit); step() runs what is due and reports what finished through its sources. Without a
+ * driver there is no such timer, so a script that never makes a request never loads the HTTP stack.
  */
 struct glsb_loop_driver {
 	void (*step)(void);
-	int (*wait)(struct pollfd *fds, unsigned n, int ms, const char **err); /* 0, or -1 with *err */
+	int (*timeout_ms)(void);
 };
 void glsb_loop_set_driver(const struct glsb_loop_driver *driver);
 

@@ -10,7 +10,7 @@
  * transfer ends the loop's step calls src->done(src, CURLcode) with the transfer already removed from
  * the multi handle. Returns 0, or -1 when libcurl cannot start it. */
 int glsb_multi_add(CURL *easy, struct glsb_source *src);
-/* Stops a transfer that has not ended (safe for one that has). */
+/* Stops a transfer that has not ended (one that ended has left the multi handle already: do not call). */
 void glsb_multi_remove(CURL *easy);
 
 #endif
