@@ -25,51 +25,68 @@ local root_context = {}                           -- the context of code running
 local ready = {}                                  -- FIFO of tasks to resume
 local ready_head, ready_tail = 1, 0
 local waiters = {}                                -- poll token -> its first waiter; others chain by .next_same
-local timers = {}                                 -- binary min-heap of { at, seq, waiter }
+local timers = {}                                 -- binary min-heap of { at, seq, waiter, pos }
 local timer_seq = 0
 local inline_woken = false                        -- a wait outside any task was satisfied this step
 
 ---------------------------------------------------------------------------------------------------
--- timers
+-- timers: a binary min-heap on (at, seq); each timer knows its position, so a wait that ends before its
+-- deadline takes its timer out at once (O(log n)). Left in the heap until its deadline, it would keep
+-- the waiter, its task and the task's coroutine alive that long: a thousand calls with a one-hour
+-- deadline each, finished in a second, held a thousand coroutines for the hour.
 
-local function heap_push(t)
-  timers[#timers + 1] = t
-  local i = #timers
-  while i > 1 do
-    local p = i // 2
-    local a, b = timers[p], timers[i]
-    if a.at < b.at or (a.at == b.at and a.seq < b.seq) then break end
-    timers[p], timers[i] = b, a
-    i = p
-  end
+local function before(a, b) return a.at < b.at or (a.at == b.at and a.seq < b.seq) end
+
+local function place(t, i)
+  timers[i] = t
+  t.pos = i
 end
 
-local function heap_pop()
+local function sift_up(i)
+  local t = timers[i]
+  while i > 1 do
+    local p = i // 2
+    local parent = timers[p]
+    if not before(t, parent) then break end
+    place(parent, i)
+    i = p
+  end
+  place(t, i)
+end
+
+local function sift_down(i)
   local n = #timers
-  local top = timers[1]
-  timers[1] = timers[n]
-  timers[n] = nil
-  n = n - 1
-  local i = 1
+  local t = timers[i]
   while true do
-    local l, r, m = 2 * i, 2 * i + 1, i
-    if l <= n and (timers[l].at < timers[m].at or (timers[l].at == timers[m].at and timers[l].seq < timers[m].seq)) then
-      m = l
-    end
-    if r <= n and (timers[r].at < timers[m].at or (timers[r].at == timers[m].at and timers[r].seq < timers[m].seq)) then
-      m = r
-    end
-    if m == i then break end
-    timers[i], timers[m] = timers[m], timers[i]
+    local l = 2 * i
+    if l > n then break end
+    local m = l
+    if l + 1 <= n and before(timers[l + 1], timers[l]) then m = l + 1 end
+    if not before(timers[m], t) then break end
+    place(timers[m], i)
     i = m
   end
-  return top
+  place(t, i)
+end
+
+-- Takes timer t out of the heap (the top one, or any other: a wait that ended first). Safe twice.
+local function heap_remove(t)
+  local i = t.pos
+  if not i then return end
+  t.pos = nil
+  local n = #timers
+  local last = timers[n]
+  timers[n] = nil
+  if i == n then return end
+  place(last, i)
+  if i > 1 and before(last, timers[i // 2]) then sift_up(i) else sift_down(i) end
 end
 
 local function add_timer(at, waiter)
   timer_seq = timer_seq + 1
   local t = { at = at, seq = timer_seq, waiter = waiter }
-  heap_push(t)
+  timers[#timers + 1] = t
+  sift_up(#timers)
   return t
 end
 
@@ -112,7 +129,7 @@ local function wake(waiter, reason)
   if waiter.woken then return end
   waiter.woken = reason
   if waiter.token then remove_waiter(waiter) end
-  if waiter.timer then waiter.timer.dead = true end
+  if waiter.timer then heap_remove(waiter.timer) end
   if waiter.task then push_ready(waiter.task) else inline_woken = true end
 end
 
@@ -140,7 +157,6 @@ local function step(max_wait)
     if not task.finished then resume(task) end
   end
   local now = core.now()
-  while timers[1] and timers[1].dead do heap_pop() end
   local wait = max_wait or 3600
   if ready_head <= ready_tail or inline_woken then
     wait = 0
@@ -158,9 +174,10 @@ local function step(max_wait)
     end
   end
   now = core.now()
-  while timers[1] and (timers[1].dead or timers[1].at <= now) do
-    local t = heap_pop()
-    if not t.dead then wake(t.waiter, "timeout") end
+  while timers[1] and timers[1].at <= now do
+    local t = timers[1]
+    heap_remove(t)
+    wake(t.waiter, "timeout")
   end
 end
 
@@ -245,8 +262,10 @@ function Condition:wait(deadline)
   else
     while not w.woken do step() end
   end
-  -- a waiter woken by its deadline or a cancel stays queued until notify skips it; forget it now
+  -- a waiter woken by its deadline or a cancel stays queued until notify skips it: mark it, and let go
+  -- of the task (the queue may hold the entry long after the task ended)
   if w.woken ~= "ready" then w.gone = true end
+  w.task = nil
   if w.woken == "cancel" then error(cancelled_error(task), 0) end
   return w.woken
 end
@@ -517,11 +536,22 @@ function M.shield(fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
+-- stats() -> { tokens = tokens someone waits on, timers = pending deadlines, ready = tasks queued to run }
+-- (tests and diagnostics: once every task has ended, all three are 0).
+function M.stats()
+  local tokens = 0
+  for _ in pairs(waiters) do tokens = tokens + 1 end
+  return { tokens = tokens, timers = #timers, ready = ready_tail - ready_head + 1 }
+end
+
 -- Steps the loop until nothing is ready, waiting or timed (tests and shutdown).
 function M.drain(max_seconds)
   local deadline = core.now() + (max_seconds or 10)
   while (ready_head <= ready_tail or next(waiters) or timers[1]) and core.now() < deadline do
-    step(math.max(0, deadline - core.now()))
+    local wait = math.max(0, deadline - core.now())
+    -- only tasks to run (their last steps, say): run them without sleeping in the poll afterwards
+    if not next(waiters) and not timers[1] then wait = 0 end
+    step(wait)
   end
 end
 

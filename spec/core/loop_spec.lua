@@ -101,6 +101,60 @@ describe("glsb.loop #core #unit", function()
     end)
   end)
 
+  it("timers still fire in deadline order when many of them are taken out early", function()
+    local fired, cancelled = {}, 0
+    loop.run(function()
+      local ts = {}
+      for i = 1, 200 do
+        local due = loop.now() + ((i * 7919) % 50) / 1000 -- a shuffled spread of 0..49 ms
+        ts[i] = loop.spawn(function()
+          loop.wait(nil, due)
+          fired[#fired + 1] = due
+        end)
+      end
+      loop.sleep(0.01)
+      for i = 1, 200, 3 do ts[i]:cancel() end -- a third of the timers leave the heap from anywhere in it
+      for _, t in ipairs(ts) do
+        if not pcall(t.wait, t) then cancelled = cancelled + 1 end
+      end
+    end)
+    assert.equal(200, #fired + cancelled)
+    assert.is_true(cancelled > 50, "only " .. cancelled .. " timers were taken out")
+    for i = 2, #fired do assert.is_true(fired[i - 1] <= fired[i], "timer " .. i .. " fired out of order") end
+  end)
+
+  it("a wait that ends before its deadline lets go of its timer, and so of its task, at once", function()
+    local core = require "glsb.core"
+    local p = assert(process.spawn({ argv = { "cat" } }))
+    local token = core.watch(p:fd("stdout"), "r")
+    local seen = setmetatable({}, { __mode = "k" })
+    -- a live timer due before theirs (a lease, a long sleep) sits on top of the heap meanwhile
+    local keeper = loop.spawn(function() loop.sleep(1800) end)
+    loop.run(function()
+      local ts = {}
+      for i = 1, 100 do
+        ts[i] = loop.spawn(function() loop.wait(token, loop.now() + 3600) end)
+        seen[ts[i]] = true
+      end
+      loop.sleep(0.01)
+      assert.equal(101, loop.stats().timers)
+      assert(p:write("x", loop.now() + 5))
+      loop.gather(ts)
+    end)
+    core.unwatch(token)
+    -- half an hour before those deadlines: only the keeper's timer is left, no task is kept alive by one
+    assert.same({ tokens = 0, timers = 1, ready = 0 }, loop.stats())
+    collectgarbage()
+    collectgarbage()
+    assert.is_nil(next(seen), "a finished task is still referenced")
+    keeper:cancel()
+    loop.drain(1)
+    assert.same({ tokens = 0, timers = 0, ready = 0 }, loop.stats())
+    p:kill("KILL")
+    p:wait(loop.now() + 5)
+    p:close()
+  end)
+
   describe("several waits on one token", function()
     local core = require "glsb.core"
     local p, token
