@@ -46,7 +46,9 @@ describe("glsb-lua under a 1,000-task load #core #slow", function()
       assert.equal(100, got.exits, where) -- 50 children, each waited on by two tasks
       assert.is_true(got.max_inflight > TASKS / 2, where) -- the requests really were in flight together
       -- and nothing of them is held afterwards
-      assert.equal(base.fds, holds.fds, where) -- the idle connections of the burst were closed
+      -- the burst's connections were closed: what stays open is the cache of idle connections kept for the
+      -- next calls, at most 64 (src/core/multi.c IDLE_CONNECTIONS; before, ~750 stayed after each round)
+      assert.is_true(holds.fds <= base.fds + 64, where)
       assert.equal(0, holds.children, where)
       assert.same({ 0, 0, 0, 0 }, { holds.loop_tokens, holds.loop_timers, holds.loop_ready, holds.core_ready }, where)
       assert.equal(base.core_watches, holds.core_watches, where)
