@@ -5,6 +5,8 @@
 #   make test-live  the contract suite against real OpenSandbox / E2B when credentials are set (not in make test)
 #   make check-c    C tests under ASan+UBSan, then valgrind (zero leaks), then fuzzers
 #   make lint       luacheck + cppcheck + check-layers (no include or symbol cycle in src/core)
+#   make bench      every benchmark, then one table of figures beside their references (bench/results/summary.md);
+#                   make bench ONLY="startup scale_e2b" runs only those
 #   make install PREFIX=/usr/local
 
 PREFIX      ?= /usr/local
@@ -184,8 +186,9 @@ uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/bin/glsb-lua $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb \
 		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb
 
+ONLY ?=
 bench: all
-	$(BUILD)/glsb-lua bench/run.lua
+	$(BUILD)/glsb-lua bench/run.lua $(ONLY)
 
 clean:
 	rm -rf $(BUILD)
