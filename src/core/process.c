@@ -293,13 +293,19 @@ static int l_read(lua_State *L)
 	return 1;
 }
 
-/* write(data[, which]) -> bytes written: to stdin (default), or to fd3 when it is a socket. */
+/* write(data[, which[, from]]) -> bytes written: data from byte `from` on (1-based, default 1; a
+ * caller that writes a large string in several calls passes where it is instead of slicing it), to
+ * stdin (default), or to fd3 when it is a socket. */
 static int l_write(lua_State *L)
 {
 	process *p = check_process(L);
 	size_t len;
 	const char *data = luaL_checklstring(L, 2, &len);
 	int w = lua_isnoneornil(L, 3) ? IN : which_fd(L, 3);
+	lua_Integer from = luaL_optinteger(L, 4, 1);
+	luaL_argcheck(L, from >= 1 && (size_t)from <= len + 1, 4, "from must be in 1..#data+1");
+	data += from - 1;
+	len -= (size_t)(from - 1);
 	luaL_argcheck(L, w == IN || (w == FD3 && p->fd3_socket), 3, "write to stdin, or to fd3 when it is a socket");
 	if (p->fd[w] < 0)
 		return push_closed(L, w);
