@@ -99,23 +99,18 @@ function Process:read_exact(n, deadline, which)
   return table.concat(parts)
 end
 
--- A pipe takes at most its capacity per write (64 KiB unless the reader enlarged it): writing the rest
--- of a large string slice by slice copies each byte about once, where re-slicing the whole remainder
--- after every partial write copied it once per write (quadratic: a 100 MB upload never ended).
-local WRITE_SLICE = 1024 * 1024
-
 -- Writes all of data to stdin (or to which = "fd3" when spawned with fd3 = "socket"). Returns true, or
--- nil, "timeout" | "closed" | a message (a broken pipe). The deadline is checked between writes too: a
--- slow reader cannot keep the writer past it.
+-- nil, "timeout" | "closed" | a message (a broken pipe). A pipe or socket takes at most its buffer per
+-- write: the core writes from an offset into the string, so a large string is never sliced or copied
+-- (re-slicing the rest after every partial write made a 100 MB upload quadratic). The deadline is
+-- checked between writes too: a slow reader cannot keep the writer past it.
 function Process:write(data, deadline, which)
   which = which or "stdin"
   local len = #data
   local pos = 1
   while pos <= len do
     if not self.proc:fd(which) then return nil, "closed" end
-    local piece = data
-    if pos > 1 or len > WRITE_SLICE then piece = data:sub(pos, pos + WRITE_SLICE - 1) end
-    local n, err, code = self.proc:write(piece, which)
+    local n, err, code = self.proc:write(data, which, pos)
     if n then
       pos = pos + n
     elseif code == "EAGAIN" then

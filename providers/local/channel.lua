@@ -71,7 +71,8 @@ local function header_line(self, deadline)
   local parts, size = { rest }, #rest
   self.buf, self.pos = "", 1
   while true do
-    local data, err = more(self, deadline)
+    -- large reads: the bytes after a header (its payload, the next frames) come with it
+    local data, err = more(self, deadline, READ_SIZE)
     if not data then
       self.buf = table.concat(parts) -- kept for the next call
       return nil, err
