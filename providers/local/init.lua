@@ -54,11 +54,13 @@
 -- Streaming: on_stdout / on_stderr get one call per line, without its "\n"
 --   (a line longer than 64 KiB arrives in pieces).
 --
--- Uploads, downloads, workspace primitives (glsb.workspace): on glsb-confine's
---   control channel (control.lua; --control-fd 3, a socketpair only we and
---   the supervisor hold), never through the agent the code could rewrite.
---   _exec_argv of the helper's argv (/.glsb/glsb-confine write|run ...) is a
---   control call; another argv runs exactly (no shell) through the agent.
+-- Uploads, downloads, workspace primitives (glsb.workspace), sb.files: on
+--   glsb-confine's control channel (control.lua; --control-fd 3, a socketpair
+--   only we and the supervisor hold), never through the agent the code could
+--   rewrite. _exec_argv of the helper's argv (/.glsb/glsb-confine write|run
+--   ...) is a control call; another argv runs exactly (no shell) through the
+--   agent. sb.files' list/exists/make_dir/remove run coreutils through the
+--   helper's `run`.
 --
 -- additional_packages: pip --user inside the sandbox (PYTHONUSERBASE is
 --   /home/user/.local, on sys.path in the kernel), with --no-index
@@ -957,6 +959,109 @@ function Sandbox:_download(path, opts)
     error(string.format("download of %s: %d bytes arrived of %s", path, #data, tostring(doc.bytes)), 0)
   end
   return data
+end
+
+---------------------------------------------------------------------------
+-- sb.files (glsb.files hooks), on the control channel too
+---------------------------------------------------------------------------
+
+-- Like uploads and downloads, sb.files never goes through the agent: what it reports comes from
+-- glsb-confine's helper in the supervisor's confined child, which the code in the sandbox cannot
+-- reach. write and read are the helper's own write / read (read follows symlinks, but only within
+-- the sandbox's root: RESOLVE_IN_ROOT); list, exists, make_dir and remove run one exact argv of the
+-- sandbox's coreutils through `glsb-confine run` (no shell, an empty environment: the C locale's
+-- messages, absolute program paths). The code can change its files, as it may, but not what these
+-- calls say about them.
+
+-- Runs argv through the helper's `run`. -> {code, signal, stdout, stderr} (the program's), or raises.
+local function helper_run(self, what, argv, timeout, max_out)
+  max_out = max_out or 1024 * 1024
+  local args = { "run", "--root", "/home/user", "--timeout", tostring(timeout or 0), "--max-output",
+    tostring(max_out), "--" }
+  for _, a in ipairs(argv) do args[#args + 1] = a end
+  -- the helper's own timeout ends the program; the channel's deadline is a backstop past it
+  local r, why = self._control:call(args, nil, { deadline = timeout and loop.now() + timeout + 5 or nil,
+    max_stdout = 2 * max_out + 64 * 1024 })
+  if not r then error(what .. ": " .. control_failure(self, why, timeout), 0) end
+  if r.cancelled then error(string.format("%s: timed out after %gs", what, timeout or 0), 0) end
+  local doc = helper_answer(r.stdout)
+  if not doc or doc.ok ~= true then error(what .. ": " .. helper_refusal(doc, r), 0) end
+  if doc.timed_out then error(string.format("%s: timed out after %gs", what, timeout or 0), 0) end
+  if doc.stdout_truncated then error(string.format("%s: the answer is larger than %d bytes", what, max_out), 0) end
+  return { code = math.tointeger(doc.exit_code), signal = math.tointeger(doc.signal),
+    stdout = core.b64decode(doc.stdout or "") or "", stderr = core.b64decode(doc.stderr or "") or "" }
+end
+
+-- A failed coreutils run -> the error files.lua reports (reason = "not_found" when the path is missing).
+local function run_failure(what, r)
+  local msg = r.stderr:gsub("%s+$", "")
+  if msg == "" then msg = r.signal and ("killed by signal " .. r.signal) or ("exit code " .. tostring(r.code)) end
+  return { message = what .. ": " .. msg,
+    reason = msg:find("No such file or directory", 1, true) and "not_found" or nil }
+end
+
+function Sandbox:_files_write(path, data, opts)
+  self:_upload({ { path = path, data = data } }, { timeout = opts.timeout })
+end
+
+function Sandbox:_files_read(path, opts)
+  local deadline = opts.timeout and loop.now() + opts.timeout or nil
+  local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
+  local r, why = self._control:call({ "read", "--root", "/", "--follow", "--path-hex", hex(path:gsub("^/+", "")),
+    "--max-bytes", tostring(max) }, nil, { deadline = deadline, max_stdout = max + 4096 })
+  if not r then error("read: " .. control_failure(self, why, opts.timeout), 0) end
+  if r.cancelled then error(string.format("read: timed out after %gs", opts.timeout or 0), 0) end
+  if r.stdout_over then error(string.format("read: larger than max_download_bytes = %d", max), 0) end
+  local doc, data = helper_answer(r.stdout)
+  if doc and doc.ok == false and doc.error == "not_found" then
+    error({ message = "read: no such file: " .. path, reason = "not_found" }, 0)
+  end
+  if not doc or doc.ok ~= true then error("read: " .. helper_refusal(doc, r), 0) end
+  if math.tointeger(doc.bytes) ~= #data then
+    error(string.format("read: %d bytes arrived of %s", #data, tostring(doc.bytes)), 0)
+  end
+  return data
+end
+
+local FILE_TYPES = { f = "file", d = "dir", l = "symlink" }
+
+-- GNU find, NUL-ended records (any name survives): depth, type, size, path. The path itself comes
+-- first (depth 0; -H: followed when it is a symlink) and must be a directory.
+function Sandbox:_files_list(path, opts)
+  local r = helper_run(self, "list", { "/usr/bin/find", "-H", path, "-maxdepth", "1",
+    "-printf", "%d\\t%y\\t%s\\t%p\\0" }, opts.timeout, 16 * 1024 * 1024)
+  if r.code ~= 0 then error(run_failure("list", r), 0) end
+  local entries, top = {}, nil
+  for depth, t, size, full in r.stdout:gmatch("(%d)\t(%a)\t(%d+)\t([^%z]*)%z") do
+    if depth == "0" then
+      top = t
+    else
+      entries[#entries + 1] = { name = full:match("[^/]+$"), path = full, type = FILE_TYPES[t] or "other",
+        size = math.tointeger(tonumber(size)) }
+    end
+  end
+  if top ~= "d" then error({ message = "list: not a directory: " .. path }, 0) end
+  table.sort(entries, function(a, b) return a.path < b.path end)
+  return entries
+end
+
+function Sandbox:_files_exists(path, opts)
+  local r = helper_run(self, "exists", { "/usr/bin/test", "-e", path }, opts.timeout)
+  if r.code == 0 then return true end
+  if r.code == 1 then return false end
+  error(run_failure("exists", r), 0)
+end
+
+-- mkdir -v names each directory it created: nothing printed means the path was a directory already.
+function Sandbox:_files_make_dir(path, opts)
+  local r = helper_run(self, "make_dir", { "/usr/bin/mkdir", "-p", "-v", "--", path }, opts.timeout)
+  if r.code ~= 0 then error(run_failure("make_dir", r), 0) end
+  return r.stdout ~= ""
+end
+
+function Sandbox:_files_remove(path, opts)
+  local r = helper_run(self, "remove", { "/usr/bin/rm", "-rf", "--", path }, opts.timeout)
+  if r.code ~= 0 then error(run_failure("remove", r), 0) end
 end
 
 function Sandbox:_set_timeout(seconds)

@@ -1,8 +1,8 @@
 -- Issue 9, item 9: the code runs in the agent's process and can replace any of its handlers. The
 -- workspace primitives, uploads and downloads promise confinement and byte counts, so they do not go
--- through the agent: the supervisor runs them (glsb-confine's control channel). Here the code replaces
--- the agent's request handler with one that answers every file and helper request with a lie; the
--- results must stay true.
+-- through the agent: the supervisor runs them (glsb-confine's control channel); sb.files too. Here the
+-- code replaces the agent's request handler with one that answers every file and helper request (and
+-- every exact argv, which sb.files used to run through the agent) with a lie; the results must stay true.
 local glsb = require "glsb"
 local helper = require "local.helper"
 
@@ -75,5 +75,22 @@ describe("results the code cannot forge #security #local", function()
     assert.are.equal("uploaded\n", r.stdout)
     sb:execute_command("printf 'the real bytes' > /home/user/f.bin")
     assert.are.equal("the real bytes", sb:download_file("/home/user/f.bin"))
+  end)
+
+  it("sb.files reports the files as they are", function()
+    local f = sb.files
+    assert.is_true(f:make_dir("real-dir"))
+    assert.is_false(f:make_dir("real-dir"))
+    assert.is_true(f:write("real-dir/one.txt", "one"))
+    assert.are.equal("one", sb:execute_command("cat /home/user/real-dir/one.txt").stdout)
+    assert.are.equal("one", f:read("real-dir/one.txt"))
+    local names = {}
+    for _, e in ipairs(f:list("real-dir")) do names[#names + 1] = e.name .. ":" .. e.type end
+    assert.are.same({ "one.txt:file" }, names)
+    assert.is_true(f:exists("real-dir/one.txt"))
+    assert.is_false(f:exists("real-dir/none.txt"))
+    f:remove("real-dir")
+    assert.are.equal(1, sb:execute_command("test -e /home/user/real-dir").code)
+    assert.is_false(f:exists("real-dir"))
   end)
 end)
