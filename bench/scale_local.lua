@@ -137,10 +137,16 @@ glsb.run(function()
   local confine_before = count_processes("glsb-confine")
 
   -- glsb: create COUNT, CONCURRENCY at a time
-  local sbs = {}
-  local create_ms, create_wall = pooled(COUNT, CONCURRENCY, function(i) sbs[i] = glsb.create("local") end)
-  local roots = {}
+  -- a create that fails is counted and named in the results, not the end of the bench
+  local created, failures = {}, {}
+  local create_ms, create_wall = pooled(COUNT, CONCURRENCY, function(i)
+    local ok, sb = pcall(glsb.create, "local")
+    if ok then created[i] = sb else failures[#failures + 1] = tostring(sb) end
+  end)
+  local sbs, roots = {}, {}
+  for i = 1, COUNT do if created[i] then sbs[#sbs + 1] = created[i] end end
   for i, sb in ipairs(sbs) do roots[i] = sb._proc.pid end
+  results.create_failures = failures
   results.glsb_idle = mean_memory(roots)
   local call_ms = {}
   local tasks = {}
@@ -154,12 +160,12 @@ glsb.run(function()
   end
   loop.gather(tasks)
   results.glsb_used = mean_memory(roots)
-  local stop_ms, stop_wall = pooled(COUNT, CONCURRENCY, function(i) sbs[i]:terminate() end)
+  local stop_ms, stop_wall = pooled(#sbs, CONCURRENCY, function(i) sbs[i]:terminate() end)
   results.glsb = {
-    create = { per_second = COUNT / create_wall * 1000, p50_ms = pct(create_ms, 0.5), p99_ms = pct(create_ms, 0.99),
+    create = { per_second = #sbs / create_wall * 1000, p50_ms = pct(create_ms, 0.5), p99_ms = pct(create_ms, 0.99),
       wall_ms = create_wall },
     calls = { p50_ms = pct(call_ms, 0.5), p99_ms = pct(call_ms, 0.99) },
-    terminate = { per_second = COUNT / stop_wall * 1000, p50_ms = pct(stop_ms, 0.5), p99_ms = pct(stop_ms, 0.99) },
+    terminate = { per_second = #sbs / stop_wall * 1000, p50_ms = pct(stop_ms, 0.5), p99_ms = pct(stop_ms, 0.99) },
     left_running = count_processes("glsb-confine") - confine_before,
   }
 
@@ -197,6 +203,8 @@ results.summary = {
     higher_is_better = true },
   { figure = ("local: execute_code on %d live sandboxes at once, p99"):format(COUNT), value = g.calls.p99_ms,
     unit = "ms", reference = "p50 of the same calls", reference_value = g.calls.p50_ms },
+  { figure = "local: creates that failed", value = #results.create_failures, unit = "creates",
+    reference = "creates made", reference_value = COUNT },
 }
 
 local function names(m)
@@ -222,6 +230,10 @@ local md = {
   "PSS per idle sandbox by process (MiB): glsb " .. names(gi) .. "; bwrap " .. names(bi),
   ("glsb-confine processes left after terminating all: %d"):format(g.left_running),
 }
+if #results.create_failures > 0 then
+  md[#md + 1] = ("%d of %d creates failed; the first: %s"):format(#results.create_failures, COUNT,
+    results.create_failures[1])
+end
 local text = table.concat(md, "\n") .. "\n"
 io.write(text)
 os.execute("mkdir -p " .. here .. "/results")
