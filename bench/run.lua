@@ -5,10 +5,11 @@
 --
 --   build/glsb-lua bench/run.lua [NAME...]        # make bench [ONLY="startup scale_e2b"]
 --
--- NAME is a script's name without .lua; without names every bench/*.lua runs (about 7 minutes on a 2-core
--- machine). A script lists its figures in its JSON file as `summary`, an array of {figure, value, unit,
--- reference, reference_value[, higher_is_better]}; for the scripts that do not (yet), the table below reads
--- their own JSON. A script that fails, or whose figures are missing, gets a row saying so.
+-- NAME is a script's name without .lua; without names every bench/*.lua runs (about 4 minutes on a 2-core
+-- machine; pool_e2b and pool_local get smaller counts than their defaults to stay there). A script lists
+-- its figures in its JSON file as `summary`, an array of {figure, value, unit, reference, reference_value
+-- [, higher_is_better]}; for the scripts that do not (yet), the table below reads their own JSON. A script
+-- that fails, or whose figures are missing, gets a row saying so.
 local process = require "glsb.process"
 local cjson = require "cjson"
 
@@ -45,7 +46,7 @@ local BENCHES = {
     end
     return out
   end },
-  local_upload = { args = { "3" }, rows = function(j)
+  local_upload = { rows = function(j)
     return {
       row(("local upload of %d MB"):format(j.mb), j.upload.median, "ms", "cp of the same file", j.cp.median),
       row(("local download of %d MB"):format(j.mb), j.download.median, "ms", "cp of the same file", j.cp.median),
@@ -55,7 +56,7 @@ local BENCHES = {
     return { row("E2B execute_code round trip", j.results[1].median_ms, "ms", j.results[2].impl,
       j.results[2].median_ms) }
   end },
-  opensandbox_roundtrip = { args = { "100" }, rows = function(j)
+  opensandbox_roundtrip = { rows = function(j)
     local out, by = {}, {}
     for _, r in ipairs(j.results) do
       by[r.grace_ms] = by[r.grace_ms] or {}
@@ -78,7 +79,7 @@ local BENCHES = {
     return { row("HTTP GET round trip, kept-alive loopback", j.glsb.median_ms, "ms", "Node fetch (undici)",
       j.node_fetch.median_ms) }
   end },
-  pool_local = { args = { "100", "20", "300" }, rows = function(j)
+  pool_local = { args = { "200", "20", "600" }, rows = function(j)
     local out = { row("pool (local): acquire + execute_code(print(1)), p50", j.warm.p50, "ms",
       "bare python3 -c 'print(1)'", j.bare.p50) }
     if j.steady then
@@ -87,14 +88,14 @@ local BENCHES = {
     end
     return out
   end },
-  pool_e2b = { args = { "100" }, rows = function(j)
+  pool_e2b = { args = { "50" }, rows = function(j)
     return {
       row("pool (E2B): acquire through Redis (TCP), p50", j.redis_tcp.p50, "ms", "memory store", j.memory.p50),
       row("pool (E2B): acquire of another process's sandbox, p50", j.redis_other_process.p50, "ms", "memory store",
         j.memory.p50),
     }
   end },
-  trace = { args = { "10", "200" }, rows = function(j)
+  trace = { rows = function(j)
     local base = j.before
     if not base then return {} end
     local out = {}
@@ -106,8 +107,9 @@ local BENCHES = {
   end },
 }
 -- the order they run in: quick and quiet ones first; ones that start their own servers after
-local ORDER = { "startup", "local", "local_upload", "http_roundtrip", "e2b_roundtrip", "bedrock_roundtrip",
-  "opensandbox_roundtrip", "pool_local", "pool_e2b", "trace", "scale_e2b", "scale_local" }
+local ORDER = { "startup", "local", "local_command", "local_upload", "http_roundtrip", "e2b_roundtrip",
+  "bedrock_roundtrip", "opensandbox_roundtrip", "pool_local", "pool_e2b", "trace", "scale_http", "scale_e2b",
+  "scale_local" }
 
 local function scripts_here()
   local found = {}
