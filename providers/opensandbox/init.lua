@@ -290,10 +290,10 @@ function Sandbox:_start(opts)
   if opts.timeout and opts.timeout < M.MIN_TIMEOUT then self:_set_timeout(opts.timeout) end
 end
 
--- renew-expiration: expiresAt = now + seconds (whole seconds up, so it is never in the past).
+-- renew-expiration: expiresAt = now + seconds, to the millisecond.
 function Sandbox:_set_timeout(seconds)
   local res = self:_api("POST", lifecycle.sandbox_path(self.sandbox_id, "/renew-expiration"),
-    { expiresAt = lifecycle.iso(os.time() + math.ceil(seconds)) })
+    { expiresAt = lifecycle.expires_in(seconds) })
   lifecycle.raise_if(errors.SandboxExecutionError, Stage.EXECUTE, res, "OpenSandbox renew-expiration failed")
 end
 

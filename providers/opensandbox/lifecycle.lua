@@ -162,6 +162,15 @@ function M.iso(t)
   return os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(t))
 end
 
+-- expires_in(seconds) -> RFC 3339 UTC with milliseconds, `seconds` from now by the wall clock (as the
+-- SDK's `new Date(Date.now() + s * 1e3).toISOString()`). Whole seconds would not do: os.time() + 1
+-- can be a millisecond ahead, and the server refuses an expiry that has passed when the request
+-- arrives ("New expiration time must be in the future").
+function M.expires_in(seconds)
+  local ms = require("glsb.core").realtime_ns() // 1000000 + math.ceil(seconds * 1000)
+  return os.date("!%Y-%m-%dT%H:%M:%S", ms // 1000) .. string.format(".%03dZ", ms % 1000)
+end
+
 -- parse_iso("2026-01-02T03:04:05.123Z") -> epoch seconds (UTC), or nil.
 function M.parse_iso(s)
   if type(s) ~= "string" then return nil end

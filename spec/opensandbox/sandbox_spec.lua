@@ -82,6 +82,23 @@ describe("opensandbox adapter #opensandbox", function()
       assert.is_true(left <= 6 and left >= 3, "expires in " .. left .. " s")
     end)
 
+    it("set_timeout asks for now + seconds to the millisecond, never less (a whole second could have passed)",
+      function()
+      local sb = create { timeout = 120 }
+      finally(function() sb:terminate() end)
+      local core = require "glsb.core"
+      for _ = 1, 3 do
+        local before = core.realtime_ns() // 1000000
+        assert.is_true(sb:set_timeout(1))
+        local after = core.realtime_ns() // 1000000
+        local iso = emu:api("GET", "/sandboxes/" .. sb.sandbox_id).expiresAt
+        local ms = lifecycle.parse_iso(iso) * 1000 + tonumber(iso:match("%.(%d%d%d)") or "0")
+        assert.is_true(ms >= before + 1000 and ms <= after + 1000, ("expires at %s: %d ms after the call began")
+          :format(iso, ms - before))
+        glsb.sleep(0.37) -- another fraction of a second the next time
+      end
+    end)
+
     it("no lease (timeout <= 0) means no expiry; set_timeout then fails and says so", function()
       local sb = create { timeout = 0 }
       finally(function() sb:terminate() end)
@@ -306,8 +323,10 @@ describe("opensandbox adapter #opensandbox", function()
 
     it("the lease ends it: expired sandboxes are removed", function()
       local sb = create()
-      assert.is_true(sb:set_timeout(1))
-      glsb.sleep(2)
+      finally(function() pcall(sb.terminate, sb) end) -- a failure here must not leave it to the next test
+      -- 2 s: the renewal must reach the server before the new expiry (a past one is refused)
+      assert.is_true(sb:set_timeout(2))
+      glsb.sleep(3)
       -- every provider: after the lease, calls raise one error saying it expired (glsb.sandbox)
       local ok, err = pcall(sb.execute_command, sb, "true")
       assert.is_false(ok)
