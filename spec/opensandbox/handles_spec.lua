@@ -97,9 +97,17 @@ io.write(sb:execute_code("print(kept * 2)").stdout)]]):format(sb.sandbox_id))))
   it("get_host reaches a server started in the sandbox (the server proxy route when the gateway routes by header)", function()
     local sb = glsb.create("opensandbox", emu:opts())
     finally(function() pcall(sb.terminate, sb) end)
-    local port = 20000 + math.random(0, 20000)
     sb:execute_command("mkdir -p /tmp/www && echo served > /tmp/www/hello.txt")
-    local srv = sb:start_command(("cd /tmp/www && exec /usr/bin/python3 -m http.server %d --bind 127.0.0.1"):format(port))
+    -- port 0: the kernel picks a free one (the emulator's sandboxes share this machine's loopback, where a
+    -- port picked here at random could be another program's); the server prints which
+    local srv = sb:start_command("cd /tmp/www && exec /usr/bin/python3 -u -m http.server 0 --bind 127.0.0.1")
+    local port
+    local started = glsb.now() + 10
+    repeat
+      port = tonumber((srv:output()):match("port (%d+)"))
+      if not port then glsb.sleep(0.05) end
+    until port or glsb.now() > started
+    assert.is_number(port, "the server did not say its port: " .. srv:output())
     local host = sb:get_host(port)
     assert.equal(emu.base:gsub("^http://", "") .. "/sandboxes/" .. sb.sandbox_id .. "/proxy/" .. port, host)
     local ep = sb:get_endpoint(port)
