@@ -421,93 +421,222 @@ def error_result(e, skip=None):
 
 # ---------------------------------------------------------------- processes
 
-def which(name):
-    for d in os.environ.get("PATH", "/usr/bin:/bin").split(":"):
+def which(name, path=None):
+    for d in (path or os.environ.get("PATH") or "/usr/bin:/bin").split(":"):
+        if not d:
+            continue
         p = os.path.join(d, name)
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return p
     return None
 
 
-def run_process(argv, env, cwd, timeout, cap, payload=None):
-    """Runs argv in its own session, streaming its output to cap (and the request's payload, if any,
-    to its stdin). Returns the result."""
-    import subprocess
-    full_env = dict(BASE_ENV)
+# Words bash treats itself (builtins, keywords): a command starting with one goes through bash.
+# true and false are what /usr/bin/true and /usr/bin/false do; echo too unless given an option.
+SHELL_WORDS = frozenset((
+    ". : [ alias bg bind break builtin caller cd command compgen complete compopt continue declare dirs "
+    "disown echo enable eval exec exit export false fc fg getopts hash help history jobs kill let local "
+    "logout mapfile popd printf pushd pwd read readarray readonly return set shift shopt source suspend "
+    "test times trap true type typeset ulimit umask unalias unset wait if then else elif fi case esac for "
+    "select while until do done in function time { } ! [[ ]] coproc").split())
+SAME_AS_PROGRAM = frozenset(("true", "false", "echo"))
+# Characters bash gives no meaning to in a word (no quoting, expansion, globbing, redirection, comment)
+PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./:,+@=% ")
+
+
+def direct_argv(cmd, env, cwd):
+    """(program path, argv) when `bash -c cmd` would just run one program with cmd's words as its
+    arguments (so it can be exec'd without bash: half a millisecond less per command), else None.
+    A word bash would treat itself (builtin, keyword, assignment, job), a program not found (bash
+    says so), or an environment that changes what bash runs (BASH_ENV, exported functions, shell
+    options) goes through bash."""
+    if not cmd or len(cmd) > 4096 or not PLAIN.issuperset(cmd):
+        return None
+    words = cmd.split()
+    if not words:
+        return None
+    first = words[0]
+    if "=" in first or first[0] == "%":
+        return None
+    if first in SHELL_WORDS:
+        if first not in SAME_AS_PROGRAM or (first == "echo" and any(w[:1] == "-" for w in words[1:])):
+            return None
+    for source in (BASE_ENV, env or {}):
+        for key in source:
+            if key.startswith("BASH") or key in ("SHELLOPTS", "PWD"):
+                return None
+    if "/" in first:
+        path = first if first[0] == "/" else os.path.join(cwd or os.getcwd(), first)
+        ok = os.path.isfile(path) and os.access(path, os.X_OK)
+    else:
+        path = which(first, (env or {}).get("PATH") or BASE_ENV.get("PATH"))
+        ok = path is not None
+    return (path, words) if ok else None
+
+
+def process_env(env):
+    full = dict(BASE_ENV)
     if env:
-        full_env.update(env)
+        full.update(env)
+    return full
+
+
+def command_env(env, cwd, program):
+    """The environment bash gives a program it execs for `bash -c 'program args'`: PWD (the
+    working directory, physical), SHLVL (as inherited: bash counts itself, then uncounts the exec),
+    _ (the program's path)."""
+    full = process_env(env)
+    full["PWD"] = os.path.realpath(os.path.join(os.getcwd(), cwd) if cwd else os.getcwd())
+    full.setdefault("SHLVL", "0")
+    full["_"] = program
+    return full
+
+
+_subprocess = None
+
+
+def popen(argv, full_env, cwd, stdin, executable=None):
+    global _subprocess
+    if _subprocess is None:
+        import subprocess as _subprocess
+    return _subprocess.Popen(argv, executable=executable, stdin=stdin, stdout=_subprocess.PIPE,
+                             stderr=_subprocess.PIPE, env=full_env, cwd=cwd or None,
+                             start_new_session=True)
+
+
+def start_command(cmd, env, cwd, stdin):
+    """Popen of `/bin/bash -c cmd`, or of the program itself when bash would only exec it."""
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if payload is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env,
-                                cwd=cwd or None, start_new_session=True)
+        direct = direct_argv(cmd, env, cwd)
+    except OSError:
+        direct = None  # e.g. the working directory is gone: bash says so
+    if direct is not None:
+        path, words = direct
+        return popen(words, command_env(env, cwd, path), cwd, stdin, executable=path)
+    return popen(["/bin/bash", "-c", cmd], process_env(env), cwd, stdin)
+
+
+def run_process(argv, env, cwd, timeout, cap, payload=None, cmd=None):
+    """Runs argv (or the shell line cmd) in its own session, streaming its output to cap (and the
+    request's payload, if any, to its stdin). Returns the result."""
+    devnull = -3  # subprocess.DEVNULL
+    try:
+        if cmd is not None:
+            proc = start_command(cmd, env, cwd, -1 if payload is not None else devnull)
+        else:
+            proc = popen(argv, process_env(env), cwd, -1 if payload is not None else devnull)
     except OSError as e:
         return {"ok": False, "name": type(e).__name__, "value": str(e), "traceback": "", "exit_code": 127}
     with STATE.lock:
         STATE.child = proc
         if STATE.interrupted:
             kill_group(proc)
-    finished = []
-    for pipe, stream in ((proc.stdout, 1), (proc.stderr, 2)):
-        ev = Event()
-        finished.append(ev)
-        start_thread(pump, pipe, stream, cap, ev)
+    fed = None
     if payload is not None:
-        ev = Event()
-        finished.append(ev)
-        start_thread(feed, payload, proc.stdin, ev)
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc)
-        proc.wait()
-    # the group is gone; stragglers that escaped it may still hold the pipes
-    kill_group(proc)
-    for ev in finished:
-        ev.wait(2.0)
-    for pipe in (proc.stdout, proc.stderr):
-        try:
-            pipe.close()
-        except Exception:
-            pass
+        fed = Event()
+        start_thread(feed, payload, proc.stdin, fed)
+    timed_out = pump_child(proc, cap, timeout)
+    if fed is not None:
+        fed.wait(2.0)
     with STATE.lock:
         STATE.child = None
         interrupted = STATE.interrupted
     code = proc.returncode
+    res = {"ok": code == 0, "exit_code": code}
     if code is not None and code < 0:
-        code = 128 - code
+        res["signal"] = -code
+        res["exit_code"] = 128 - code
     if timed_out or interrupted:
-        return {"ok": False, "timeout": True, "exit_code": code}
-    return {"ok": code == 0, "exit_code": code}
+        res.update({"ok": False, "timeout": True})
+    return res
 
 
-def pump(pipe, stream, cap, finished):
+_select = None
+
+
+def pump_child(proc, cap, timeout):
+    """Forwards the child's stdout and stderr to cap until both end, in the calling thread (one poll
+    loop: no thread per stream). Kills its process group at timeout; once the child has exited, kills
+    what is left of its group and waits at most 2 s more for descendants that escaped it and still
+    hold the pipes. Returns whether the timeout passed."""
+    global _select
+    if _select is None:
+        import select as _select
+    pipes = {}
+    poller = _select.poll()
+    for f, stream in ((proc.stdout, 1), (proc.stderr, 2)):
+        fd = f.fileno()
+        pipes[fd] = [stream, b""]
+        poller.register(fd, _select.POLLIN)
     try:
-        pump_lines(pipe, stream, cap)
-    finally:
-        finished.set()
-
-
-def pump_lines(pipe, stream, cap):
-    buf = b""
-    while True:
+        pidfd = os.pidfd_open(proc.pid)
+        poller.register(pidfd, _select.POLLIN)
+    except (AttributeError, OSError):
+        pidfd = None
+    deadline = time.monotonic() + timeout if timeout else None
+    drain_until = None
+    timed_out = False
+    exited = False
+    while pipes:
+        limit = drain_until if exited else (None if timed_out else deadline)
+        wait = None
+        if limit is not None:
+            wait = limit - time.monotonic()
+            if wait <= 0:
+                if exited:
+                    break  # descendants that escaped the group hold the pipes: stop waiting
+                timed_out = True
+                kill_group(proc)
+                continue
+        if pidfd is None and wait is None:
+            wait = 0.05  # no pidfd: look at the child now and then
+        for fd, _ev in poller.poll(None if wait is None else wait * 1000 + 1):
+            if fd == pidfd:
+                poller.unregister(pidfd)
+                os.close(pidfd)
+                pidfd = -1
+                exited = True
+                kill_group(proc)
+                drain_until = time.monotonic() + 2.0
+                continue
+            entry = pipes.get(fd)
+            if entry is None:
+                continue
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                data = b""
+            if not data:
+                poller.unregister(fd)
+                if entry[1]:
+                    cap.emit(entry[0], entry[1])
+                del pipes[fd]
+                continue
+            buf = entry[1] + data
+            nl = buf.rfind(b"\n")
+            if nl >= 0:
+                cap.emit(entry[0], buf[:nl + 1])
+                buf = buf[nl + 1:]
+            if len(buf) > LINE_PIECE:
+                cap.emit(entry[0], buf)
+                buf = b""
+            entry[1] = buf
+        if pidfd is None and proc.poll() is not None and not exited:
+            exited = True
+            kill_group(proc)
+            drain_until = time.monotonic() + 2.0
+    for fd, entry in pipes.items():
+        if entry[1]:
+            cap.emit(entry[0], entry[1])
+    if pidfd is not None and pidfd >= 0:
+        os.close(pidfd)
+    for f in (proc.stdout, proc.stderr):
         try:
-            data = pipe.read1(65536)
-        except (OSError, ValueError):
-            data = b""
-        if not data:
-            break
-        buf += data
-        nl = buf.rfind(b"\n")
-        if nl >= 0:
-            cap.emit(stream, buf[:nl + 1])
-            buf = buf[nl + 1:]
-        if len(buf) > LINE_PIECE:
-            cap.emit(stream, buf)
-            buf = b""
-    if buf:
-        cap.emit(stream, buf)
+            f.close()
+        except OSError:
+            pass
+    proc.wait()
+    return timed_out
 
 
 def feed(payload, pipe, finished):
@@ -540,6 +669,58 @@ def op_argv(req):
     res = run_process(argv, None, None, req.get("timeout"), cap, req.get("_payload") or Payload.EMPTY)
     res["ok"] = not res.get("timeout") and "name" not in res
     return res
+
+
+# ---------------------------------------------------------------- background commands
+
+BACKGROUND = {}            # request id -> Popen of a running background command (op "spawn")
+
+
+def start_background(req):
+    """op "spawn" (start_command), handled by the reader thread at once, whatever the main thread runs:
+    the command starts in its own session and the agent answers "started" with its pid; its output
+    follows as "out" events of the same id, and "done" when it has ended. "kill" signals its group."""
+    rid = req.get("id")
+    cmd = req.get("cmd")
+    if not isinstance(cmd, str):
+        send({"ev": "done", "id": rid, "ok": False, "name": "ValueError", "value": "cmd must be a string"})
+        return
+    try:
+        proc = start_command(cmd, req.get("env"), req.get("cwd"), -3)
+    except OSError as e:
+        send({"ev": "done", "id": rid, "ok": False, "name": type(e).__name__, "value": str(e), "exit_code": 127})
+        return
+    BACKGROUND[rid] = proc
+    send({"ev": "started", "id": rid, "pid": proc.pid})
+    start_thread(finish_background, rid, proc, req.get("timeout"))
+
+
+def finish_background(rid, proc, timeout):
+    cap = Capture(rid)
+    res = {"ev": "done", "id": rid}
+    try:
+        timed_out = pump_child(proc, cap, timeout)
+        code = proc.returncode
+        if code is not None and code < 0:
+            res["signal"] = -code
+            code = 128 - code
+        res.update({"ok": code == 0 and not timed_out, "exit_code": code, "timeout": timed_out})
+    except BaseException as e:  # noqa: B902 - the host must hear of the end whatever happened
+        kill_group(proc)
+        res.update({"ok": False, "name": type(e).__name__, "value": str(e)})
+    finally:
+        BACKGROUND.pop(rid, None)
+    res.update(cap.fields())
+    send(res)
+
+
+def kill_background(rid, sig):
+    proc = BACKGROUND.get(rid)
+    if proc is not None:
+        try:
+            os.killpg(proc.pid, sig if isinstance(sig, int) and 0 < sig < 65 else _signal.SIGKILL)
+        except OSError:
+            pass
 
 
 # ---------------------------------------------------------------- requests
@@ -630,6 +811,8 @@ def handle(req):
             code = req.get("code", "")
             if lang == "python":
                 res = run_python(rid, code, req.get("env"))
+                # what the cell printed (and its children, to the agent's fds 1 and 2) is out first
+                OUT.sync()
             elif lang == "bash":
                 res = run_process(["/bin/bash", "-c", code], req.get("env"), None, None, cap)
             elif lang == "javascript":
@@ -643,11 +826,9 @@ def handle(req):
             else:
                 res = {"ok": False, "name": "ValueError", "value": "unsupported language " + str(lang)}
         elif op == "cmd":
-            res = run_process(["/bin/bash", "-c", req["cmd"]], req.get("env"), req.get("cwd"),
-                              req.get("timeout"), cap)
+            res = run_process(None, req.get("env"), req.get("cwd"), req.get("timeout"), cap, cmd=req["cmd"])
         else:
             res = {"ok": False, "name": "ValueError", "value": "unknown op " + str(op)}
-        OUT.sync()
     finally:
         OUT.capture = None
     res.update(cap.fields())
@@ -678,6 +859,10 @@ def reader(queue_put):
             payload.consumed.wait()  # whoever handles the request reads it
         elif req.get("op") == "interrupt":
             interrupt(req.get("id"))
+        elif req.get("op") == "spawn":
+            start_background(req)
+        elif req.get("op") == "kill":
+            kill_background(req.get("id"), req.get("signal"))
         else:
             queue_put(req)
 
