@@ -160,4 +160,39 @@ function Control:call(args, stdin, opts)
   return res, why
 end
 
+-- control:stats(deadline) -> {oom_kills, memory_bytes, memory_peak_bytes} (numbers or nil when the
+-- sandbox has no memory cgroup), or nil, reason as for call.
+function Control:stats(deadline)
+  if self.broken then return nil, "broken" end
+  if not self.lock:acquire(deadline) then return nil, "busy" end
+  local ok, res, why = pcall(function()
+    self.next_id = self.next_id + 1
+    local id = self.next_id
+    local sent, err = self.chan:write(string.format("stats %d\n", id), deadline)
+    if not sent then
+      if err == "closed" or err == "EPIPE" then return nil, "gone" end
+      self.broken = "a request could not be sent: " .. tostring(err)
+      return nil, "broken"
+    end
+    while true do
+      local ev, rerr = self.chan:read_event(deadline, function() return false end)
+      if not ev then
+        if rerr == "eof" then return nil, "gone" end
+        if rerr ~= "timeout" then self.broken = tostring(rerr) end
+        return nil, rerr == "timeout" and "timeout" or "broken"
+      end
+      if ev.id == nil then
+        report_line(self, ev)
+      elseif ev.id == id and ev.ev == "stats" then
+        local function n(v) return math.type(v) and v or nil end
+        return { oom_kills = n(ev.oom_kills), memory_bytes = n(ev.memory_bytes),
+          memory_peak_bytes = n(ev.memory_peak_bytes) }
+      end
+    end
+  end)
+  self.lock:release()
+  if not ok then error(res, 0) end
+  return res, why
+end
+
 return M

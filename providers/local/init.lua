@@ -80,6 +80,7 @@ local cjson = require "cjson.safe"
 local channel = require "glsb.providers.local.channel"
 local reaper = require "glsb.providers.local.reaper"
 local control = require "glsb.providers.local.control"
+local mux = require "glsb.providers.local.mux"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
 local errors = require "glsb.errors"
@@ -403,14 +404,31 @@ local function unusable(self)
   return nil
 end
 
+-- Sends one frame to the agent. Frames of background requests (spawn, kill) may be sent while a
+-- foreground request runs: one frame at a time (self._wlock), never interleaved.
+-- -> true, or nil, "busy" (nothing was written: the deadline passed while another frame went out) |
+-- "timeout" | "closed" | a message (part of the frame may be out).
 local function send(self, req, deadline, payload)
-  return self._chan:send(req, payload, deadline)
+  if not self._wlock:acquire(deadline) then return nil, "busy" end
+  local ok, sent, err = pcall(self._chan.send, self._chan, req, payload, deadline)
+  self._wlock:release()
+  if not ok then error(sent, 0) end
+  return sent, err
+end
+
+-- Why the agent's stream cannot be read any more, from mux.lua's reason.
+local function stream_failure(rerr)
+  if rerr == "broken" then
+    return "the agent's stream was left in the middle of a frame (its reader was cancelled)"
+  end
+  return rerr
 end
 
 -- The agent's stdout ended in the middle of a request: the lease's terminate (its own doing), or the
 -- program ended. Waits for the supervisor's status and says which. -> "lease" | "exited"
 local function ended(self)
   if self._lease_expired then return "lease" end
+  if not self._proc then return "exited" end
   self._proc:wait(loop.now() + 2)
   local e = program_end(self)
   local desc = describe_end(e, self._opts)
@@ -439,11 +457,14 @@ local function request(self, req, opts)
   -- one request at a time: the others wait their turn (FIFO); whoever gets the lock after the
   -- sandbox died finds it unusable below
   if not self._lock:acquire(opts.deadline) then return nil, "busy" end
+  local box
   local ok, res, why = pcall(function()
     if unusable(self) then return nil, "unusable" end
+    box = self._mux:open(req.id, opts.keep)
     local sent, err = send(self, req, opts.deadline, opts.payload)
     if not sent then
       if self._lease_expired then return nil, "lease" end
+      if err == "busy" then return nil, "busy" end
       -- part of the frame may be out: the stream cannot be trusted any more
       mark_dead(self, err == "timeout" and string.format("the agent did not take the %s request in time", req.op)
         or ("the agent stopped reading requests: " .. tostring(err)))
@@ -452,12 +473,10 @@ local function request(self, req, opts)
     local deadline = opts.deadline
     local interrupted = false
     while true do
-      local ev, rerr = read_event(self, deadline, opts.keep)
+      local ev, rerr = self._mux:next(box, deadline)
       if ev then
-        if ev.id == req.id then
-          if ev.ev == "done" then return ev end
-          if opts.on_event then opts.on_event(ev) end
-        end
+        if ev.ev == "done" then return ev end
+        if opts.on_event then opts.on_event(ev) end
       elseif rerr == "timeout" then
         if opts.interrupt and not interrupted then
           interrupted = true
@@ -475,11 +494,12 @@ local function request(self, req, opts)
       elseif rerr == "eof" then
         return nil, ended(self)
       else
-        mark_dead(self, rerr)
+        mark_dead(self, stream_failure(rerr))
         return nil, "broken"
       end
     end
   end)
+  if box then self._mux:close(box) end
   self._lock:release()
   if not ok then error(res, 0) end
   return res, why
@@ -548,7 +568,9 @@ function Sandbox:_init(opts)
   sandbox.CodeInterpreterSandbox._init(self, opts)
   self._stderr_tail = ""
   self._next_id = 0
-  self._lock = loop.lock()
+  self._lock = loop.lock()   -- one foreground request at a time (the agent runs one)
+  self._wlock = loop.lock()  -- one frame at a time on the agent's stdin (background requests go at once)
+  self._background = {}      -- id -> the handle of a running start_command
   self._grace = opts.interrupt_grace or M.DEFAULT_INTERRUPT_GRACE
 end
 
@@ -636,6 +658,8 @@ function Sandbox:_start(opts)
   self.missing = report and report.missing or {}
   self.host_pid = report and math.tointeger(report.pid) or nil
   self._opts = opts
+  -- from now on several tasks may wait for events of the agent (background commands): mux.lua
+  self._mux = mux.new(self._chan)
   arm_lease(self, opts.timeout)
 end
 
@@ -667,12 +691,17 @@ end
 
 function Sandbox:_terminate(opts)
   cancel_lease(self)
+  self._terminating = true
   local deadline = loop.now() + (opts and opts.timeout or 10)
   if self._proc then
     if not stop_process(self, deadline) then
       error("local: the sandbox supervisor (pid " .. tostring(self._proc.pid) .. ") did not exit", 0)
     end
     if self._guard then self._guard.done = true end
+    -- background commands ended with the sandbox: their handles say so (a pump still waiting on the
+    -- stream would wait on a closed descriptor)
+    if self._mux then self._mux:fail("eof") end
+    for _, h in pairs(self._background) do h:_stop() end
     self._proc:close()
     self._proc = nil
   end
@@ -718,7 +747,7 @@ local STREAMS = { "stdout", "stderr" }
 local function collector(opts)
   local out = output.capture(opts)
   local sizes = { 0, 0 }
-  local c = {}
+  local c = { out = out }
   c.keep = function(ev, n)
     if ev.ev ~= "out" then return true end
     local s = ev.s == 2 and 2 or 1
@@ -848,6 +877,27 @@ function Sandbox:_run_code(code, opts)
   return r
 end
 
+-- The result of a command's "done" (execute_command, start_command).
+local function command_result(c, done, what, timeout)
+  if done.timeout then
+    return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
+      error = string.format("%s: timed out after %gs (process group killed)", what, timeout or 0) })
+  end
+  if done.name then
+    return finish(c, done, { status = Status.ERROR, code = int(done.exit_code),
+      error = tostring(done.name) .. ": " .. tostring(done.value) })
+  end
+  local code = int(done.exit_code)
+  local sig = int(done.signal)
+  local err
+  if sig then
+    err = "command ended by signal: " .. (SIGNAL_NAMES[sig] or ("signal " .. sig))
+  elseif code ~= 0 then
+    err = "command exited with code " .. tostring(code)
+  end
+  return finish(c, done, { status = code == 0 and Status.SUCCESS or Status.ERROR, code = code, error = err })
+end
+
 function Sandbox:_run_command(cmd, opts)
   local c = collector(opts)
   local started = loop.now()
@@ -858,19 +908,133 @@ function Sandbox:_run_command(cmd, opts)
     op = "cmd", cmd = cmd, env = opts.env, cwd = opts.cwd, timeout = opts.timeout,
   }, { deadline = deadline, on_event = c.on_event, keep = c.keep, interrupt = true })
   if not done then return dead_result(self, c, "execute_command", opts.timeout, why) end
-  if done.timeout then
-    return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
-      error = string.format("execute_command: timed out after %gs (process group killed)", opts.timeout or 0) })
+  local r = command_result(c, done, "execute_command", opts.timeout)
+  if r.code == 137 and r.status == Status.ERROR and self:_oom_killed() then
+    r.error = string.format("command was killed by the kernel's OOM killer: the sandbox ran out of memory "
+      .. "(memory_mb = %s)", tostring(self._opts and self._opts.memory_mb or 1024))
   end
-  if done.name then
-    return finish(c, done, { status = Status.ERROR, code = int(done.exit_code),
-      error = tostring(done.name) .. ": " .. tostring(done.value) })
+  return r
+end
+
+-- Did the kernel's OOM killer kill in the sandbox since the last time we asked? (the supervisor's
+-- count for its memory cgroup: the control channel's stats; CONTROL.md). Asked only when a command
+-- died of SIGKILL, so the count seen last says which kills are new.
+function Sandbox:_oom_killed()
+  local st = self._control and self._control:stats(loop.now() + 2)
+  local n = st and st.oom_kills
+  if not n then return false end
+  local new = n > (self._oom_seen or 0)
+  self._oom_seen = n
+  return new
+end
+
+---------------------------------------------------------------------------
+-- Background commands (start_command)
+---------------------------------------------------------------------------
+
+-- The agent starts a background command at once (op "spawn", handled by its reader thread whatever
+-- else runs; PROTOCOL.md) and sends its events on the same stream as every request, with the
+-- command's id: a task per command (its pump) waits for them through the mux, which hands each
+-- waiter its own. Output streams to on_stdout / on_stderr as it arrives and is kept up to the cap,
+-- like execute_command's. The agent kills the command's process group at its timeout; kill() sends
+-- SIGKILL to the group (op "kill", also handled at once). A background command ends with its sandbox.
+local Background = {}
+Background.__index = Background
+
+function Background:pid() return self._pid end
+function Background:output() return self.c.out:text("stdout"), self.c.out:text("stderr") end
+function Background:done() return self.task:done() end
+function Background:wait(timeout) return self.task:wait(timeout) end
+
+-- kill() -> true when the signal was sent to a command still running, false when it had ended.
+function Background:kill()
+  local sb = self.sb
+  if self.task:done() or unusable(sb) then return false end
+  local sent = send(sb, { op = "kill", id = self.id, signal = 9 }, loop.now() + 5)
+  return sent == true
+end
+
+-- The sandbox ended under the command (terminate, the lease, the interpreter died).
+function Background:_gone(why)
+  local sb = self.sb
+  local msg
+  if sb._lease_expired then
+    msg = "the sandbox lease expired and the sandbox was terminated"
+  elseif sb._terminating then
+    msg = "the sandbox was terminated"
+  else
+    if why == "eof" then ended(sb) elseif not sb._dead then mark_dead(sb, stream_failure(why)) end
+    msg = sb._dead or "the sandbox ended"
   end
-  local code = int(done.exit_code)
-  return finish(c, done, {
-    status = code == 0 and Status.SUCCESS or Status.ERROR, code = code,
-    error = code ~= 0 and ("command exited with code " .. tostring(code)) or nil,
-  })
+  return finish(self.c, nil, { status = Status.ERROR,
+    error = "start_command: " .. msg .. " (the command ended with it)",
+    failure = { exception_type = outcome.GONE, retry_safe = false } })
+end
+
+function Background:_pump()
+  local sb = self.sb
+  while true do
+    local ok, ev, why = pcall(sb._mux.next, sb._mux, self.box, nil)
+    if not ok then
+      if loop.is_cancelled(ev) then return self:_gone("eof") end
+      error(ev, 0)
+    end
+    if not ev then return self:_gone(why) end
+    if ev.ev == "started" then
+      self._pid = int(ev.pid)
+    elseif ev.ev == "done" then
+      return command_result(self.c, ev, "start_command", self.timeout)
+    else
+      self.c.on_event(ev)
+    end
+  end
+end
+
+-- Ends the pump (terminate): it reports the sandbox gone.
+function Background:_stop()
+  if not self.task:done() then self.task:cancel() end
+end
+
+function Sandbox:_start_command(cmd, opts)
+  local why = unusable(self)
+  if why then error("start_command: " .. why, 0) end
+  self._next_id = self._next_id + 1
+  local id = self._next_id
+  local c = collector(opts)
+  local h = setmetatable({ sb = self, id = id, c = c, timeout = opts.timeout }, Background)
+  h.box = self._mux:open(id, c.keep)
+  local sent, err = send(self, { op = "spawn", id = id, cmd = cmd, env = opts.env, cwd = opts.cwd,
+    timeout = opts.timeout }, loop.now() + 10)
+  if not sent then
+    self._mux:close(h.box)
+    if err == "busy" then error("start_command: timed out waiting to send the request (nothing was sent)", 0) end
+    mark_dead(self, "the agent did not take the start_command request: " .. tostring(err))
+    error("start_command: " .. self._dead, 0)
+  end
+  self._background[id] = h
+  h.task = loop.spawn(function()
+    local ok, r = pcall(h._pump, h)
+    self._mux:close(h.box)
+    self._background[id] = nil
+    if not ok then error(r, 0) end
+    return r
+  end)
+  return h
+end
+
+---------------------------------------------------------------------------
+-- Ports
+---------------------------------------------------------------------------
+
+-- get_host(port): with network = true the sandbox shares the host's network namespace (glsb-confine
+-- --network: "network": "host" in the report), so a server listening inside on 127.0.0.1 or 0.0.0.0 is
+-- reached from the host at 127.0.0.1:port. Without it the sandbox has a network namespace of its own
+-- with only a loopback: nothing outside reaches its ports, and nothing maps them out.
+function Sandbox:_get_host(port)
+  if self._opts and self._opts.network then return "127.0.0.1:" .. port end
+  errors.raise(errors.SandboxExecutionError, Stage.EXECUTE, "get_host: provider 'local' exposes no ports: "
+    .. "the sandbox has a network namespace of its own (loopback only, nothing maps its ports out); create it "
+    .. "with network = true to share the host's network, where 127.0.0.1:<port> reaches it")
 end
 
 -- Uploads, downloads and the workspace helper go through glsb-confine's control channel (control.lua):

@@ -8,8 +8,8 @@ require("contract.suite")("local", function()
   return { workspace_root = root }
 end, {
   tag = "#local",
-  background = false, -- start_command: not in the local agent yet (PROVIDERS.md, "For the local provider")
-  ports = false,      -- get_host: the sandbox has its own loopback; nothing maps ports out
+  background = true,  -- start_command: the agent starts it at once; its events share the stream (mux.lua)
+  ports = false,      -- get_host: without network = true the sandbox has its own loopback (spec/local: with it)
   leftovers = function() return helper.list_dir(root) end,
   package_opts = function() return { pip_find_links = wheels } end,
 })

@@ -29,4 +29,24 @@ describe("an interpreter killed by the OOM killer #security #local", function()
     assert.truthy(r.error:find("OOM killer: the sandbox ran out of memory (memory_mb = 64)", 1, true), r.error)
     assert.is_nil(r.error:find("timed out", 1, true), r.error)
   end)
+
+  it("a command the OOM killer killed is ERROR saying the sandbox ran out of memory; the sandbox goes on", function()
+    sb = glsb.create("local", { host_workspace_dir = root, memory_mb = 64 })
+    if not sb.confinement.cgroup then
+      pending("no memory cgroup on this machine: " .. tostring(sb.confinement.cgroup_reason))
+      return
+    end
+    local r = sb:execute_command("python3 -c 'import mmap\nm = mmap.mmap(-1, 512 << 20)\n"
+      .. "for i in range(0, len(m), 4096): m[i] = 1'", { timeout = 120 })
+    assert.are.equal(Status.ERROR, r.status, tostring(r))
+    assert.are.equal(137, r.code)
+    assert.truthy(r.error:find("OOM killer: the sandbox ran out of memory (memory_mb = 64)", 1, true), r.error)
+    -- a SIGKILL that is not the OOM killer's is said as such
+    r = sb:execute_command("sh -c 'kill -9 $$'")
+    assert.are.equal("command ended by signal: SIGKILL", r.error)
+    r = sb:execute_command("sleep 30 & kill -9 $!; wait $!; exit $?")
+    assert.are.equal(137, r.code)
+    assert.is_nil(r.error:find("OOM", 1, true), r.error)
+    assert.are.equal("ok\n", sb:execute_command("echo ok").stdout)
+  end)
 end)
