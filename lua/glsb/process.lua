@@ -174,8 +174,9 @@ end
 -- Reads stdout and stderr to EOF (concurrently) and waits for exit. Returns stdout, stderr, status,
 -- or nil, "timeout" (the process is left running: the caller decides). max, when given, bounds what
 -- is kept of each stream: its last max bytes (status.dropped_stdout / dropped_stderr say how many
--- came before them), so a child that writes without end costs bounded memory.
-function Process:communicate(input, deadline, max)
+-- came before them), so a child that writes without end costs bounded memory. on_data(which, bytes),
+-- when given, sees every piece of stdout ("stdout") and stderr ("stderr") as it arrives (progress).
+function Process:communicate(input, deadline, max, on_data)
   local out, errs = tail_keeper(max), tail_keeper(max)
   local function drain(which, acc)
     return function()
@@ -184,6 +185,7 @@ function Process:communicate(input, deadline, max)
         if not data then return e end
         if data == "" then return "eof" end
         acc.add(data)
+        if on_data then on_data(which, data) end
       end
     end
   end

@@ -11,7 +11,9 @@ apply on top (env and workdir arrive already merged with the parent's).
 It produces, under /home/user:
   .glsb-layer/site   packages (pip install --target), added to sys.path by the agent
   everything else    the template's home, copied into each sandbox's /home/user
-Output goes to stdout/stderr (the host keeps it as the build log). Exit 0 on success.
+Output goes to stdout/stderr (the host keeps it as the build log and shows each line as it comes).
+Each step starts with a line "[glsb step I/N] TITLE" on stdout (the host's progress names the step
+running, and a failure names the step it happened in). Exit 0 on success.
 """
 
 import base64
@@ -80,13 +82,30 @@ def drop_replaced(before):
                 shutil.rmtree(path)
 
 
+class Steps:
+    """Numbers the build's steps: "[glsb step I/N] TITLE" before each."""
+
+    def __init__(self, spec):
+        self.n = (1 if spec.get("base") else 0) + (1 if spec.get("files") else 0) \
+            + (1 if spec.get("packages") else 0) + len(spec.get("run") or [])
+        self.i = 0
+
+    def start(self, title):
+        self.i += 1
+        print("[glsb step %d/%d] %s" % (self.i, self.n, title.replace("\n", " ")), flush=True)
+
+
 def main():
     with open("/.glsb/build/build.json") as f:
         spec = json.load(f)
+    steps = Steps(spec)
     os.makedirs(SITE, exist_ok=True)
     if spec.get("base"):
+        steps.start("copy the base template")
         copy_base()
 
+    if spec.get("files"):
+        steps.start("write %d file%s" % (len(spec["files"]), "" if len(spec["files"]) == 1 else "s"))
     for entry in spec.get("files") or []:
         path = entry["path"]
         if not path.startswith("/"):
@@ -115,7 +134,7 @@ def main():
             argv.append("--upgrade")  # the child's packages replace the parent's copies
         argv += spec.get("pip_args") or []
         argv += packages
-        print("pip install " + " ".join(packages), flush=True)
+        steps.start("pip install " + " ".join(packages))
         before = dist_infos()
         r = subprocess.run(argv, env=env, cwd=HOME)
         if r.returncode != 0:
@@ -129,7 +148,7 @@ def main():
     if not os.path.isdir(workdir):
         workdir = HOME
     for i, cmd in enumerate(spec.get("run") or []):
-        print("run[%d]: %s" % (i + 1, cmd), flush=True)
+        steps.start("run[%d]: %s" % (i + 1, cmd))
         r = subprocess.run(["/bin/bash", "-c", cmd], env=env, cwd=workdir)
         if r.returncode != 0:
             fail("run[%d] failed with exit code %d: %s" % (i + 1, r.returncode, cmd))

@@ -241,6 +241,54 @@ local function build_input(spec, popts, pmeta)
   }
 end
 
+-- The build's output as it arrives -> one on_log entry per line (the base's _log: on_log and the
+-- progress line), each with the step it belongs to. build.py starts each step with a line
+-- "[glsb step I/N] TITLE"; the progress line then shows that step. A line longer than LINE_MAX comes in
+-- pieces (the build is untrusted: the host holds no unbounded line).
+M.LINE_MAX = 64 * 1024
+
+local function log_lines(self, state)
+  local partial = { stdout = {}, stderr = {} }
+  local sizes = { stdout = 0, stderr = 0 }
+  local function line(which, text)
+    local i, n, title = text:match("^%[glsb step (%d+)/(%d+)%] (.*)$")
+    if i and which == "stdout" then
+      state.step, state.steps, state.title = tonumber(i), tonumber(n), title
+      state.status = string.format("step %s/%s: %s", i, n, title)
+    end
+    self:_log({ timestamp = os.date("!%Y-%m-%dT%H:%M:%SZ"), level = which == "stderr" and "warn" or "info",
+      message = text, step = state.step, status = state.status })
+  end
+  local function push(which, data)
+    local parts = partial[which]
+    local pos = 1
+    while true do
+      local nl = data:find("\n", pos, true)
+      if not nl then break end
+      parts[#parts + 1] = data:sub(pos, nl - 1)
+      line(which, table.concat(parts))
+      parts = {}
+      partial[which], sizes[which] = parts, 0
+      pos = nl + 1
+    end
+    if pos <= #data then
+      parts[#parts + 1] = data:sub(pos)
+      sizes[which] = sizes[which] + #data - pos + 1
+      if sizes[which] >= M.LINE_MAX then
+        line(which, table.concat(parts))
+        partial[which], sizes[which] = {}, 0
+      end
+    end
+  end
+  local function flush()
+    for _, which in ipairs({ "stdout", "stderr" }) do
+      if #partial[which] > 0 then line(which, table.concat(partial[which])) end
+      partial[which], sizes[which] = {}, 0
+    end
+  end
+  return push, flush
+end
+
 -- Runs build.py in a confined sandbox whose workspace is <scratch>/ws (kept:
 -- no --cleanup), with the parent layer (if any) read-only at /.glsb/base.
 -- Returns the build log or raises.
@@ -269,13 +317,17 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
   if not p then fail("cannot start the build sandbox: " .. tostring(serr)) end
   require("glsb.providers.local.reaper").record(scratch, { supervisor = p.pid })
   local deadline = loop.now() + (popts.build_timeout or 600)
+  local state = {}
+  local push, flush = log_lines(self, state)
   -- the build writes what it likes: the host keeps the last LOG_MAX bytes of each stream
-  local out, errs, st = p:communicate(nil, deadline, M.LOG_MAX)
+  local out, errs, st = p:communicate(nil, deadline, M.LOG_MAX, push)
+  flush()
   if not out then
     p:kill("KILL")
     p:wait(loop.now() + 5)
     p:close()
-    fail(string.format("the template build timed out after %gs", popts.build_timeout or 600))
+    fail(string.format("the template build timed out after %gs%s", popts.build_timeout or 600,
+      state.status and (" (at " .. state.status .. ")") or ""))
   end
   local report = st.code ~= 0 and lp.read_report(p, loop.now() + 1) or nil
   p:close()
@@ -284,8 +336,9 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
     .. out .. errs
   if st.code ~= 0 then
     local why = report and report.ok == false and ("glsb-confine: " .. tostring(report.error)) or nil
-    fail("the template build failed" .. (why and (" (" .. why .. ")") or "") .. ":\n" .. log:sub(-2000),
-      { exit = st, log = log })
+    local at = state.status and not why and (" at " .. state.status) or ""
+    fail("the template build failed" .. at .. (why and (" (" .. why .. ")") or "") .. ":\n" .. log:sub(-2000),
+      { exit = st, log = log, step = state.step })
   end
   return log
 end
@@ -336,6 +389,78 @@ function Template:_build(spec, hash)
   if not ok then error(res, 0) end
   record_name(self, spec.name, hash)
   return { template_id = hash, name = spec.name, path = res }
+end
+
+---------------------------------------------------------------------------
+-- List / delete
+---------------------------------------------------------------------------
+
+-- {hash = {names...}} from local/names/ (each file holds the hash its name last pointed to).
+local function names_by_hash(d)
+  local out = {}
+  for _, name in ipairs(core.listdir(d.names) or {}) do
+    local id = (read_file(d.names .. "/" .. name) or ""):match("^(%x+)")
+    if id and name:match("^[%w][%w._-]*$") then
+      out[id] = out[id] or {}
+      table.insert(out[id], name)
+    end
+  end
+  for _, list in pairs(out) do table.sort(list) end
+  return out
+end
+
+-- builder:list() -> {name, names, template_id, built_at, packages, base_template, path}, one per
+-- layer in the cache (names: every name pointing to it; name: the first, else the one it was built
+-- as), sorted by name then id.
+function Template:_list()
+  local d = self.dirs
+  local names = names_by_hash(d)
+  local out = {}
+  for _, id in ipairs(core.listdir(d.templates) or {}) do
+    local meta = #id == 64 and id:match("^%x+$") and M.read_meta(d.templates .. "/" .. id)
+    if meta then
+      local list = names[id] or {}
+      out[#out + 1] = { name = list[1] or meta.name, names = list, template_id = id, built_at = meta.built_at,
+        packages = meta.packages, base_template = meta.base_template, path = d.templates .. "/" .. id }
+    end
+  end
+  table.sort(out, function(a, b)
+    if tostring(a.name) ~= tostring(b.name) then return tostring(a.name) < tostring(b.name) end
+    return a.template_id < b.template_id
+  end)
+  return out
+end
+
+-- builder:delete(name_or_id) -> true when a layer was deleted, false when nothing has that name or id.
+-- The layer goes, with every name pointing to it (as E2B deletes a template by any of its aliases).
+-- It is first renamed out of place (a sandbox created meanwhile finds it whole or not at all), then
+-- removed; a sandbox still running from it loses the layer's files: delete what no sandbox uses.
+-- Children built on it are self-contained and stay.
+function Template:_delete(name)
+  local d = self.dirs
+  local id = name
+  if not (#name == 64 and name:match("^%x+$")) then
+    if not name:match("^[%w][%w._-]*$") then return false end
+    id = (read_file(d.names .. "/" .. name) or ""):match("^(%x+)")
+    if not id then return false end
+  end
+  for _, n in ipairs(names_by_hash(d)[id] or {}) do os.remove(d.names .. "/" .. n) end
+  if name ~= id then os.remove(d.names .. "/" .. name) end
+  local dir = d.templates .. "/" .. id
+  if not M.read_meta(dir) then return false end
+  local reaper = require "glsb.providers.local.reaper"
+  reaper.sweep_once(d.tmp)
+  local scratch, merr = core.mkdtemp(d.tmp .. "/delete-")
+  if not scratch then fail("cannot create a scratch directory: " .. tostring(merr)) end
+  reaper.record(scratch)
+  local ok, rerr = os.rename(dir, scratch .. "/layer")
+  if not ok then
+    core.rmtree(scratch)
+    fail("cannot delete the template " .. id .. ": " .. tostring(rerr))
+  end
+  local rok, err = core.rmtree(scratch)
+  if not rok then fail("cannot remove the deleted template's files in " .. scratch .. ": " .. tostring(err)) end
+  return true
 end
 
 ---------------------------------------------------------------------------

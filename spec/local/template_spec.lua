@@ -127,6 +127,61 @@ describe("local templates #local", function()
     assert.truthy(err.message:find("pip install failed", 1, true), err.message)
   end)
 
+  it("reports each line of the build to on_log as it comes, with its step; a failure names its step", function()
+    local entries = {}
+    local b = builder({ on_log = function(e) entries[#entries + 1] = e end, progress = false })
+    b:ensure({ name = "logged", files = { { path = "a.txt", data = "a" } },
+      run = { "echo first line; echo to stderr >&2", "echo second step" } })
+    local seen = {}
+    for _, e in ipairs(entries) do
+      assert.is_string(e.timestamp)
+      seen[#seen + 1] = string.format("%s %s %s", tostring(e.step), e.level, e.message)
+    end
+    local all = table.concat(seen, "\n")
+    for _, want in ipairs({ "1 info [glsb step 1/3] write 1 file", "2 info [glsb step 2/3] run[1]: echo first line;",
+      "2 info first line", "2 warn to stderr", "3 info [glsb step 3/3] run[2]: echo second step",
+      "3 info second step" }) do
+      assert.truthy(all:find(want, 1, true), want .. " missing from:\n" .. all)
+    end
+    -- on a terminal (progress = true) the one progress line shows the step that runs
+    local out = helper.sh("cd " .. helper.q(helper.repo) .. " && build/glsb-lua -e " .. helper.q(
+      "local b = require('glsb').template('local', { cache_dir = " .. string.format("%q", cache)
+      .. ", progress = true }) pcall(b.ensure, b, { name = 'prog', run = { 'echo one', 'echo two; exit 3' } })") .. " 2>&1")
+    assert.truthy(out:find("step 2/2: run[2]: echo two; exit 3", 1, true), out)
+    local ok, err = pcall(function() return builder():ensure({ name = "prog", run = { "echo one", "echo two; exit 3" } }) end)
+    assert.is_false(ok)
+    assert.truthy(err.message:find("failed at step 2/2: run[2]: echo two; exit 3", 1, true), err.message)
+    assert.are.same({}, helper.list_dir(cache .. "/local/tmp"))
+  end)
+
+  it("lists the layers with their names, and deletes one by name or id with every name of it", function()
+    local b = builder()
+    local one = b:ensure({ name = "list-one", files = { { path = "x", data = "1" } } })
+    b:ensure({ name = "list-one-alias", files = { { path = "x", data = "1" } } }) -- same content, second name
+    local two = b:ensure({ name = "list-two", files = { { path = "x", data = "2" } } })
+    local by_id = {}
+    for _, t in ipairs(b:list()) do by_id[t.template_id] = t end
+    assert.are.same({ "list-one", "list-one-alias" }, by_id[one.ref.template_id].names)
+    assert.are.equal("list-one", by_id[one.ref.template_id].name)
+    assert.are.same({ "list-two" }, by_id[two.ref.template_id].names)
+    assert.is_number(by_id[two.ref.template_id].built_at)
+
+    assert.is_true(b:delete("list-one-alias"))
+    assert.is_nil(require("glsb.providers.local.template").resolve("list-one", { cache_dir = cache }))
+    assert.is_false(b:delete("list-one"), "gone with its other name")
+    assert.is_true(b:delete(two.ref.template_id))
+    assert.is_false(b:delete("list-two"))
+    assert.is_false(b:delete("never-built"))
+    for _, t in ipairs(b:list()) do
+      assert.is_nil(t.names[1] and t.names[1]:match("^list%-"), "still listed: " .. tostring(t.names[1]))
+      assert.are_not.equal(one.ref.template_id, t.template_id)
+    end
+    local ok, err = pcall(create, "list-two")
+    assert.is_false(ok)
+    assert.truthy(err.message:find("not found", 1, true), err.message)
+    assert.are.same({}, helper.list_dir(cache .. "/local/tmp"))
+  end)
+
   it("refuses what the local provider cannot build", function()
     for _, spec in ipairs({
       { name = "img", base_image = "python:3.12" },
