@@ -212,37 +212,48 @@ local LIMITS = {
   { "disk_mb", "--disk-mb" }, { "max_open_files", "--max-open-files" },
 }
 
--- Builds the glsb-confine argv for a sandbox (exported for the template builder).
--- spec: {helper, workspace, python, program (array), ro_binds, binds,
---        env (map), opts (limits, network, allow_degraded)}
+-- Builds how glsb-confine is started for a sandbox (exported for the template builder) -> argv,
+-- config. spec: {helper, workspace, program (array), ro_binds, binds, env (map), opts (limits,
+-- network, allow_degraded)}. Every option goes in config, not in argv: the supervisor reads it from
+-- its stdin (--config-fd 0: a decimal length, a newline, then NUL-ended words; exactly that much, then
+-- PROGRAM's stdin follows), so its /proc/PID/cmdline shows no workspace or bind path of the host and
+-- no value of env (src/confine/sb_options.c). Spawn argv with stdin = "pipe" and write config first.
 -- The supervisor's report comes on fd 3: spawn it with fd3 = "pipe" and read it with M.read_report;
 -- with spec.control, fd 3 is also the control channel: spawn it with fd3 = "socket" (control.lua).
 function M.confine_argv(spec)
-  local argv = { spec.helper, "sandbox", "--workspace", spec.workspace, "--report-fd", "3" }
-  if spec.control then argv[#argv + 1] = "--control-fd" argv[#argv + 1] = "3" end
-  if spec.cleanup ~= false then argv[#argv + 1] = "--cleanup" end
+  local words = { "--workspace", spec.workspace, "--report-fd", "3" }
+  if spec.control then words[#words + 1] = "--control-fd" words[#words + 1] = "3" end
+  if spec.cleanup ~= false then words[#words + 1] = "--cleanup" end
   local opts = spec.opts or {}
   for _, l in ipairs(LIMITS) do
     local v = positive_int(opts, l[1])
-    if v then argv[#argv + 1] = l[2] argv[#argv + 1] = tostring(v) end
+    if v then words[#words + 1] = l[2] words[#words + 1] = tostring(v) end
   end
-  if opts.network then argv[#argv + 1] = "--network" end
-  if opts.allow_degraded then argv[#argv + 1] = "--allow-degraded" end
+  if opts.network then words[#words + 1] = "--network" end
+  if opts.allow_degraded then words[#words + 1] = "--allow-degraded" end
   for _, b in ipairs(spec.ro_binds or {}) do
-    argv[#argv + 1] = "--ro-bind" argv[#argv + 1] = b[1] argv[#argv + 1] = b[2]
+    words[#words + 1] = "--ro-bind" words[#words + 1] = b[1] words[#words + 1] = b[2]
   end
   for _, b in ipairs(spec.binds or {}) do
-    argv[#argv + 1] = "--bind" argv[#argv + 1] = b[1] argv[#argv + 1] = b[2]
+    words[#words + 1] = "--bind" words[#words + 1] = b[1] words[#words + 1] = b[2]
   end
   local keys = {}
   for k in pairs(spec.env or {}) do keys[#keys + 1] = k end
   table.sort(keys)
   for _, k in ipairs(keys) do
-    argv[#argv + 1] = "--env" argv[#argv + 1] = k .. "=" .. tostring(spec.env[k])
+    words[#words + 1] = "--env" words[#words + 1] = k .. "=" .. tostring(spec.env[k])
   end
-  argv[#argv + 1] = "--"
-  for _, w in ipairs(spec.program) do argv[#argv + 1] = w end
-  return argv
+  words[#words + 1] = "--"
+  for _, w in ipairs(spec.program) do words[#words + 1] = w end
+  for i, w in ipairs(words) do
+    if type(w) ~= "string" or w:find("\0", 1, true) then
+      error(start_error(string.format("local: a sandbox option contains a NUL byte or is not a string (%s)",
+        tostring(w):gsub("%z", "\\0"))), 0)
+    end
+    words[i] = w .. "\0"
+  end
+  local block = table.concat(words)
+  return { spec.helper, "sandbox", "--config-fd", "0" }, #block .. "\n" .. block
 end
 
 -- Reads the supervisor's one-line report from the process's fd 3 (nil when it wrote none: it writes
@@ -609,12 +620,16 @@ function Sandbox:_start(opts)
   if opts.env then
     for k, v in pairs(opts.env) do env[k] = tostring(v) end
   end
-  local argv = M.confine_argv {
+  local argv, config = M.confine_argv {
     helper = helper, workspace = self.workspace,
     program = { python, "-B", M.AGENT_DIR .. "/agent.py" },
     ro_binds = ro, env = env, opts = opts, control = true,
   }
-  local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe", fd3 = "socket" }
+  -- setsid: a session of its own, so a Ctrl-C at the owner's terminal (SIGINT to the terminal's
+  -- foreground process group) does not reach the supervisor; it still dies with its owner
+  -- (PR_SET_PDEATHSIG, which glsb-confine sets itself).
+  local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe", fd3 = "socket",
+    setsid = true }
   if not p then error(start_error("local: cannot start glsb-confine: " .. tostring(serr)), 0) end
   self._proc = p
   reaper.record(base, { supervisor = p.pid })
@@ -623,7 +638,10 @@ function Sandbox:_start(opts)
   self._guard = M.guard(p, base)
 
   local deadline = loop.now() + (opts.start_timeout or M.DEFAULT_START_TIMEOUT)
-  local ev, err = read_event(self, deadline)
+  -- the options first on the agent's stdin (--config-fd 0), the protocol after them
+  local sent, werr = self._chan:write(config, deadline)
+  local ev, err
+  if sent then ev, err = read_event(self, deadline) else err = werr == "timeout" and "timeout" or "eof" end
   if not ev or ev.ev ~= "ready" then
     if err == "eof" then p:wait(loop.now() + 2) end
     local report = self._control:read_report(loop.now() + 2)

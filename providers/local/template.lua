@@ -306,21 +306,24 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
   local ro = { { lp.agent_dir(), lp.AGENT_DIR }, { stage, "/.glsb/build" } }
   if popts.pip_find_links then ro[#ro + 1] = { popts.pip_find_links, lp.FIND_LINKS_DIR } end
   if pdir then ro[#ro + 1] = { pdir, "/.glsb/base" } end
-  local argv = lp.confine_argv {
+  local argv, config = lp.confine_argv {
     helper = helper, workspace = scratch .. "/ws", cleanup = false,
     program = { popts.python or "/usr/bin/python3", "-B", lp.AGENT_DIR .. "/build.py" },
     ro_binds = ro, env = { PYTHONDONTWRITEBYTECODE = "1" },
     opts = { network = popts.network, memory_mb = spec.memory_mb or popts.memory_mb,
       allow_degraded = popts.allow_degraded, disk_mb = popts.disk_mb, max_file_mb = popts.max_file_mb },
   }
-  local p, serr = process.spawn { argv = argv, stdin = "null", stdout = "pipe", stderr = "pipe", fd3 = "pipe" }
+  -- the options on stdin (--config-fd 0), then end of file (the build reads nothing); a session of its
+  -- own, like a sandbox's (a Ctrl-C at the owner's terminal is not the build's)
+  local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe", fd3 = "pipe",
+    setsid = true }
   if not p then fail("cannot start the build sandbox: " .. tostring(serr)) end
   require("glsb.providers.local.reaper").record(scratch, { supervisor = p.pid })
   local deadline = loop.now() + (popts.build_timeout or 600)
   local state = {}
   local push, flush = log_lines(self, state)
   -- the build writes what it likes: the host keeps the last LOG_MAX bytes of each stream
-  local out, errs, st = p:communicate(nil, deadline, M.LOG_MAX, push)
+  local out, errs, st = p:communicate(config, deadline, M.LOG_MAX, push)
   flush()
   if not out then
     p:kill("KILL")

@@ -1,7 +1,9 @@
--- Issue 9, item 8: a killed owner leaks nothing for long. kill -9 of the owner's whole process group
--- (the owner and the sandbox's supervisor die together, nobody cleans up) leaves the workspace and the
--- cgroup leaves; the next local sandbox in the same root removes them, and so does `glsb-lua --gc`.
--- A sandbox whose owner is alive is never touched.
+-- Issue 9, item 8: a killed owner leaks nothing for long. The supervisor has a session of its own
+-- (a Ctrl-C at the owner's terminal is not for it) and dies with its owner by PR_SET_PDEATHSIG, so
+-- kill -9 of the owner's process group still ends the sandbox, and the supervisor cleans up. When
+-- the owner and the supervisor are killed together (kill -9 of both groups), nobody cleans up: the
+-- workspace and the cgroup leaves stay; the next local sandbox in the same root removes them, and so
+-- does `glsb-lua --gc`. A sandbox whose owner is alive is never touched.
 local glsb = require "glsb"
 local loop = require "glsb.loop"
 local helper = require "local.helper"
@@ -52,8 +54,9 @@ describe("workspaces of killed owners #security #local", function()
     return o
   end
 
+  -- The owner and its supervisor together (each leads a process group: the supervisor its session's).
   local function kill_group(o)
-    os.execute("kill -9 -" .. o.pgid)
+    os.execute("kill -9 -" .. o.pgid .. " -" .. o.supervisor)
     assert.truthy(wait_for(function()
       return not helper.pid_alive(o.pgid) and not helper.pid_alive(o.supervisor) and not helper.pid_alive(o.init)
     end, 10), "the owner's group did not die")
@@ -82,6 +85,17 @@ describe("workspaces of killed owners #security #local", function()
     -- the live owner ends normally (SIGTERM): its supervisor cleans up as always
     os.execute("kill -TERM " .. live.pgid)
     assert.truthy(wait_for(function() return gone(live) end, 10), "the live owner's sandbox was not cleaned up")
+  end)
+
+  it("kill -9 of the owner's group: the supervisor, in a session of its own, ends the sandbox and cleans up", function()
+    local o = start_owner("owner-only")
+    local stat = helper.read("/proc/" .. o.supervisor .. "/stat")
+    local sid = tonumber(stat:match("^%d+ %b() %a %d+ %d+ (%d+)"))
+    assert.are.equal(tonumber(o.supervisor), sid, "the supervisor leads its own session")
+    os.execute("kill -9 -" .. o.pgid)
+    assert.truthy(wait_for(function() return not helper.pid_alive(o.pgid) and not helper.pid_alive(o.supervisor)
+      and not helper.pid_alive(o.init) end, 10), "the sandbox outlived its owner")
+    assert.truthy(wait_for(function() return gone(o) end, 10), "the supervisor did not clean up")
   end)
 
   it("glsb-lua --gc DIR removes it too, and says so", function()
