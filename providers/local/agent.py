@@ -192,50 +192,70 @@ class Capture:
 
 
 class LineReader:
-    """Reads a pipe, splits it into lines and hands them to the current capture.
-    A sync marker written by the agent itself ends a request's output."""
+    """Reads a pipe (its read end non-blocking), splits it into lines and hands them to the current
+    capture: complete lines in bulk (one event for many fast lines; the host splits them again for
+    the per-line callbacks), a long line without newline in pieces. Whoever reads holds the lock:
+    this reader's thread when the pipe becomes readable, or Output.sync, which takes everything
+    written so far itself."""
 
     def __init__(self, fd, stream, owner):
         self.fd, self.stream, self.owner = fd, stream, owner
-        self.marker = None
-        self.marker_seen = Event()
+        self.lock = _thread.allocate_lock()
+        self.buf = b""           # a line not ended yet
+        os.set_blocking(fd, False)
 
     def start(self):
         start_thread(self.run)
 
     def run(self):
-        # complete lines go out in bulk (one event for many fast lines); the host
-        # splits them again for the per-line callbacks
-        buf = b""
+        import select
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        while True:
+            try:
+                poller.poll()
+            except OSError:
+                pass
+            with self.lock:
+                if not self.take(partial=False):
+                    return
+
+    def take(self, partial):
+        """Reads what the pipe holds now and hands it on (with partial, the line not ended yet too).
+        Under the lock. Returns False at end of file."""
+        buf = self.buf
+        more = True
         while True:
             try:
                 data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
             except OSError:
                 data = b""
             if not data:
-                if buf:
-                    self.deliver(buf)
-                return
+                more = False
+                partial = True
+                break
             buf += data
-            m = self.marker
-            if m is not None:
-                k = buf.find(m)
-                if k >= 0:
-                    head, buf = buf[:k], buf[k + len(m):]
-                    if head:
-                        self.deliver(head)
-                    self.marker = None
-                    self.marker_seen.set()
             nl = buf.rfind(b"\n")
             if nl >= 0:
                 self.deliver(buf[:nl + 1])
                 buf = buf[nl + 1:]
-            # a long line without newline: forward in pieces, but keep a tail
-            # that could be the start of a marker (markers hold no newline)
             if len(buf) > LINE_PIECE:
-                keep = 64
-                self.deliver(buf[:-keep])
-                buf = buf[-keep:]
+                self.deliver(buf)
+                buf = b""
+            if len(data) < 65536:
+                break  # the pipe is empty now (one read less than a full one)
+        if partial and buf:
+            self.deliver(buf)
+            buf = b""
+        self.buf = buf
+        return more
+
+    def drain(self):
+        """Hands on everything written to the pipe so far, the line not ended yet included."""
+        with self.lock:
+            self.take(partial=True)
 
     def deliver(self, data):
         cap = self.owner.capture
@@ -243,8 +263,45 @@ class LineReader:
             cap.emit(self.stream, data)
 
 
+class DirectOut(io.RawIOBase):
+    """sys.stdout / sys.stderr underneath: what Python code prints goes to the capture from the
+    thread that prints (no pipe, no other thread to wake), after whatever was written to the same
+    fd before it (the pipe is drained first), so the order of one stream is kept. fileno() is the
+    fd all the same, for code that writes to it or hands it to a child."""
+
+    def __init__(self, fd, stream, reader, owner):
+        super().__init__()
+        self.fd, self.stream, self.reader, self.owner = fd, stream, reader, owner
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self.fd
+
+    def isatty(self):
+        return False
+
+    def write(self, b):
+        n = len(b)
+        if not n:
+            return 0
+        if os.getpid() != AGENT_PID:
+            # a process the code forked: the protocol is the agent's alone; its fd goes to the pipe
+            view = memoryview(b)
+            while view:
+                view = view[os.write(self.fd, view):]
+            return n
+        self.reader.drain()
+        cap = self.owner.capture
+        if cap is not None:
+            cap.emit(self.stream, bytes(b))
+        return n
+
+
 class Output:
-    """fds 1 and 2 of the agent are pipes drained by LineReaders."""
+    """fds 1 and 2 of the agent are pipes drained by LineReaders (what children and os.write put
+    there); sys.stdout and sys.stderr write to the capture directly (DirectOut)."""
 
     def __init__(self):
         self.capture = None
@@ -256,31 +313,22 @@ class Output:
             reader = LineReader(r, stream, self)
             reader.start()
             self.readers[stream] = reader
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+        sys.stdout = io.TextIOWrapper(DirectOut(1, 1, self.readers[1], self), encoding="utf-8",
                                       errors="backslashreplace", line_buffering=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+        sys.stderr = io.TextIOWrapper(DirectOut(2, 2, self.readers[2], self), encoding="utf-8",
                                       errors="backslashreplace", line_buffering=True)
 
-    def sync(self, timeout=2.0):
-        """Waits until everything written to fds 1 and 2 so far was forwarded."""
+    def sync(self):
+        """Makes sure everything written to fds 1 and 2 so far was forwarded, before "done": what a
+        write put in a pipe is there when the write returns, so reading each pipe until it is empty
+        (under its reader's lock) takes all of it, in order."""
         for f in (sys.stdout, sys.stderr):
             try:
                 f.flush()
             except Exception:
                 pass
-        token = b"\x00glsb-sync-" + os.urandom(9).hex().encode("ascii") + b"\x00"
-        for stream, fd in ((1, 1), (2, 2)):
-            reader = self.readers[stream]
-            reader.marker_seen.clear()
-            reader.marker = token
-            try:
-                os.write(fd, token)
-            except OSError:
-                reader.marker_seen.set()
-        deadline = time.monotonic() + timeout
-        for reader in self.readers.values():
-            reader.marker_seen.wait(max(0.0, deadline - time.monotonic()))
-            reader.marker = None
+        self.readers[1].drain()
+        self.readers[2].drain()
 
 
 # ---------------------------------------------------------------- state

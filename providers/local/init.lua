@@ -5,14 +5,17 @@
 --   create() runs `glsb-confine sandbox` (fresh user/mount/pid/net/ipc/uts
 --   namespaces, private read-only root, Landlock, seccomp, rlimits, cgroup
 --   limits; see `glsb-confine sandbox --help`) with PROGRAM = the host's
---   python3 running agent.py (this directory, bound read-only at
---   /.glsb/agent). The helper itself is bound read-only at
---   /.glsb/glsb-confine so workspace primitives can exec it inside.
+--   python3 running boot.py, which runs agent.py (this directory, bound
+--   read-only at /.glsb/agent; its bytecode, compiled once per machine, at
+--   /.glsb/agent.pyc: M.agent_bytecode). The helper itself is bound read-only
+--   at /.glsb/glsb-confine so workspace primitives can exec it inside. Every
+--   option reaches glsb-confine on its stdin (--config-fd 0), none in argv.
 --   The workspace is <host_workspace_dir>/glsb-local-XXXXXX on the host
 --   (home -> /home/user, files -> /files); --cleanup makes the supervisor
 --   remove it when the sandbox ends, and terminate removes whatever is left.
---   The supervisor's report (--report-fd 3, a pipe from glsb.core's spawn
---   fd3 option) is read into sb.confinement.
+--   The supervisor's report (--report-fd 3, a socketpair from glsb.core's
+--   spawn fd3 option, also the control channel) is read into sb.confinement.
+--   The supervisor runs in a session of its own (setsid).
 --
 -- Finding things
 --   helper: glsb.confine_helper.find(opts.confine) (opts.confine, else
@@ -103,6 +106,7 @@ M.DEFAULT_START_TIMEOUT = 10
 M.DEFAULT_INTERRUPT_GRACE = 2
 M.DEFAULT_MAX_DOWNLOAD = 256 * 1024 * 1024
 M.AGENT_DIR = "/.glsb/agent"
+M.AGENT_BYTECODE = "/.glsb/agent.pyc"
 M.HELPER_PATH = "/.glsb/glsb-confine"
 M.FIND_LINKS_DIR = "/.glsb/find-links"
 M.TEMPLATE_DIR = "/opt/glsb/template"
@@ -132,6 +136,41 @@ M.find_helper = confine_helper.find
 function M.agent_dir()
   local dir = core.realpath and core.realpath(THIS_DIR) or THIS_DIR
   return dir
+end
+
+-- M.agent_bytecode(python, cache_dir) -> host path of agent.py compiled by that interpreter, or nil.
+-- Python compiles agent.py (some 900 lines) on every start of a sandbox, about 6 ms of each cold
+-- create (its directory is read-only and it runs with -B). The host compiles it once, with the
+-- sandbox's own interpreter, into <cache_dir>/local/agent/<key>.pyc (key: the source's sha256 and the
+-- interpreter's real path), which every later process finds; sandboxes get it read-only at
+-- /.glsb/agent.pyc and boot.py runs it when its magic number is the interpreter's, else compiles the
+-- source as before: a stale or missing cache costs time, never correctness. The cache is the host
+-- user's own; nothing a sandbox writes ever lands there.
+local bytecode = {}
+
+function M.agent_bytecode(python, cache_dir)
+  local memo = python .. "\0" .. cache_dir
+  if bytecode[memo] ~= nil then return bytecode[memo] or nil end
+  local source = M.agent_dir() .. "/agent.py"
+  local f = io.open(source, "rb")
+  local text = f and f:read("a")
+  if f then f:close() end
+  local path
+  if text then
+    local key = core.sha256(text .. "\0" .. (core.realpath(python) or python)):sub(1, 40)
+    local dir = cache_dir .. "/local/agent"
+    path = dir .. "/" .. key .. ".pyc"
+    if not exists(path) then
+      -- once per machine, agent and interpreter: py_compile writes the file atomically
+      local out = process.run({ "mkdir", "-p", "-m", "0755", dir }, { timeout = 10 })
+      out = out and process.run({ python, "-I", "-c",
+        "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)", source, path },
+        { timeout = 30 })
+      if not out or not exists(path) then path = nil end
+    end
+  end
+  bytecode[memo] = path or false
+  return path
 end
 
 local SANDBOX_PATH = { "/usr/local/bin", "/usr/bin", "/bin" }
@@ -617,12 +656,14 @@ function Sandbox:_start(opts)
     ro[#ro + 1] = { opts.pip_find_links, M.FIND_LINKS_DIR }
   end
   for _, b in ipairs(opts.ro_binds or {}) do ro[#ro + 1] = b end
+  local pyc = M.agent_bytecode(python, require("glsb.providers.local.template").cache_dir(opts))
+  if pyc then ro[#ro + 1] = { pyc, M.AGENT_BYTECODE } end
   if opts.env then
     for k, v in pairs(opts.env) do env[k] = tostring(v) end
   end
   local argv, config = M.confine_argv {
     helper = helper, workspace = self.workspace,
-    program = { python, "-B", M.AGENT_DIR .. "/agent.py" },
+    program = { python, "-B", M.AGENT_DIR .. "/boot.py" },
     ro_binds = ro, env = env, opts = opts, control = true,
   }
   -- setsid: a session of its own, so a Ctrl-C at the owner's terminal (SIGINT to the terminal's

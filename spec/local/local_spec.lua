@@ -121,6 +121,18 @@ describe("local provider #local", function()
     assert.are.same({ "a", "b", "c", "e" }, lines)
   end)
 
+  it("keeps the order of print, writes to fd 1 and a forked child's print", function()
+    -- print goes to the capture from the printing thread; fd 1 is a pipe the agent drains first
+    create()
+    local r = sb:execute_code("import os, sys\nprint('a')\nos.write(1, b'b\\n')\nprint('c', end='')\n"
+      .. "print('')\npid = os.fork()\nif pid == 0:\n    print('child')\n    sys.stdout.flush()\n    os._exit(0)\n"
+      .. "os.waitpid(pid, 0)\nprint('d')\nsys.stderr.write('e1\\n')\nos.write(2, b'e2\\n')\nos.write(1, b'tail')")
+    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+    assert.are.equal("a\nb\nc\nchild\nd\ntail", r.stdout)
+    assert.are.equal("e1\ne2\n", r.stderr)
+    assert.are.equal("next\n", sb:execute_code("print('next')").stdout)
+  end)
+
   it("answers code that is not valid UTF-8 with an error, not a hang", function()
     create()
     local r = sb:execute_code("print('\255\254')", { timeout = 5 })
