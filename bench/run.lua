@@ -44,6 +44,10 @@ local BENCHES = {
       out[#out + 1] = row("local warm: execute_code(print(1))", j.warm.glsb.median, "ms",
         "a line to a persistent python3", j.warm.bare.median)
     end
+    if j.command and j.command.glsb and j.command.spawn then
+      out[#out + 1] = row("local command: execute_command(\"true\")", j.command.glsb.median, "ms",
+        "fork+exec of /bin/true", j.command.spawn.median)
+    end
     return out
   end },
   local_upload = { rows = function(j)
