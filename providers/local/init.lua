@@ -5,9 +5,10 @@
 --   create() runs `glsb-confine sandbox` (fresh user/mount/pid/net/ipc/uts
 --   namespaces, private read-only root, Landlock, seccomp, rlimits, cgroup
 --   limits; see `glsb-confine sandbox --help`) with PROGRAM = the host's
---   python3 running boot.py, which runs agent.py (this directory, bound
---   read-only at /.glsb/agent; its bytecode, compiled once per machine, at
---   /.glsb/agent.pyc: M.agent_bytecode). The helper itself is bound read-only
+--   python3 running boot.py, which runs agent.py (both from this directory,
+--   bound read-only one by one at /.glsb/agent: copied in, no host path in
+--   mountinfo; its bytecode, compiled once per machine, at /.glsb/agent.pyc:
+--   M.agent_bytecode). The helper itself is bound read-only
 --   at /.glsb/glsb-confine so workspace primitives can exec it inside. Every
 --   option reaches glsb-confine on its stdin (--config-fd 0), none in argv.
 --   The workspace is <host_workspace_dir>/glsb-local-XXXXXX on the host
@@ -644,7 +645,11 @@ function Sandbox:_start(opts)
   self.sandbox_id = "local-" .. base:match("([^/]+)$"):gsub("^glsb%-local%-", "")
 
   local env = { PYTHONDONTWRITEBYTECODE = "1", PYTHONUNBUFFERED = "1" }
-  local ro = { { M.agent_dir(), M.AGENT_DIR }, { helper, M.HELPER_PATH } }
+  -- the agent's files one by one, not its directory: small files bound read-only are copied in, so
+  -- /proc/self/mountinfo inside names no host path of ours (a directory bind would show it)
+  local dir = M.agent_dir()
+  local ro = { { dir .. "/boot.py", M.AGENT_DIR .. "/boot.py" }, { dir .. "/agent.py", M.AGENT_DIR .. "/agent.py" },
+    { helper, M.HELPER_PATH } }
   if template_dir then
     ro[#ro + 1] = { template_dir, M.TEMPLATE_DIR }
     local tmeta = require("glsb.providers.local.template").read_meta(template_dir)

@@ -1,8 +1,8 @@
 -- Issue 9, item 11, through the local provider: what a sandbox and the host's other users learn about
 -- the host. The local provider gives glsb-confine every option on a descriptor (--config-fd 0), so
 -- the supervisor's command line (/proc/PID/cmdline, readable by every user of the host) names no
--- workspace, bind or environment value; inside, no process shows a host path; the supervisor has a
--- session of its own (a Ctrl-C at the owner's terminal does not reach it).
+-- workspace, bind or environment value; inside, no process and no mount shows a host path; the
+-- supervisor has a session of its own (a Ctrl-C at the owner's terminal does not reach it).
 local glsb = require "glsb"
 local helper = require "local.helper"
 
@@ -14,8 +14,9 @@ local function read(path)
   return s
 end
 
--- Every /proc/*/cmdline and environ the sandbox can read, and its mountinfo (less the directory
--- binds, whose host paths the kernel shows: src/confine's --help says so).
+-- Every /proc/*/cmdline and environ the sandbox can read, and its mountinfo: a directory bind shows
+-- its host path there (src/confine's --help says so), so the agent's files are bound one by one
+-- (small files are copied in).
 local LOOK = [[
 import os
 out = []
@@ -27,6 +28,7 @@ for p in sorted(os.listdir("/proc")):
             except OSError as e:
                 out.append("%s %s error %d" % (p, what, e.errno))
 print("\n".join(out))
+print(open("/proc/self/mountinfo").read())
 ]]
 
 describe("what the local provider shows of the host #security #local", function()
@@ -57,7 +59,7 @@ describe("what the local provider shows of the host #security #local", function(
     assert.are.equal(333, sb.confinement.rlimits and sb.confinement.rlimits.data_mb)
   end)
 
-  it("no process in the sandbox shows a host path", function()
+  it("no process and no mount in the sandbox shows a host path", function()
     sb = glsb.create("local", { host_workspace_dir = root })
     local r = sb:execute_code(LOOK)
     assert.are.equal("success", r.status, tostring(r))
