@@ -100,6 +100,24 @@ static int own_dir(const char *want, char *out, size_t cap)
  * tried then. */
 static const char *fake_v2_root;
 
+/* The directory below our cgroup that holds the leaves: glsb. GLSB_CONFINE_TEST_CGROUP_PARENT=NAME
+ * (a test hook, spec/confine/cgroup_collect_spec.lua) names another one (a plain name), so that a
+ * spec's stale collections only ever look at its own leaves, never at other sandboxes'. */
+static const char *leaves_dir = "glsb";
+
+static void choose_leaves_dir(void)
+{
+	const char *name = getenv("GLSB_CONFINE_TEST_CGROUP_PARENT");
+	leaves_dir = "glsb";
+	if (!name || !*name || strlen(name) > 64 || name[0] == '.')
+		return;
+	for (const char *c = name; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		      *c == '-' || *c == '_' || *c == '.'))
+			return;
+	leaves_dir = name;
+}
+
 static int knob(const char *dir, const char *name, const char *value)
 {
 	char p[640];
@@ -149,7 +167,7 @@ static void collect_stale(const char *glsb)
 static int make_leaf(const char *parent, const char *name, char *out, size_t cap)
 {
 	char glsb[560];
-	glsb_sb_fmt(glsb, sizeof glsb, "%s/glsb", parent);
+	glsb_sb_fmt(glsb, sizeof glsb, "%s/%s", parent, leaves_dir);
 	if (mkdir(glsb, 0755) < 0 && errno != EEXIST)
 		return -1;
 	collect_stale(glsb);
@@ -201,7 +219,7 @@ static int try_v2_at(struct glsb_sb_cgroup *cg, const char *base, const char *na
 			 base, strerror(errno));
 		return -1;
 	}
-	glsb_sb_fmt(glsb, sizeof glsb, "%s/glsb", base);
+	glsb_sb_fmt(glsb, sizeof glsb, "%s/%s", base, leaves_dir);
 	if ((mkdir(glsb, 0755) < 0 && errno != EEXIST) ||
 	    (!has_controllers(glsb, "cgroup.subtree_control", "memory", "pids") &&
 	     knob(glsb, "cgroup.subtree_control", "+memory +pids") < 0)) {
@@ -284,8 +302,8 @@ static int try_v1(struct glsb_sb_cgroup *cg, const char *name, const struct glsb
 		char *dir = cg->dirs[cg->ndirs];
 		if (make_leaf(base, name, dir, sizeof cg->dirs[0]) < 0) {
 			if (i == 2)
-				glsb_sb_fmt(cg->cpu_why, sizeof cg->cpu_why, "cgroup v1: %s/glsb: %s", base,
-					    strerror(errno));
+				glsb_sb_fmt(cg->cpu_why, sizeof cg->cpu_why, "cgroup v1: %s/%s: %s", base,
+					    leaves_dir, strerror(errno));
 			continue;
 		}
 		cg->ndirs++;
@@ -330,6 +348,7 @@ int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name,
 	memset(cg, 0, sizeof *cg);
 	cg->mem_idx = -1;
 	cg->born_fd = cg->tasks_fds[0] = cg->tasks_fds[1] = cg->tasks_fds[2] = -1;
+	choose_leaves_dir();
 	fake_v2_root = getenv("GLSB_CONFINE_CGROUP2_ROOT");
 	if (fake_v2_root && !*fake_v2_root)
 		fake_v2_root = NULL;
@@ -423,6 +442,26 @@ void glsb_sb_cgroup_close_join(struct glsb_sb_cgroup *cg)
 			close(cg->tasks_fds[i]);
 		cg->tasks_fds[i] = -1;
 	}
+}
+
+/* GLSB_CONFINE_TEST_HOLD_CGROUP=DIR (a test hook, spec/confine/cgroup_collect_spec.lua): the
+ * sandbox's leaves are created and still empty (its child has not joined them): say so by
+ * creating DIR/held, then wait until DIR/go exists (at most 30 s), so that a spec can run a
+ * stale collection inside the window between a leaf's creation and the child's join. */
+void glsb_sb_cgroup_test_hold(void)
+{
+	const char *dir = getenv("GLSB_CONFINE_TEST_HOLD_CGROUP");
+	char p[600];
+
+	if (!dir || !*dir)
+		return;
+	glsb_sb_fmt(p, sizeof p, "%s/held", dir);
+	int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0)
+		close(fd);
+	glsb_sb_fmt(p, sizeof p, "%s/go", dir);
+	for (int i = 0; i < 3000 && access(p, F_OK) < 0; i++)
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 }
 
 /* struct clone_args of linux/sched.h (5.7: cgroup) */

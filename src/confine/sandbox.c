@@ -249,6 +249,7 @@ int glsb_cmd_sandbox(int argc, char **argv)
 			glsb_sb_fmt(err, sizeof err, "cgroup %s: %s", sb->cgroup.dirs[0], strerror(errno));
 			goto fail;
 		}
+		glsb_sb_cgroup_test_hold();
 	} else {
 		glsb_sb_add_missing(sb, "cgroup", 0);
 	}

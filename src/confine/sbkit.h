@@ -117,6 +117,8 @@ void glsb_sb_cgroup_close_join(struct glsb_sb_cgroup *cg);
 long glsb_sb_cgroup_clone(const struct glsb_sb_cgroup *cg, unsigned long flags, int *born);
 /* Move pid into the created cgroup(s). 0 or -1 with errno. */
 int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid);
+/* GLSB_CONFINE_TEST_HOLD_CGROUP (a test hook): pause while the new leaves are empty. */
+void glsb_sb_cgroup_test_hold(void);
 /* Remove the created cgroup(s); waits briefly for the kernel to release them. */
 void glsb_sb_cgroup_remove(struct glsb_sb_cgroup *cg);
 /* Append "cgroup_v2":...,"cgroup_v1":... describing this machine to a JSON object. */
