@@ -19,7 +19,8 @@ local shell_mktemp = M.mktemp_dir
 function M.mktemp_dir() return shell_mktemp("confine") end
 
 -- Run `glsb-confine sandbox OPTS -- ARGV` with stdout+stderr captured. opts.workspace defaults
--- to a fresh temporary directory (removed afterwards unless keep is set; the caller then owns it).
+-- to a fresh temporary directory (removed afterwards unless keep is set; the caller then owns it);
+-- opts.env adds variables to its environment.
 -- Returns output, exit code, the parsed --report-fd set-up line (or nil), the workspace, and the
 -- parsed exit line's "exit" object (or nil; REPORT.md).
 function M.sandbox(argv, opts)
@@ -31,6 +32,7 @@ function M.sandbox(argv, opts)
   words[#words + 1] = "--"
   for _, a in ipairs(argv) do words[#words + 1] = a end
   local cmd = M.join(words) .. " 3>" .. M.q(report_file) .. " 2>&1"
+  if opts.env then cmd = M.env_prefix(opts.env) .. cmd end
   if opts.stdin then cmd = "printf %s " .. M.q(opts.stdin) .. " | " .. cmd end
   if opts.timeout then cmd = "timeout -s KILL " .. opts.timeout .. " " .. cmd end
   local out, code = M.sh(cmd)
@@ -38,6 +40,14 @@ function M.sandbox(argv, opts)
   os.remove(report_file)
   if not opts.workspace and not opts.keep then M.rm_rf(ws) end
   return out, code, report, ws, exit
+end
+
+-- "env NAME=VALUE ... " for a command line, from a table (sorted, so commands are reproducible).
+function M.env_prefix(env)
+  local words = {}
+  for k, v in pairs(env) do words[#words + 1] = k .. "=" .. tostring(v) end
+  table.sort(words)
+  return "env " .. M.join(words) .. " "
 end
 
 -- The lines of a --report-fd stream: the set-up line (ok true/false) and, after a start, the exit

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <errno.h>
 #include <signal.h>
@@ -144,38 +145,117 @@ static int has_controllers(const char *dir, const char *file, const char *want1,
 	return glsb_sb_has_word(buf, want1) && glsb_sb_has_word(buf, want2);
 }
 
-/* Remove leaves sb-<pid>-... left by a supervisor that was killed (SIGKILL leaves no time to
- * clean up): their supervisor is gone and, being empty, rmdir succeeds; busy ones stay. */
-static void collect_stale(const char *glsb)
+/* Who may remove a leaf. A leaf is empty from its mkdir until the sandbox's child joins it (v1:
+ * the child writes its tasks files after building its root; v2: clone3 CLONE_INTO_CGROUP), and an
+ * empty cgroup is removed by any rmdir: a leaf's removal must never depend on guessing whether its
+ * owner lives. The pid in the name cannot tell: a collector in another pid namespace sees no such
+ * process (the cgroup tree is the same), and pids are reused. So the owner proves it lives:
+ *   - the owner holds an exclusive flock on its leaf's directory from before anyone can see the
+ *     leaf until it has removed it (lock_fds); the kernel drops the lock when the owner dies, however
+ *     it dies (flock on a cgroup directory: one inode per hierarchy, whatever the mount, mount or
+ *     pid namespace);
+ *   - "before anyone can see it": an owner takes a shared flock on the leaves' parent (glsb/) around
+ *     its mkdir and flock, and a collector takes an exclusive one around its scan, so a collector
+ *     never meets a leaf between its mkdir and its owner's flock;
+ *   - a collector removes only leaves whose flock it gets (the owner is gone) and whose name's pid
+ *     is no process here (kill(pid, 0): ESRCH): the second test keeps the leaves of glsb-confines
+ *     from before these locks, which hold none, while they run.
+ * glsb/ is made 0700: only its owner (and root) can open it, so nobody else can hold its flock. */
+#define PARENT_WAIT_MS 5000 /* an owner waits this long for a collection in progress */
+
+/* Remove the leaves that owners which were killed left (SIGKILL leaves no time to clean up):
+ * empty ones go, busy ones (tasks of a dying sandbox) stay for the next collection. glsb is the
+ * leaves' parent, open. Skipped while a leaf is being created or another collection runs. */
+static void collect_stale(int glsb)
 {
-	DIR *d = opendir(glsb);
-	if (!d)
+	if (flock(glsb, LOCK_EX | LOCK_NB) < 0)
 		return;
+	int scan = openat(glsb, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
+	if (!d) {
+		if (scan >= 0)
+			close(scan);
+		flock(glsb, LOCK_UN);
+		return;
+	}
 	for (struct dirent *e; (e = readdir(d));) {
-		char path[800];
 		int pid;
 		if (sscanf(e->d_name, "sb-%d-", &pid) != 1 || pid <= 0)
 			continue;
 		if (kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
-		glsb_sb_fmt(path, sizeof path, "%s/%s", glsb, e->d_name);
-		rmdir(path);
+		int leaf = openat(glsb, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (leaf < 0)
+			continue;
+		if (flock(leaf, LOCK_EX | LOCK_NB) == 0)
+			unlinkat(glsb, e->d_name, AT_REMOVEDIR); /* its owner is gone */
+		close(leaf);
 	}
 	closedir(d);
+	flock(glsb, LOCK_UN);
 }
 
-static int make_leaf(const char *parent, const char *name, char *out, size_t cap)
+/* The shared flock on glsb/ (see above), waiting at most PARENT_WAIT_MS for a collection. */
+static int lock_parent_shared(int glsb)
 {
-	char glsb[560];
-	glsb_sb_fmt(glsb, sizeof glsb, "%s/%s", parent, leaves_dir);
-	if (mkdir(glsb, 0755) < 0 && errno != EEXIST)
-		return -1;
-	collect_stale(glsb);
-	if ((size_t)glsb_sb_fmt(out, cap, "%s/%s", glsb, name) >= cap) {
-		errno = ENAMETOOLONG;
-		return -1;
+	for (int ms = 0; flock(glsb, LOCK_SH | LOCK_NB) < 0; ms++) {
+		if (errno != EWOULDBLOCK || ms >= PARENT_WAIT_MS)
+			return -1;
+		nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
 	}
-	return mkdir(out, 0755);
+	return 0;
+}
+
+/* Create parent/glsb/<name> (or <name>1 ... <name>9 if a stale leaf has that name), locked for
+ * its owner: *lock_fd is its directory, flocked, or -1. 0, or -1 with errno. */
+static int make_leaf(const char *parent, const char *name, char *out, size_t cap, int *lock_fd)
+{
+	char glsb[560], leaf[80];
+	struct stat st;
+	int rc = -1, err = 0;
+
+	*lock_fd = -1;
+	glsb_sb_fmt(glsb, sizeof glsb, "%s/%s", parent, leaves_dir);
+	if (mkdir(glsb, 0700) < 0 && errno != EEXIST)
+		return -1;
+	int g = open(glsb, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (g < 0)
+		return -1;
+	if (fstat(g, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077))
+		fchmod(g, 0700); /* made 0755 by an earlier version */
+	collect_stale(g);
+	/* Past the wait (a collector stopped while it scans), go on without: our flock follows our
+	 * mkdir within microseconds, and no other collection can start meanwhile. */
+	int shared = lock_parent_shared(g) == 0;
+	for (int k = 0; k < 10 && rc < 0; k++) {
+		int n = k ? glsb_sb_fmt(leaf, sizeof leaf, "%s%d", name, k)
+			  : glsb_sb_fmt(leaf, sizeof leaf, "%s", name);
+		if ((size_t)n >= sizeof leaf ||
+		    (size_t)glsb_sb_fmt(out, cap, "%s/%s", glsb, leaf) >= cap) {
+			err = ENAMETOOLONG;
+			break;
+		}
+		rc = mkdirat(g, leaf, 0755);
+		err = errno;
+		if (rc < 0 && err != EEXIST)
+			break;
+	}
+	if (rc == 0) {
+		*lock_fd = openat(g, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0) {
+			err = errno;
+			if (*lock_fd >= 0)
+				close(*lock_fd);
+			*lock_fd = -1;
+			unlinkat(g, leaf, AT_REMOVEDIR);
+			rc = -1;
+		}
+	}
+	if (shared)
+		flock(g, LOCK_UN);
+	close(g);
+	errno = err;
+	return rc;
 }
 
 static void set_cpu_quota(struct glsb_sb_cgroup *cg, const char *dir,
@@ -235,7 +315,7 @@ static int try_v2_at(struct glsb_sb_cgroup *cg, const char *base, const char *na
 		glsb_sb_fmt(cg->cpu_why, sizeof cg->cpu_why, "cgroup v2: cpu not delegated to %s", base);
 		want_cpu = 0;
 	}
-	if (make_leaf(base, name, cg->dirs[0], sizeof cg->dirs[0]) < 0) {
+	if (make_leaf(base, name, cg->dirs[0], sizeof cg->dirs[0], &cg->lock_fds[0]) < 0) {
 		glsb_sb_fmt(cg->why, sizeof cg->why, "cgroup v2: %s: %s", glsb, strerror(errno));
 		return -1;
 	}
@@ -300,7 +380,7 @@ static int try_v1(struct glsb_sb_cgroup *cg, const char *name, const struct glsb
 			continue;
 		}
 		char *dir = cg->dirs[cg->ndirs];
-		if (make_leaf(base, name, dir, sizeof cg->dirs[0]) < 0) {
+		if (make_leaf(base, name, dir, sizeof cg->dirs[0], &cg->lock_fds[cg->ndirs]) < 0) {
 			if (i == 2)
 				glsb_sb_fmt(cg->cpu_why, sizeof cg->cpu_why, "cgroup v1: %s/%s: %s", base,
 					    leaves_dir, strerror(errno));
@@ -348,6 +428,7 @@ int glsb_sb_cgroup_create(struct glsb_sb_cgroup *cg, const char *name,
 	memset(cg, 0, sizeof *cg);
 	cg->mem_idx = -1;
 	cg->born_fd = cg->tasks_fds[0] = cg->tasks_fds[1] = cg->tasks_fds[2] = -1;
+	cg->lock_fds[0] = cg->lock_fds[1] = cg->lock_fds[2] = -1;
 	choose_leaves_dir();
 	fake_v2_root = getenv("GLSB_CONFINE_CGROUP2_ROOT");
 	if (fake_v2_root && !*fake_v2_root)
@@ -511,8 +592,19 @@ void glsb_sb_cgroup_remove(struct glsb_sb_cgroup *cg)
 		for (int tries = 0; rmdir(cg->dirs[i]) < 0 && errno == EBUSY && tries < 400; tries++)
 			nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
 	}
+	/* Removed (or still busy: then the next collection takes it, now that it is free). */
+	glsb_sb_cgroup_forget_locks(cg);
 	cg->ndirs = 0;
 	cg->version = 0;
+}
+
+void glsb_sb_cgroup_forget_locks(struct glsb_sb_cgroup *cg)
+{
+	for (int i = 0; i < 3; i++) {
+		if (cg->lock_fds[i] >= 0)
+			close(cg->lock_fds[i]);
+		cg->lock_fds[i] = -1;
+	}
 }
 
 static void json_words(struct glsb_ws_buf *b, const char *list)

@@ -110,6 +110,7 @@ __attribute__((noreturn)) static void call_child(struct sb *sb, int argc, char *
 	for (int i = 0; i < 3; i++)
 		if (dup2(fds[i], i) < 0)
 			_exit(EXIT_SETUP);
+	glsb_sb_cgroup_forget_locks(&sb->cgroup); /* the supervisor's: it owns the leaves */
 	/* The sandbox's limits first: born in its leaf (v2), or moving ourselves (v1), or moved
 	 * while our host credentials still may. */
 	if (sb->have_cgroup && !born &&

@@ -62,6 +62,7 @@ pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(str
 				close(sb->opt.report_fd);
 			if (sb->id_lock_fd >= 0)
 				close(sb->id_lock_fd); /* the claim is the supervisor's alone */
+			glsb_sb_cgroup_forget_locks(&sb->cgroup); /* and so are the leaves' */
 			if (sb->opt.control_in >= 0)
 				close(sb->opt.control_in); /* the channel too */
 			if (sb->opt.control_out >= 0)

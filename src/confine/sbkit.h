@@ -91,6 +91,8 @@ struct glsb_sb_cgroup {
 	char cpu_why[256]; /* why no CPU quota */
 	int born_fd;       /* v2: the leaf, for clone3(CLONE_INTO_CGROUP); or -1 */
 	int tasks_fds[3];  /* v1: each leaf's "tasks", opened for writing; or -1 */
+	int lock_fds[3];   /* each leaf's directory, flocked (LOCK_EX) from its creation to its
+			    * removal: what tells collectors its owner lives (cgroup.c); or -1 */
 };
 /* Create a leaf cgroup glsb/<name> below this process's cgroup with the limits (v2 when memory
  * and pids can be enabled there, else v1 memory/pids/cpu). 0, or -1 with why set. A CPU quota
@@ -121,6 +123,8 @@ int glsb_sb_cgroup_attach(const struct glsb_sb_cgroup *cg, pid_t pid);
 void glsb_sb_cgroup_test_hold(void);
 /* Remove the created cgroup(s); waits briefly for the kernel to release them. */
 void glsb_sb_cgroup_remove(struct glsb_sb_cgroup *cg);
+/* In a child: close its copies of the leaves' locks (the owner keeps holding them). */
+void glsb_sb_cgroup_forget_locks(struct glsb_sb_cgroup *cg);
 /* Append "cgroup_v2":...,"cgroup_v1":... describing this machine to a JSON object. */
 void glsb_sb_cgroup_describe(struct glsb_ws_buf *b);
 
