@@ -255,6 +255,7 @@ local function log_lines(self, state)
     if i and which == "stdout" then
       state.step, state.steps, state.title = tonumber(i), tonumber(n), title
       state.status = string.format("step %s/%s: %s", i, n, title)
+      state.tracker:step(state.step) -- the span names the step's number only: a title holds commands
     end
     self:_log({ timestamp = os.date("!%Y-%m-%dT%H:%M:%SZ"), level = which == "stderr" and "warn" or "info",
       message = text, step = state.step, status = state.status })
@@ -320,7 +321,10 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
   if not p then fail("cannot start the build sandbox: " .. tostring(serr)) end
   require("glsb.providers.local.reaper").record(scratch, { supervisor = p.pid })
   local deadline = loop.now() + (popts.build_timeout or 600)
-  local state = {}
+  -- a glsb.template.build_step span per step build.py announces, the failing one marked when this
+  -- raises (tracing; a shared no-op while it is off)
+  local steps <close> = require("glsb.trace").steps("glsb.template.build_step")
+  local state = { tracker = steps }
   local push, flush = log_lines(self, state)
   -- the build writes what it likes: the host keeps the last LOG_MAX bytes of each stream
   local out, errs, st = p:communicate(config, deadline, M.LOG_MAX, push)

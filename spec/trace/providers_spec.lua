@@ -88,6 +88,57 @@ describe("glsb.trace span trees #trace", function()
       assert.are.equal(0, tonumber(attrs_of(rec, got, "glsb.workspace.run")["glsb.execution.exit_code"].int))
       assert.are.equal("spec", execs[1].resource["service.name"])
     end)
+
+    it("a template build: glsb.template.ensure with a child per build step, the failing one marked", function()
+      local tmp = helper.private_tmp()
+      finally(function() helper.rm_rf(tmp) end)
+      os.execute("chmod 755 " .. helper.q(tmp))
+      local b = glsb.template("local", { cache_dir = tmp .. "/cache", progress = false })
+      local root = trace.start_span("script")
+      local built, ok, err
+      trace.with_span(root, function()
+        built = b:ensure { name = "trace-steps", run = { "echo one", "echo two" } }
+        ok, err = pcall(b.ensure, b, { name = "trace-broken", run = { "echo fine", "exit 7" } })
+      end)
+      root:finish()
+      assert.is_true(built.built)
+      assert.is_false(ok)
+      assert.is_true(glsb.errors.is(err, glsb.errors.TemplateBuildError), tostring(err))
+      local got = flushed()
+      assert.are.equal(table.concat({
+        "script",
+        "  glsb.template.ensure",
+        "    glsb.template.build_step",
+        "    glsb.template.build_step",
+        "  glsb.template.ensure",
+        "    glsb.template.build_step",
+        "    glsb.template.build_step",
+      }, "\n"), script_tree(rec, got, root))
+      local ensures, steps = {}, {}
+      for _, s in ipairs(rec:named("glsb.template.ensure", got)) do ensures[s.attributes["glsb.template.name"]] = s end
+      for _, s in ipairs(rec:named("glsb.template.build_step", got)) do
+        local list = steps[s.parentSpanId] or {}
+        steps[s.parentSpanId] = list
+        list[#list + 1] = s
+      end
+      local function steps_of(name)
+        local list = steps[ensures[name].spanId]
+        table.sort(list, function(x, y) return x.attributes["glsb.step"] < y.attributes["glsb.step"] end)
+        return list
+      end
+      local good, bad = steps_of("trace-steps"), steps_of("trace-broken")
+      assert.are.same({ "1", "2" }, { good[1].attributes["glsb.step"], good[2].attributes["glsb.step"] })
+      assert.are.same({ 0, 0 }, { good[1].status.code, good[2].status.code })
+      assert.are.equal(2, ensures["trace-broken"].status.code)
+      assert.are.same({ "1", "2" }, { bad[1].attributes["glsb.step"], bad[2].attributes["glsb.step"] })
+      assert.are.equal(0, bad[1].status.code)
+      assert.are.equal(2, bad[2].status.code) -- the step that failed, with the build's error
+      assert.are.equal("exception", bad[2].events[1].name)
+      -- step spans carry the step number only: no command text
+      for _, st in ipairs(bad) do
+        for k, v in pairs(st.attributes) do assert.is_nil(tostring(v):find("exit 7", 1, true), k) end
+      end
+    end)
   end)
 
   describe("on the E2B emulator #e2b", function()
