@@ -5,7 +5,7 @@ local root = helper.private_tmp()
 local wheels = helper.private_tmp() -- an empty index: every install fails fast
 
 require("contract.suite")("local", function()
-  return { workspace_root = root }
+  return { host_workspace_dir = root }
 end, {
   tag = "#local",
   background = true,  -- start_command: the agent starts it at once; its events share the stream (mux.lua)

@@ -22,7 +22,7 @@ describe("glsb.pool on local #pool #local", function()
   end)
 
   local function new_pool(extra)
-    local o = { name = "local-spec", size = 2, create = { workspace_root = root } }
+    local o = { name = "local-spec", size = 2, create = { host_workspace_dir = root } }
     for k, v in pairs(extra or {}) do o[k] = v end
     pool = glsb.pool("local", o)
     return pool

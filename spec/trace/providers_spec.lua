@@ -54,7 +54,7 @@ describe("glsb.trace span trees #trace", function()
       local root = trace.start_span("script")
       local r, t
       trace.with_span(root, function()
-        local sb = glsb.create("local", { workspace_root = root_dir })
+        local sb = glsb.create("local", { host_workspace_dir = root_dir })
         r = sb:execute_code("print(6 * 7)")
         t = sb:execute_code("import time\ntime.sleep(5)", { timeout = 0.5 })
         glsb.write_workspace_file(sb, { relative_path = "a.txt", data = "hello" })
