@@ -218,6 +218,43 @@ describe("glsb.trace operation spans #trace", function()
     assert.matches("REDACTED", event(term, "exception").attributes["exception.message"])
   end)
 
+  it("follow the task: spawned tasks inherit the current span, and a child's own span stays its own", function()
+    local root = trace.start_span("script")
+    local sb = provider.Sandbox.create {}
+    local seen = {}
+    trace.with_span(root, function()
+      local a = glsb.spawn(function()
+        seen.a = trace.current()
+        return sb:execute_code("print(1)")
+      end)
+      local b = glsb.spawn(function()
+        local mine = trace.start_span("child.job")
+        trace.with_span(mine, function()
+          seen.b = trace.current()
+          local grandchild = glsb.spawn(function() return trace.current(), sb:execute_command("ls") end)
+          seen.grandchild = grandchild:wait()
+        end)
+        mine:finish()
+        seen.b_after = trace.current()
+      end)
+      glsb.gather(a, b)
+      seen.parent = trace.current()
+    end)
+    root:finish()
+    sb:terminate()
+    assert.are.equal(root, seen.a)
+    assert.are.equal("child.job", seen.b.name)
+    assert.are.equal(seen.b, seen.grandchild)
+    assert.are.equal(root, seen.b_after)
+    assert.are.equal(root, seen.parent)
+    assert.are.equal(table.concat({
+      "script",
+      "  glsb.sandbox.execute_code",
+      "  child.job",
+      "    glsb.sandbox.execute_command",
+    }, "\n"), tree(root))
+  end)
+
   it("record a cancellation of the caller as the span's error", function()
     backend.code_delay = 5
     local sb = provider.Sandbox.create {}
