@@ -378,6 +378,34 @@ describe("glsb.sandbox contract #unit", function()
       assert.are.equal(1, backend.count("_terminate"))
       assert.are.equal(0, backend.live_count())
     end)
+
+    it("gives way to a close handler (a lease wrapper's hook) on <close> and at the script's end", function()
+      local function leave_scope(x)
+        local held <close> = x
+        assert.is_not_nil(held)
+      end
+      local lent = {}
+      local sb = create()
+      assert.is_nil(sb:_set_close_handler(function(s) lent[#lent + 1] = s end))
+      leave_scope(sb)
+      assert.are.equal(1, #lent)
+      assert.are.equal(sb, lent[1])
+      glsb.close_all()
+      assert.are.equal(2, #lent)
+      assert.are.equal(sb, lent[2])
+      assert.are.equal(0, backend.count("_terminate"))
+      assert.is_true(sb:is_running())
+      -- a handler that fails is logged, never raised from the close
+      sb:_set_close_handler(function() error("the pool is gone") end)
+      leave_scope(sb)
+      assert.matches("the pool is gone", logs[#logs])
+      -- taking the handler away gives terminate back; anything but a function or nil is misuse
+      assert.is_function(sb:_set_close_handler(nil))
+      assert.has_error(function() sb:_set_close_handler("pool") end)
+      leave_scope(sb)
+      assert.are.equal(1, backend.count("_terminate"))
+      assert.is_false(sb:is_running())
+    end)
   end)
 
   describe("use after terminate or before start", function()
