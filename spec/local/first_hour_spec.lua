@@ -149,4 +149,30 @@ describe("local provider, the first hour #local", function()
     assert.truthy(made and made:match("^/tmp/glsb%-local%-spec%."), tostring(made))
     assert.is_false(helper.exists(made), made .. " was left behind")
   end)
+
+  it("a killed spec process's directories are removed by the next one; a live one's stay", function()
+    local scratch = helper.private_tmp()
+    local note = scratch .. "/note"
+    -- a spec process that makes its directory, then waits on its stdin until it is killed
+    local chunk = "package.path = 'spec/?.lua;' .. package.path\n"
+      .. "io.write(require('support.shell').mktemp_dir('local'), '\\n') io.stdout:flush() io.read('a')\n"
+    local child = assert(io.popen("cd " .. helper.q(helper.repo) .. " && exec lua5.4 -e " .. helper.q(chunk)
+      .. " > " .. helper.q(note), "w"))
+    finally(function() pcall(child.close, child) end) -- its stdin's end lets it go if the spec fails early
+    local made
+    for _ = 1, 200 do
+      made = (helper.read(note) or ""):match("^(%S+)\n")
+      if made then break end
+      os.execute("sleep 0.05")
+    end
+    local pid = made and made:match("^/tmp/glsb%-local%-spec%.p(%d+)%-%d+%.")
+    assert.truthy(pid, "the child's directory names its process: " .. tostring(made))
+    helper.sweep_dead_spec_dirs()
+    assert.is_true(helper.exists(made), "a live process's directory was removed")
+    os.execute("kill -9 " .. pid)
+    child:close()
+    helper.sweep_dead_spec_dirs()
+    assert.is_false(helper.exists(made), made .. " of a killed spec process was left behind")
+    assert.is_true(helper.exists(scratch), "this process's own directory was removed")
+  end)
 end)

@@ -51,9 +51,63 @@ function M.exists(path)
   return code == 0
 end
 
--- A fresh directory under /tmp named for the spec area; rm_rf removes only such directories.
+-- This process's pid and start time (clock ticks since boot): read in-process, so they are the spec
+-- process's own, not a shell's.
+local function self_id()
+  local f = io.open("/proc/self/stat", "r")
+  if not f then return nil end
+  local s = f:read("a") or ""
+  f:close()
+  local pid, rest = s:match("^(%d+) %b() (.*)$")
+  if not pid then return nil end
+  local fields = {}
+  for w in rest:gmatch("%S+") do fields[#fields + 1] = w end
+  return pid, fields[20] -- starttime is field 22; rest starts at field 3
+end
+
+-- The start time of a live process with this pid, nil when none (or a zombie).
+local function start_of(pid)
+  local f = io.open("/proc/" .. pid .. "/stat", "r")
+  if not f then return nil end
+  local s = f:read("a") or ""
+  f:close()
+  local state, rest = s:match("^%d+ %b() (%a) (.*)$")
+  if not state or state == "Z" or state == "X" then return nil end
+  local fields = {}
+  for w in rest:gmatch("%S+") do fields[#fields + 1] = w end
+  return fields[19]
+end
+
+-- A spec process that was killed (SIGKILL, a timeout) runs no clean-up: its directories carry its pid
+-- and start time in their names (/tmp/glsb-AREA-spec.pPID-START.XXXXXX), and the first directory the
+-- next spec process makes removes those whose process is gone (the same pid with another start time is
+-- another process). Directories of live processes, and of older names, are left alone.
+local swept = false
+function M.sweep_dead_spec_dirs()
+  local removed = {}
+  local p = io.popen("ls -1d /tmp/glsb-*-spec.p*-*.* 2>/dev/null")
+  if not p then return removed end
+  for dir in p:lines() do
+    local pid, start = dir:match("^/tmp/glsb%-[%w_]+%-spec%.p(%d+)%-(%d+)%.[%w]+$")
+    if pid and start_of(pid) ~= start then
+      os.execute("rm -rf --one-file-system " .. M.q(dir))
+      removed[#removed + 1] = dir
+    end
+  end
+  p:close()
+  return removed
+end
+
+-- A fresh directory under /tmp named for the spec area (and, see above, for this process); rm_rf
+-- removes only such directories.
 function M.mktemp_dir(area)
-  local out, code = M.sh("mktemp -d /tmp/glsb-" .. area .. "-spec.XXXXXX")
+  if not swept then
+    swept = true
+    M.sweep_dead_spec_dirs()
+  end
+  local pid, start = self_id()
+  local tag = pid and ("p" .. pid .. "-" .. start .. ".") or ""
+  local out, code = M.sh("mktemp -d /tmp/glsb-" .. area .. "-spec." .. tag .. "XXXXXX")
   assert(code == 0, "mktemp failed")
   return (out:gsub("%s+$", ""))
 end
