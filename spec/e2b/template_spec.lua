@@ -160,6 +160,34 @@ describe("e2b template builder #e2b", function()
       assert.equal(0, fired)
     end)
 
+    it("lists the account's templates and deletes one by name or id (builder:list / delete)", function()
+      local b = builder()
+      local one = b:ensure { name = "glsb-e2b-list-one", run = { "echo one" } }
+      local two = b:ensure { name = "glsb-e2b-list-two", run = { "echo two" } }
+      local function listed()
+        local out = {}
+        for _, t in ipairs(b:list()) do out[t.template_id] = t end
+        return out
+      end
+      local seen = listed()
+      for name, res in pairs({ ["glsb-e2b-list-one"] = one, ["glsb-e2b-list-two"] = two }) do
+        local t = seen[res.ref.template_id]
+        assert.is_table(t, name .. " is not listed")
+        assert.equal(name, t.name)
+        assert.equal("ready", t.status)
+        assert.equal(res.ref.build_id, t.build_id)
+      end
+      assert.is_true(b:delete("glsb-e2b-list-one"))          -- by name
+      assert.is_true(b:delete(two.ref.template_id))           -- by id
+      seen = listed()
+      assert.is_nil(seen[one.ref.template_id])
+      assert.is_nil(seen[two.ref.template_id])
+      assert.is_false(b:delete("glsb-e2b-list-one"))         -- nothing by that name any more
+      local ok, err = pcall(glsb.create, "e2b", emu:opts { template = one.ref.name })
+      assert.is_false(ok)
+      assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+    end)
+
     it("raises TemplateBuildError[template_build] with the failing step", function()
       local b = builder()
       local ok, err = pcall(b.ensure, b, { name = "glsb-e2b-broken",
