@@ -18,6 +18,7 @@ local http = require "glsb.http"
 local core = require "glsb.core"
 local errors = require "glsb.errors"
 local retry = require "glsb.retry"
+local log = require "glsb.log"
 local sigv4 = require "glsb.aws.sigv4"
 local credentials = require "glsb.aws.credentials"
 
@@ -255,6 +256,11 @@ function M.call(cfg, plane, method, path, o)
   policy.attempts = o.attempts or cfg.attempts
   policy.retryable = function(err) return M.retryable(err) end
   policy.sleep = o.sleep
+  -- retries are visible at the default level, as the base class's create/terminate retries are
+  policy.on_retry = function(err, attempt, delay)
+    log.warn(string.format("bedrock %s %s attempt %d failed (transient), retrying in %.2fs: %s", method, path,
+      attempt, delay, errors.describe(err)), { provider = "bedrock" })
+  end
   return retry.call(once, policy)
 end
 
@@ -338,7 +344,10 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
     if not (tf and tf.retry_safe == true and (tf.phase == "connect" or tf.phase == "send")) or attempt == attempts then
       break
     end
-    require("glsb.loop").sleep(retry.delay(attempt, M.RETRY))
+    local delay = retry.delay(attempt, M.RETRY)
+    log.warn(string.format("bedrock %s %s: the request never left (%s), sending it again in %.2fs", tool, path,
+      errors.describe(tf), delay), { provider = "bedrock" })
+    require("glsb.loop").sleep(delay)
   end
   return out
 end
