@@ -81,11 +81,15 @@ end
 -- A spec process that was killed (SIGKILL, a timeout) runs no clean-up: its directories carry its pid
 -- and start time in their names (/tmp/glsb-AREA-spec.pPID-START.XXXXXX), and the first directory the
 -- next spec process makes removes those whose process is gone (the same pid with another start time is
--- another process). Directories of live processes, and of older names, are left alone.
+-- another process). Directories of live processes, and of older names, are left alone, and so are
+-- those changed in the last `min_age_minutes` (default 10): a spec process in another pid namespace
+-- sharing /tmp would look dead from here.
 local swept = false
-function M.sweep_dead_spec_dirs()
+function M.sweep_dead_spec_dirs(min_age_minutes)
   local removed = {}
-  local p = io.popen("ls -1d /tmp/glsb-*-spec.p*-*.* 2>/dev/null")
+  local age = min_age_minutes or 10
+  local p = io.popen("find /tmp -maxdepth 1 -type d -name 'glsb-*-spec.p*-*.*'"
+    .. (age > 0 and (" -mmin +" .. math.floor(age)) or "") .. " 2>/dev/null")
   if not p then return removed end
   for dir in p:lines() do
     local pid, start = dir:match("^/tmp/glsb%-[%w_]+%-spec%.p(%d+)%-(%d+)%.[%w]+$")
