@@ -39,6 +39,9 @@ M.DEFAULT_RESOURCES = { cpu = "1", memory = "2Gi" }
 M.MIN_TIMEOUT = 60
 -- Metadata key of the token that finds a sandbox whose create answer was lost.
 M.CREATE_TOKEN = "glsb-create-token"
+-- Sandboxes per page of glsb.list (the lifecycle API takes pageSize 1..200, shared/protocols/opensandbox.md
+-- §1.2); a spec sets it lower to cross pages with a few sandboxes.
+M.LIST_PAGE_SIZE = 200
 
 local Sandbox = sandbox.CodeInterpreterSandbox:extend("opensandbox", {
   languages = { python = true },
@@ -363,7 +366,8 @@ end
 
 local STATES = { running = "Running", paused = "Paused", pending = "Pending" }
 
--- list: GET /sandboxes?state=Running&state=Paused&metadata=k%3Dv&page=N&pageSize=200, every page.
+-- list: GET /sandboxes?state=Running&state=Paused&metadata=k%3Dv&page=N&pageSize=200, every page (an
+-- empty page ends it too, whatever hasNextPage says: a server that keeps saying yes cannot loop us).
 function Sandbox._list(_cls, opts)
   local cfg = lifecycle.config(opts)
   local q = {}
@@ -378,11 +382,12 @@ function Sandbox._list(_cls, opts)
   while true do
     local pq = { table.unpack(q) }
     pq[#pq + 1] = { "page", tostring(page) }
-    pq[#pq + 1] = { "pageSize", "200" }
+    pq[#pq + 1] = { "pageSize", tostring(M.LIST_PAGE_SIZE) }
     local res = lifecycle.request(cfg, "GET", "/sandboxes", nil, { query = lifecycle.query(pq) })
     lifecycle.raise_if(errors.SandboxStartError, Stage.CONNECT, res, "OpenSandbox list failed")
     local j = type(res.json) == "table" and res.json or {}
-    for _, s in ipairs(type(j.items) == "table" and j.items or {}) do
+    local items = type(j.items) == "table" and j.items or {}
+    for _, s in ipairs(items) do
       local st = type(s.status) == "table" and s.status.state or nil
       refs[#refs + 1] = { sandbox_id = s.id, state = type(st) == "string" and st:lower() or nil,
         metadata = user_metadata(s.metadata), created_at = s.createdAt, expires_at = s.expiresAt,
@@ -391,7 +396,7 @@ function Sandbox._list(_cls, opts)
       if opts.limit and #refs >= opts.limit then return refs end
     end
     local p = type(j.pagination) == "table" and j.pagination or {}
-    if p.hasNextPage ~= true then return refs end
+    if p.hasNextPage ~= true or #items == 0 then return refs end
     page = page + 1
   end
 end

@@ -57,6 +57,42 @@ io.write(sb:execute_code("print(kept * 2)").stdout)]]):format(sb.sandbox_id))))
     assert.equal("41\n", sb:execute_code("print(kept)").stdout, "the other process left it running")
   end)
 
+  it("list reads every page (pageSize honoured), stops at limit, and keeps the filters on each page", function()
+    local provider = require "glsb.providers.opensandbox"
+    local lifecycle = require "glsb.providers.opensandbox.lifecycle"
+    local made, real, prev = {}, lifecycle.request, provider.LIST_PAGE_SIZE
+    finally(function() -- one finally per test (busted keeps the last one given)
+      lifecycle.request = real
+      provider.LIST_PAGE_SIZE = prev
+      for _, sb in ipairs(made) do pcall(sb.terminate, sb) end
+    end)
+    for i = 1, 5 do made[i] = glsb.create("opensandbox", emu:opts { metadata = { suite = "pages" }, timeout = 600 }) end
+    made[6] = glsb.create("opensandbox", emu:opts { metadata = { suite = "not-pages" }, timeout = 600 })
+    -- count the list requests and what each asked for
+    local pages = {}
+    lifecycle.request = function(cfg, method, path, body, o)
+      if method == "GET" and path == "/sandboxes" then pages[#pages + 1] = o and o.query or "" end
+      return real(cfg, method, path, body, o)
+    end
+    provider.LIST_PAGE_SIZE = 2
+    local listed = glsb.list("opensandbox", provider_opts { metadata = { suite = "pages" } })
+    local want, got = {}, {}
+    for i = 1, 5 do want[#want + 1] = made[i].sandbox_id end
+    for _, r in ipairs(listed) do got[#got + 1] = r.sandbox_id end
+    table.sort(want)
+    table.sort(got)
+    assert.same(want, got)
+    assert.equal(3, #pages, "5 sandboxes at 2 a page")
+    for i, q in ipairs(pages) do
+      assert.matches("pageSize=2", q, 1, true)
+      assert.matches("page=" .. i, q, 1, true)
+      assert.matches("metadata=suite%3Dpages", q, 1, true)
+    end
+    pages = {}
+    assert.equal(3, #glsb.list("opensandbox", provider_opts { metadata = { suite = "pages" }, limit = 3 }))
+    assert.equal(2, #pages, "limit stops paging")
+  end)
+
   it("connect resumes a paused sandbox, renews the lease when asked, and fails clearly for a gone one", function()
     local sb = glsb.create("opensandbox", emu:opts())
     finally(function() pcall(sb.terminate, sb) end)
