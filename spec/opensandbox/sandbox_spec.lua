@@ -386,6 +386,29 @@ describe("opensandbox adapter #opensandbox", function()
       emu:api("DELETE", "/snapshots/" .. new)
     end)
 
+    it("a name's Ready snapshot is found on a later page (newest first, the newer one still Creating)", function()
+      local snapshot = require "glsb.providers.opensandbox.snapshot"
+      local prev = snapshot.PAGE_SIZE
+      local src = create()
+      local sb
+      finally(function()
+        snapshot.PAGE_SIZE = prev
+        pcall(src.terminate, src)
+        if sb then pcall(sb.terminate, sb) end
+      end)
+      src:execute_command("echo ready > /workspace/v.txt")
+      local ready = snapshot_of(src, "glsb-spec-paged")
+      wait_ready(ready)
+      emu:config { snapshotMs = 60000 }
+      glsb.sleep(0.01)
+      snapshot_of(src, "glsb-spec-paged")
+      snapshot.PAGE_SIZE = 1
+      sb = create { template = "glsb-spec-paged" }
+      assert.equal(ready, sb.template_id)
+      assert.equal("ready\n", sb:execute_command("cat /workspace/v.txt").stdout)
+      emu:api("DELETE", "/snapshots/" .. ready)
+    end)
+
     it("a name with no Ready snapshot, or none at all, fails create clearly", function()
       emu:config { snapshotMs = 60000 }
       local src = create()
