@@ -8,7 +8,7 @@ makes the binary fail, and so the case.
 
 The sandboxes get --memory-mb 16777216: RLIMIT_DATA at a real size would stop the sanitizer's
 own mappings (the cgroup limit is what bounds memory in production anyway)."""
-import json, os, shutil, socket, subprocess, sys, tempfile, time
+import json, os, shutil, signal, socket, subprocess, sys, tempfile, time
 
 BIN = os.path.abspath(sys.argv[1])
 BIG = ["--memory-mb", "16777216"]
@@ -115,8 +115,9 @@ def control_channel(tmp):
     pid = os.fork()
     if pid == 0:
         os.dup2(b.fileno(), 3)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # as glsb-lua has it (Python ignores it)
         os.execve(BIN, [BIN, "sandbox", "--cleanup", "--workspace", tmp + "/ws", "--report-fd", "3",
-                        "--control-fd", "3"] + BIG + ["--", "sleep", "30"], ENV)
+                        "--control-fd", "3", "--max-file-mb", "1"] + BIG + ["--", "sleep", "30"], ENV)
     b.close()
     f = a.makefile("rb")
 
@@ -142,6 +143,9 @@ def control_channel(tmp):
     assert json.loads(out)["stdout"] == "YWJj", out
     h, out = call(3, ["read", "--root", "/home/user", "--path", "x", "--max-bytes", "9"])
     assert out.endswith(b"\nabc"), out
+    # past RLIMIT_FSIZE: the write says too_large (it died of SIGXFSZ, and took the supervisor along)
+    h, out = call(7, ["write", "--root", "/home/user", "--path", "y", "--max-bytes", str(2 << 20)], b"y" * (2 << 20))
+    assert h["code"] == 1 and json.loads(out)["error"] == "too_large", (h, out)
     a.sendall(b"ping 4\nstats 5\n")
     assert frame()[0]["ev"] == "pong" and frame()[0]["ev"] == "stats"
     a.sendall(b"call 6 1 5 0\nls\0\0\0")  # a malformed call: a protocol error, then reading stops

@@ -157,6 +157,50 @@ os.kill(sb.pid, 1); sb.end()
     assert.are.same({ code = 0, count = 8388608, kept = 8388608, trunc = false }, docs[1], out)
   end)
 
+  -- A helper that a signal ends (SIGTERM of a cancelled read, SIGXFSZ past --max-file-mb) ends
+  -- its call only. The relay between supervisor and helper is a raw clone(): glibc's raise()
+  -- there signalled the supervisor (its cached thread id), which passed SIGTERM on to PROGRAM
+  -- or died of SIGXFSZ. The host script restores SIGXFSZ's default action, as glsb-lua has it
+  -- (Python ignores it, which hid the second case).
+  it("a call ended by a signal ends only that call: the sandbox goes on", function()
+    local docs, out = host([=[
+import signal; signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+sb = Sandbox(["--cleanup", "--workspace", os.environ["WS"], "--disk-mb", "512"],
+             ["sh", "-c", "head -c 300000000 /dev/zero > /tmp/big; echo made > /home/user/made; sleep 30"])
+while sb.call(1, ["read", "--root", "/home/user", "--path", "made", "--max-bytes", "10"])[0]["code"]:
+    time.sleep(0.05)
+sb.send_call(2, ["read", "--root", "/tmp", "--path", "big", "--max-bytes", str(400 << 20)])
+emit(first=sb.frame()[0]["ev"])
+sb.sock.sendall(b"cancel 2\n")
+h, o, e = sb.wait_call()
+emit(read=h)
+h, o, e = sb.call(3, ["run", "--root", "/home/user", "--", "echo", "still here"])
+emit(after=h, out=o.decode(errors="replace")[:300])
+os.kill(sb.pid, 1)
+emit(status=sb.end())
+sb = Sandbox(["--cleanup", "--workspace", os.environ["WS"] + "2", "--max-file-mb", "8"], ["sleep", "30"])
+h, o, e = sb.call(1, ["write", "--root", "/files", "--path", "q", "--max-bytes", str(10 << 20)], b"z" * (10 << 20))
+emit(write=h, r=o.decode(errors="replace")[:300])
+h, o, e = sb.call(2, ["run", "--root", "/home/user", "--", "echo", "still here"])
+emit(after=h, out=o.decode(errors="replace")[:300])
+os.kill(sb.pid, 1)
+emit(status=sb.end())
+]=])
+    assert.are.equal("stdout", docs[1] and docs[1].first, out)
+    assert.are.equal("exit", docs[2].read.ev, out)
+    assert.are.equal(15, docs[2].read.signal, out) -- the cancel's SIGTERM ended the read helper
+    for _, i in ipairs({ 3, 6 }) do
+      assert.are.equal(0, docs[i] and docs[i].after and docs[i].after.code, out)
+      assert.truthy(docs[i].out:find("c3RpbGwgaGVyZQo=", 1, true), out) -- base64 of "still here\n"
+      -- exit 137: PROGRAM killed on our SIGHUP, as usual (not 143: a SIGTERM passed on to it)
+      assert.are.equal(137 << 8, docs[i + 1].status, out)
+    end
+    assert.are.equal("exit", docs[5].write.ev, out)
+    assert.are.equal(1, docs[5].write.code, out)
+    assert.truthy(docs[5].r:find('"error":"too_large"', 1, true), out)
+    assert.truthy(docs[5].r:find("file size limit", 1, true), out)
+  end)
+
   it("read refuses a FIFO at once, a symlink, and a file over --max-bytes", function()
     local docs, out = host([=[
 sb = Sandbox(["--cleanup", "--workspace", os.environ["WS"]],

@@ -83,7 +83,10 @@ __attribute__((noreturn)) static void relay_status(pid_t helper)
 			_exit(WEXITSTATUS(st));
 		signal(WTERMSIG(st), SIG_DFL);
 		sigprocmask(SIG_UNBLOCK, &set, NULL);
-		raise(WTERMSIG(st));
+		/* Not raise(): we are a raw clone() of the supervisor, and glibc's raise() signals the
+		 * thread id it cached, which is still the supervisor's (it got the helper's SIGTERM
+		 * and passed it on to PROGRAM, or died of its SIGXFSZ or SIGKILL). */
+		kill(getpid(), WTERMSIG(st));
 		_exit(128 + WTERMSIG(st));
 	}
 }

@@ -4,6 +4,7 @@
  * beneath the root only. Fails closed when the kernel lacks any of it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +56,9 @@ static const char write_usage[] =
 	"  dotdot_component, name_too_long, path_too_long, too_large, root_invalid,\n"
 	"  symlink, escape, not_directory, target_symlink, is_directory, not_regular_file,\n"
 	"  exists, openat2_unavailable, landlock_unavailable, proc_unavailable,\n"
-	"  landlock_failed, permission_denied, no_space, io_error, out_of_memory\n";
+	"  landlock_failed, permission_denied, no_space, io_error, out_of_memory\n"
+	"too_large is also a file past RLIMIT_FSIZE (SIGXFSZ is ignored: the write fails\n"
+	"with EFBIG and says so); no_space a full file system.\n";
 
 struct write_req {
 	const char *root;
@@ -142,6 +145,9 @@ static int fail_errno(const char *what, const char *name, int err)
 	const char *code = glsb_ws_lookup_code(err);
 	if (err == ENOSPC || err == EDQUOT)
 		code = "no_space";
+	if (err == EFBIG)
+		return glsb_ws_fail("too_large", "%s '%s': larger than the file size limit (RLIMIT_FSIZE, "
+				    "--max-file-mb of the sandbox)", what, name);
 	if (err == EACCES && !strcmp(code, "permission_denied"))
 		return glsb_ws_fail(code, "%s '%s': %s (Landlock or file permissions)", what, name, strerror(err));
 	if (err == ELOOP)
@@ -382,6 +388,9 @@ static int do_write(struct target *t, const struct glsb_ws_path *pp, const unsig
 int glsb_cmd_write(int argc, char **argv)
 {
 	struct write_req rq = {0};
+	/* Past RLIMIT_FSIZE a write fails with EFBIG and is reported, instead of SIGXFSZ ending the
+	 * helper with no answer. */
+	signal(SIGXFSZ, SIG_IGN);
 	if (parse_args(argc, argv, &rq))
 		return 1;
 
