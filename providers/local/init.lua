@@ -74,8 +74,8 @@
 --
 -- Options (create): language ("python" | "bash" | "javascript"), timeout,
 --   template, network, memory_mb, cpu_seconds, max_processes, max_file_mb,
---   disk_mb, max_open_files, allow_degraded, env (sandbox-wide environment),
---   python, confine, host_workspace_dir (workspace_root: its deprecated
+--   disk_mb, cpus (CPU quota, default 1), max_open_files, allow_degraded,
+--   env (sandbox-wide environment), python, confine, host_workspace_dir (workspace_root: its deprecated
 --   name), start_timeout (10 s), interrupt_grace,
 --   pip_index_url, pip_find_links, max_download_bytes (256 MiB).
 
@@ -207,7 +207,10 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
       cpu_seconds = { "count", "CPU time limit (s)", default = "3600" },
       max_processes = { "count", "process limit", default = "256" },
       max_file_mb = { "count", "largest file the sandbox may write (MiB)", default = "512" },
-      disk_mb = { "count", "size of the private tmpfs /tmp (MiB)", default = "1024" },
+      disk_mb = { "count", "size of the sandbox's storage (MiB): /tmp, /home/user and /files are one private "
+        .. "tmpfs of this size, with 64 inodes per MiB (at least 4096); full, a write fails with ENOSPC",
+        default = "1024" },
+      cpus = { "positive", "CPU quota in CPUs (cgroup: v2 cpu.max, v1 CFS quota), 0.01 to 4096", default = "1" },
       max_open_files = { "count", "open file limit", default = "1024" },
       allow_degraded = { "boolean", "start even if a kernel feature is missing (listed in `sb.missing`)",
         default = "false" },
@@ -268,6 +271,15 @@ function M.confine_argv(spec)
   for _, l in ipairs(LIMITS) do
     local v = positive_int(opts, l[1])
     if v then words[#words + 1] = l[2] words[#words + 1] = tostring(v) end
+  end
+  if opts.cpus ~= nil then
+    -- glsb-confine takes 0.01 to 4096 CPUs (its --cpus; 1 when not given)
+    local c = opts.cpus
+    if type(c) ~= "number" or not (c >= 0.01 and c <= 4096) then
+      error(start_error(string.format("local: opts.cpus must be a number of CPUs from 0.01 to 4096, got %s",
+        tostring(c))), 0)
+    end
+    words[#words + 1] = "--cpus" words[#words + 1] = string.format("%.6g", c)
   end
   if opts.network then words[#words + 1] = "--network" end
   if opts.allow_degraded then words[#words + 1] = "--allow-degraded" end
