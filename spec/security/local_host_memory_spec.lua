@@ -5,7 +5,11 @@
 -- Each case runs in a fresh glsb-lua process, so its peak resident size (VmHWM) is its own.
 local helper = require "local.helper"
 
--- Replaces the agent's download handler with one that streams `mib` MiB of chunks for any file.
+-- Replaces the agent's download handler with one that streams `mib` MiB of chunks for any file (what
+-- 1.5 GB for a 1 MiB cap came from), and writes a real file over the cap and one at it. Downloads now
+-- go through glsb-confine's control channel (item 9), so the handler has no say: the big file is
+-- refused by its size and the small one comes whole (a case that looked only for nil passed with
+-- no forged handler and no file at all).
 local function forged_read(mib)
   return ([[
 import __main__
@@ -15,6 +19,8 @@ def forged(req):
         __main__.send({"ev": "chunk", "id": req["id"]}, piece)
     return {"ok": True, "size": %d * 1024 * 1024}
 __main__.op_read = forged
+open("/files/anything", "wb").write(b"b" * (8 << 20))
+open("/files/small", "wb").write(b"s" * (1 << 20))
 ]]):format(mib, mib)
 end
 
@@ -28,7 +34,8 @@ assert(r.status == "success", tostring(r))
 local got
 if mode == "download" then
   local data = sb:download_file("/files/anything", { timeout = 60 })
-  got = data and #data or "nil"
+  local small = sb:download_file("/files/small", { timeout = 60 })
+  got = (data and #data or "nil") .. " " .. (small == string.rep("s", 1024 * 1024) and "whole" or tostring(small))
 else
   local r2 = sb:execute_code("import __main__\npiece = b'y' * (1024 * 1024)\n"
     .. "for _ in range(400): __main__.send_out(__main__.STATE.current, 1, piece)\nprint('done')")
@@ -69,7 +76,7 @@ describe("the host's memory is bounded whatever the sandbox sends #security #loc
 
   it("a forged download of 512 MiB against a 1 MiB cap returns nil and keeps no more than the cap", function()
     local got, hwm = run("download", forged_read(512))
-    assert.are.equal("nil", got)
+    assert.are.equal("nil whole", got)
     assert.is_true(hwm < 160, "peak resident size " .. hwm .. " MiB")
   end)
 
