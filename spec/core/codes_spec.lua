@@ -137,6 +137,9 @@ describe("glsb.core codes #core #unit", function()
       failure("FRAME_TOO_LARGE", frames, msg, code)
       assert.same({ "ok" }, partial)
       failure("TRUNCATED_ENVELOPE", core.decode_frames("connect", { "\0\0\0\0\9{" }))
+      -- oversized = "cut" (lines only): not a failure; the line comes out cut, the ones after it whole
+      assert.same({ "ok", { head = ("x"):rep(10), length = 20 }, "z" },
+        core.decode_frames("lines", { "ok\n", ("x"):rep(20), "\nz\n" }, 10, "cut"))
     end)
 
     it("processes: spawn, read with nothing ready, read and write on a closed pipe", function()
@@ -162,6 +165,8 @@ describe("glsb.core codes #core #unit", function()
     it("misuse still raises an argument error", function()
       assert.has_error(function() core.rmtree() end)
       assert.has_error(function() core.decode_frames("bogus", {}) end)
+      assert.has_error(function() core.decode_frames("lines", {}, 10, "truncate") end)
+      assert.has_error(function() core.decode_frames("sse", {}, 10, "cut") end)
       assert.has_error(function() core.spawn({ argv = {} }) end)
       assert.has_error(function() core.b64decode("x", "bogus") end)
     end)

@@ -171,6 +171,18 @@ describe("glsb.http #core #http", function()
     assert.equal("FRAME_TOO_LARGE", res.error.code)
   end)
 
+  it("oversized = 'cut': an oversized line comes out as its head and length, and the transfer goes on", function()
+    local frames = {}
+    local res = http.request({ url = url("/huge-line?n=5000"), framer = "lines", max_frame = 1000,
+      oversized = "cut", on_frame = function(f) frames[#frames + 1] = f end })
+    assert.is_nil(res.error)
+    assert.equal(200, res.status)
+    assert.same({ { head = ("y"):rep(1000), length = 5000 } }, frames)
+    assert.has_error(function() core.http({ url = url("/ok"), framer = "sse", oversized = "cut" }) end,
+      "bad argument #1 to 'http' (framer 'sse' cannot cut oversized frames)")
+    assert.has_error(function() core.http({ url = url("/ok"), oversized = "cut" }) end)
+  end)
+
   it("a buffered body over max_body is refused", function()
     local res = http.request({ url = url("/huge-line?n=5000"), max_body = 100 })
     assert.equal("framing", res.error.phase)

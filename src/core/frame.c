@@ -42,6 +42,19 @@ char *glsb_strndup(const char *s, size_t n)
 	return p;
 }
 
+static void enqueue(glsb_frame_queue *q, glsb_frame *fr, size_t n)
+{
+	fr->data_len = n;
+	fr->number = -1;
+	if (q->tail)
+		q->tail->next = fr;
+	else
+		q->head = fr;
+	q->tail = fr;
+	q->count++;
+	q->bytes += n;
+}
+
 glsb_frame *glsb_frame_push(glsb_frame_queue *q, const char *data, size_t n)
 {
 	glsb_frame *fr = calloc(1, sizeof *fr);
@@ -52,15 +65,21 @@ glsb_frame *glsb_frame_push(glsb_frame_queue *q, const char *data, size_t n)
 		free(fr);
 		return NULL;
 	}
-	fr->data_len = n;
-	fr->number = -1;
-	if (q->tail)
-		q->tail->next = fr;
-	else
-		q->head = fr;
-	q->tail = fr;
-	q->count++;
-	q->bytes += n;
+	enqueue(q, fr, n);
+	return fr;
+}
+
+glsb_frame *glsb_frame_push_buf(glsb_frame_queue *q, glsb_buf *b)
+{
+	if (!b->p)
+		return glsb_frame_push(q, "", 0);
+	glsb_frame *fr = calloc(1, sizeof *fr);
+	if (!fr)
+		return NULL;
+	fr->data = b->p;
+	enqueue(q, fr, b->len);
+	b->p = NULL;
+	b->len = b->cap = 0;
 	return fr;
 }
 

@@ -38,6 +38,9 @@ char *glsb_strndup(const char *s, size_t n);
 
 /* Appends a frame holding a copy of data (number -1, no aux); NULL when out of memory. */
 glsb_frame *glsb_frame_push(glsb_frame_queue *q, const char *data, size_t n);
+/* Appends a frame that takes the buffer's bytes without copying them (b is left empty); NULL when out
+ * of memory (b untouched). */
+glsb_frame *glsb_frame_push_buf(glsb_frame_queue *q, glsb_buf *b);
 void glsb_frame_free(glsb_frame *fr);
 void glsb_queue_clear(glsb_frame_queue *q);
 
@@ -59,13 +62,21 @@ struct glsb_framer_type {
 	void (*push)(lua_State *L, const glsb_frame *fr);
 	/* Frees the private buffers (not f itself); NULL when there are none. */
 	void (*free)(glsb_framer *f);
+	/* Nonzero when feed/finish honour GLSB_OVERSIZED_CUT (glsb_framer_set_oversized refuses it otherwise). */
+	int can_cut;
 };
+
+/* What a framer does with a frame longer than max_frame. FAIL (the default): FRAME_TOO_LARGE, the
+ * stream is over. CUT: the frame comes out as its first max_frame bytes and its whole length; the rest
+ * is counted as it passes, never buffered, and the stream goes on. */
+enum glsb_oversized { GLSB_OVERSIZED_FAIL, GLSB_OVERSIZED_CUT };
 
 struct glsb_framer {
 	const struct glsb_framer_type *type;
 	size_t max_frame;    /* largest frame (line, event, envelope) accepted */
 	glsb_buf pending;    /* bytes of an incomplete frame */
 	enum glsb_code error; /* set once failed: GLSB_FRAME_TOO_LARGE, ... */
+	enum glsb_oversized oversized;
 };
 
 /* Marks the framer failed with a stable code; returns -1 (what feed/finish return). */

@@ -30,6 +30,14 @@ glsb_framer *glsb_framer_new(const char *name, size_t max_frame)
 	return NULL;
 }
 
+int glsb_framer_set_oversized(glsb_framer *f, enum glsb_oversized policy)
+{
+	if (policy != GLSB_OVERSIZED_FAIL && !f->type->can_cut)
+		return -1;
+	f->oversized = policy;
+	return 0;
+}
+
 int glsb_framer_feed(glsb_framer *f, const char *s, size_t n, glsb_frame_queue *q)
 {
 	if (f->error)
@@ -86,18 +94,38 @@ static int decode_state_gc(lua_State *L)
 	return 0;
 }
 
-/* decode_frames(framer, chunks [, max_frame]) -> frames, or nil, message, code, the frames decoded
- * before the failure. The framers without a transfer: for bodies that arrived another way, and tests. */
+/* The "oversized" option of core.http and decode_frames: "fail" (default) or "cut". Raises on a
+ * value it does not know or a framer that cannot cut. */
+void glsb_framer_check_oversized(lua_State *L, int arg, glsb_framer *f, const char *policy)
+{
+	static const char *const names[] = {"fail", "cut", NULL};
+	static const enum glsb_oversized values[] = {GLSB_OVERSIZED_FAIL, GLSB_OVERSIZED_CUT};
+	if (!policy)
+		return;
+	int i = 0;
+	while (names[i] && strcmp(names[i], policy) != 0)
+		i++;
+	if (!names[i])
+		luaL_argerror(L, arg, lua_pushfstring(L, "oversized must be 'fail' or 'cut', not '%s'", policy));
+	if (glsb_framer_set_oversized(f, values[i]) != 0)
+		luaL_argerror(L, arg, lua_pushfstring(L, "framer '%s' cannot cut oversized frames", f->type->name));
+}
+
+/* decode_frames(framer, chunks [, max_frame [, oversized]]) -> frames, or nil, message, code, the frames
+ * decoded before the failure. The framers without a transfer: for bodies that arrived another way, and
+ * tests. */
 static int l_decode_frames(lua_State *L)
 {
 	const char *name = luaL_checkstring(L, 1);
 	luaL_checktype(L, 2, LUA_TTABLE);
 	size_t max_frame = (size_t)luaL_optinteger(L, 3, 16 << 20);
+	const char *oversized = luaL_optstring(L, 4, NULL);
 	decode_state *d = lua_newuserdatauv(L, sizeof *d, 0);
 	memset(d, 0, sizeof *d);
 	luaL_setmetatable(L, "glsb.DecodeState");
 	if (!(d->framer = glsb_framer_new(name, max_frame)))
 		return luaL_argerror(L, 1, lua_pushfstring(L, "unknown framer '%s'", name));
+	glsb_framer_check_oversized(L, 4, d->framer, oversized);
 	int rc = 0;
 	lua_Integer n = luaL_len(L, 2);
 	for (lua_Integer i = 1; i <= n && rc == 0; i++) {

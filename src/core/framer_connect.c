@@ -65,5 +65,5 @@ static void connect_push(lua_State *L, const glsb_frame *fr)
 }
 
 const struct glsb_framer_type glsb_framer_connect = {
-	"connect", sizeof(glsb_framer), connect_feed, connect_finish, connect_push, NULL,
+	"connect", sizeof(glsb_framer), connect_feed, connect_finish, connect_push, NULL, 0,
 };

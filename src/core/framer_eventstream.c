@@ -166,5 +166,5 @@ static void eventstream_push(lua_State *L, const glsb_frame *fr)
 }
 
 const struct glsb_framer_type glsb_framer_eventstream = {
-	"eventstream", sizeof(glsb_framer), eventstream_feed, eventstream_finish, eventstream_push, NULL,
+	"eventstream", sizeof(glsb_framer), eventstream_feed, eventstream_finish, eventstream_push, NULL, 0,
 };

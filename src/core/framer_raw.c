@@ -14,5 +14,5 @@ static int raw_finish(glsb_framer *f, glsb_frame_queue *q)
 }
 
 const struct glsb_framer_type glsb_framer_raw = {
-	"raw", sizeof(glsb_framer), raw_feed, raw_finish, glsb_frame_push_data, NULL,
+	"raw", sizeof(glsb_framer), raw_feed, raw_finish, glsb_frame_push_data, NULL, 0,
 };

@@ -191,4 +191,4 @@ static void sse_free(glsb_framer *base)
 	glsb_buf_free(&f->id);
 }
 
-const struct glsb_framer_type glsb_framer_sse = {"sse", sizeof(sse), sse_feed, sse_finish, sse_push, sse_free};
+const struct glsb_framer_type glsb_framer_sse = {"sse", sizeof(sse), sse_feed, sse_finish, sse_push, sse_free, 0};

@@ -228,6 +228,10 @@ static int l_http(lua_State *L)
 	lua_pop(L, 2);
 	if (framer && !(r->framer = glsb_framer_new(framer, max_frame)))
 		return luaL_argerror(L, 1, lua_pushfstring(L, "unknown framer '%s'", framer));
+	const char *oversized = opt_string(L, "oversized");
+	luaL_argcheck(L, !oversized || r->framer, 1, "opts.oversized needs a framer");
+	if (r->framer)
+		glsb_framer_check_oversized(L, 1, r->framer, oversized);
 
 	if (!(r->easy = curl_easy_init()))
 		return glsb_push_failure(L, "http: libcurl cannot create a handle", glsb_code_name(GLSB_HTTP_SETUP_FAILED));

@@ -31,7 +31,8 @@ static const char *field(const char *k, size_t *n)
 
 /* Serialises the queued frames, as the framer pushes them to Lua (which empties the queue), into one
  * comparable string: "data|event|id|number\n" per frame. A frame is a string (raw, lines) or a table
- * (sse: event other than the default "message", id, retry; connect: flags as the number). */
+ * (sse: event other than the default "message", id, retry; connect: flags as the number; a cut line:
+ * event "cut", its length as the number). */
 static char *render(glsb_framer *f, glsb_frame_queue *q)
 {
 	glsb_buf b = {0};
@@ -47,6 +48,13 @@ static char *render(glsb_framer *f, glsb_frame_queue *q)
 			v = lua_tolstring(L, -1, &len);
 			glsb_buf_append(&b, v, len);
 			glsb_buf_append(&b, "||", 2);
+		} else if ((v = field("head", &len))) {
+			/* a cut line (lines with GLSB_OVERSIZED_CUT): head|cut||length */
+			glsb_buf_append(&b, v, len);
+			glsb_buf_append(&b, "|cut|", 5);
+			lua_getfield(L, -1, "length");
+			number = lua_isinteger(L, -1) ? (long)lua_tointeger(L, -1) : -2;
+			lua_pop(L, 1);
 		} else {
 			v = field("data", &len);
 			glsb_buf_append(&b, v, len);
@@ -90,17 +98,24 @@ static char *render_expect(const expect *e, size_t n)
 	return b.p ? b.p : calloc(1, 1);
 }
 
-/* Feeds input in chunks cut at `cuts` (ascending offsets); returns 0 or -1 and the rendered frames. */
-static int run_split(const char *type, const char *in, size_t len, const size_t *cuts, size_t ncuts,
-		     size_t max_frame, char **out, const char **err)
+/* Feeds input in chunks cut at `cuts` (ascending offsets) to a framer with that oversized policy;
+ * returns 0 or -1 and the rendered frames. Checks after every feed that the framer holds no more
+ * than max_frame bytes of a line. */
+static int run_split_policy(const char *type, enum glsb_oversized policy, const char *in, size_t len,
+			    const size_t *cuts, size_t ncuts, size_t max_frame, char **out, const char **err)
 {
 	glsb_framer *f = glsb_framer_new(type, max_frame);
+	if (glsb_framer_set_oversized(f, policy) != 0)
+		check_failures++, fprintf(stderr, "%s cannot take policy %d\n", type, (int)policy);
 	glsb_frame_queue q = {0};
 	size_t pos = 0;
 	int rc = 0;
 	for (size_t i = 0; i <= ncuts && rc == 0; i++) {
 		size_t end = i < ncuts ? cuts[i] : len;
 		rc = glsb_framer_feed(f, in + pos, end - pos, &q);
+		if (f->pending.len > max_frame)
+			check_failures++, fprintf(stderr, "%s holds %zu bytes > max_frame %zu\n", type,
+						  f->pending.len, max_frame);
 		pos = end;
 	}
 	if (rc == 0)
@@ -112,8 +127,15 @@ static int run_split(const char *type, const char *in, size_t len, const size_t 
 	return rc;
 }
 
+static int run_split(const char *type, const char *in, size_t len, const size_t *cuts, size_t ncuts,
+		     size_t max_frame, char **out, const char **err)
+{
+	return run_split_policy(type, GLSB_OVERSIZED_FAIL, in, len, cuts, ncuts, max_frame, out, err);
+}
+
 /* Every two-way split, every three-way split of short inputs, and byte at a time must agree. */
-static void check_all_splits(const char *type, const char *in, size_t len, const expect *e, size_t n)
+static void check_all_splits_policy(const char *type, enum glsb_oversized policy, size_t max_frame,
+				    const char *in, size_t len, const expect *e, size_t n)
 {
 	char *want = render_expect(e, n), *got;
 	const char *err;
@@ -121,7 +143,8 @@ static void check_all_splits(const char *type, const char *in, size_t len, const
 	int mismatches = 0;
 	for (size_t a = 0; a <= len; a++) {
 		cuts[0] = a;
-		if (run_split(type, in, len, cuts, 1, 1 << 20, &got, &err) != 0 || strcmp(got, want) != 0) {
+		if (run_split_policy(type, policy, in, len, cuts, 1, max_frame, &got, &err) != 0 ||
+		    strcmp(got, want) != 0) {
 			if (!mismatches++)
 				fprintf(stderr, "%s split at %zu:\nwant:\n%sgot:\n%s", type, a, want, got);
 		}
@@ -129,7 +152,8 @@ static void check_all_splits(const char *type, const char *in, size_t len, const
 		for (size_t b = a; len <= 64 && b <= len; b++) {
 			cuts[0] = a;
 			cuts[1] = b;
-			if (run_split(type, in, len, cuts, 2, 1 << 20, &got, &err) != 0 || strcmp(got, want) != 0)
+			if (run_split_policy(type, policy, in, len, cuts, 2, max_frame, &got, &err) != 0 ||
+			    strcmp(got, want) != 0)
 				mismatches++;
 			free(got);
 		}
@@ -137,12 +161,17 @@ static void check_all_splits(const char *type, const char *in, size_t len, const
 	size_t *bytes = malloc((len + 1) * sizeof *bytes);
 	for (size_t i = 0; i < len; i++)
 		bytes[i] = i;
-	if (run_split(type, in, len, bytes, len, 1 << 20, &got, &err) != 0 || strcmp(got, want) != 0)
+	if (run_split_policy(type, policy, in, len, bytes, len, max_frame, &got, &err) != 0 || strcmp(got, want) != 0)
 		mismatches++;
 	free(got);
 	free(bytes);
 	free(want);
 	CHECK(mismatches == 0);
+}
+
+static void check_all_splits(const char *type, const char *in, size_t len, const expect *e, size_t n)
+{
+	check_all_splits_policy(type, GLSB_OVERSIZED_FAIL, 1 << 20, in, len, e, n);
 }
 
 static void test_lines(void)
@@ -178,6 +207,75 @@ static void test_lines_too_large(void)
 		cuts[i] = i;
 	CHECK(run_split("lines", "abcdefghijklmnopqrstu", 21, cuts, 20, 10, &got, &err) == -1);
 	free(got);
+}
+
+/* GLSB_OVERSIZED_CUT: a line over max_frame comes out as its first max_frame bytes and its length, and
+ * the lines after it still come out; the same frames at every split point (and byte at a time), and
+ * the framer never holds more than max_frame bytes (run_split_policy checks after every feed). */
+static void test_lines_cut(void)
+{
+	const char in[] = "short\n"
+			  "0123456789ABCDEF\n"     /* 16 bytes: cut */
+			  "ok\n"
+			  "0123456789\n"           /* exactly max_frame: whole */
+			  "0123456789A\r\n"       /* 12 with its '\r': cut */
+			  "\n"
+			  "0123456789abcdefXYZ";   /* unterminated, cut at the end of the body */
+	expect e[] = {
+		{"short", 0, 0, 0, -1},
+		{"0123456789", 0, "cut", 0, 16},
+		{"ok", 0, 0, 0, -1},
+		{"0123456789", 0, 0, 0, -1},
+		{"0123456789", 0, "cut", 0, 12},
+		{"", 0, 0, 0, -1},
+		{"0123456789", 0, "cut", 0, 19},
+	};
+	check_all_splits_policy("lines", GLSB_OVERSIZED_CUT, 10, in, sizeof in - 1, e, 7);
+	/* Two cut lines back to back, and a line that reaches the limit only with its pending part. */
+	const char two[] = "abcdefghijkl\nmnopqrstuvwxyz\n0123456789\n";
+	expect e2[] = {{"abcdefgh", 0, "cut", 0, 12}, {"mnopqrst", 0, "cut", 0, 14}, {"01234567", 0, "cut", 0, 10}};
+	check_all_splits_policy("lines", GLSB_OVERSIZED_CUT, 8, two, sizeof two - 1, e2, 3);
+	/* max_frame 0: every non-empty line is cut to nothing, an empty one is whole. */
+	expect e0[] = {{"", 0, "cut", 0, 3}, {"", 0, 0, 0, -1}, {"", 0, "cut", 0, 1}};
+	check_all_splits_policy("lines", GLSB_OVERSIZED_CUT, 0, "abc\n\nz", 6, e0, 3);
+}
+
+/* A line of 8 MiB fed in 4 KiB chunks through a 1 KiB limit: the framer's buffer stays at the limit. */
+static void test_lines_cut_bounded(void)
+{
+	size_t big = 8u << 20, max_frame = 1024;
+	char *chunk = malloc(4096);
+	memset(chunk, 'x', 4096);
+	glsb_framer *f = glsb_framer_new("lines", max_frame);
+	CHECK(glsb_framer_set_oversized(f, GLSB_OVERSIZED_CUT) == 0);
+	glsb_frame_queue q = {0};
+	size_t most = 0;
+	for (size_t fed = 0; fed < big; fed += 4096) {
+		CHECK(glsb_framer_feed(f, chunk, 4096, &q) == 0);
+		if (f->pending.cap > most)
+			most = f->pending.cap;
+	}
+	CHECK(q.count == 0);
+	CHECK(most <= 2 * max_frame); /* the buffer's allocation, not only its length */
+	CHECK(glsb_framer_feed(f, "\nafter\n", 7, &q) == 0);
+	CHECK(q.count == 2);
+	CHECK(q.head->data_len == max_frame && q.head->number == (long)big);
+	CHECK(f->pending.cap == 0); /* the head went to the frame without a copy */
+	glsb_queue_clear(&q);
+	glsb_framer_free(f);
+	free(chunk);
+}
+
+/* Only lines can cut; the default stays FRAME_TOO_LARGE. */
+static void test_cut_refused(void)
+{
+	const char *types[] = {"raw", "sse", "connect", "eventstream"};
+	for (int i = 0; i < 4; i++) {
+		glsb_framer *f = glsb_framer_new(types[i], 16);
+		CHECK(glsb_framer_set_oversized(f, GLSB_OVERSIZED_CUT) == -1);
+		CHECK(glsb_framer_set_oversized(f, GLSB_OVERSIZED_FAIL) == 0);
+		glsb_framer_free(f);
+	}
 }
 
 static void test_sse(void)
@@ -303,6 +401,9 @@ int main(void)
 	RUN(test_lines);
 	RUN(test_lines_binary);
 	RUN(test_lines_too_large);
+	RUN(test_lines_cut);
+	RUN(test_lines_cut_bounded);
+	RUN(test_cut_refused);
 	RUN(test_sse);
 	RUN(test_sse_too_large);
 	RUN(test_connect);

@@ -27,13 +27,17 @@ void *__wrap_malloc(size_t n) { return fail_now() ? NULL : __real_malloc(n); }
 void *__wrap_realloc(void *p, size_t n) { return fail_now() ? NULL : __real_realloc(p, n); }
 void *__wrap_calloc(size_t a, size_t b) { return fail_now() ? NULL : __real_calloc(a, b); }
 
-#define CASE(type, input, frames) {type, input, sizeof(input) - 1, frames}
+#define CASE(type, input, frames) {type, input, sizeof(input) - 1, frames, 1 << 20, GLSB_OVERSIZED_FAIL}
 static const struct {
 	const char *type, *input;
 	size_t len;
 	size_t frames; /* what a run without failures yields, fed 3 bytes at a time */
+	size_t max_frame;
+	enum glsb_oversized oversized;
 } cases[] = {
 	CASE("lines", "{\"a\":1}\n{\"b\":22}\npartial", 3),
+	/* cut lines (max_frame 8): one ended by its '\n', one by the end of the body */
+	{"lines", "0123456789abc\nok\n0123456789abcdef", 33, 3, 8, GLSB_OVERSIZED_CUT},
 	CASE("sse", "event: e\ndata: one\ndata: two\nid: 9\n\ndata: x\n\n", 2),
 	CASE("connect", "\x00\x00\x00\x00\x02{}\x02\x00\x00\x00\x02{}", 2),
 	CASE("raw", "abcdef", 2),
@@ -48,11 +52,12 @@ static size_t frames_made; /* frames queued by the last run of run_with_failure 
 static int run_with_failure(size_t c, long n)
 {
 	allocations_left = n;
-	glsb_framer *f = glsb_framer_new(cases[c].type, 1 << 20);
+	glsb_framer *f = glsb_framer_new(cases[c].type, cases[c].max_frame);
 	int failed = 0;
 	if (!f) {
 		failed = 1;
 	} else {
+		CHECK(glsb_framer_set_oversized(f, cases[c].oversized) == 0);
 		glsb_frame_queue q = {0};
 		/* Fed in small pieces so partial-frame buffers grow more than once. */
 		for (size_t pos = 0; pos < cases[c].len && !failed; pos += 3) {
