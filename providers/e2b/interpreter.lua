@@ -19,8 +19,11 @@ local M = {}
 -- The interpreter sends a keepalive line every 5 s: a stream silent for longer is dead even when the
 -- caller set no deadline.
 M.IDLE = 30
--- A stdout message carries one chunk of what the kernel printed, JSON-escaped (up to 6 bytes per
--- byte): a frame this large still fits a capped stream; past it the line is refused as FRAME_TOO_LARGE.
+-- A stdout message carries one chunk of what the kernel printed, JSON-escaped (the server's json.dumps
+-- keeps ensure_ascii: up to 6 bytes per byte printed, "\u0001"). A line up to this size is read whole;
+-- a longer one (one huge sys.stdout.write) is cut by the framer (oversized = "cut"): its first MAX_FRAME
+-- bytes arrive, the rest is only counted as it streams past, so the host never buffers it. The head is
+-- enough to fill an empty stream's cap (6 x CAP escaped bytes and the envelope); see cut_stream_line.
 M.MAX_FRAME = 8 * output.CAP
 
 local clean, decode = api.clean, api.decode
@@ -103,19 +106,84 @@ local function parse_result(msg)
   return r
 end
 
+---------------------------------------------------------------------------
+-- A line over MAX_FRAME: its head, its length
+---------------------------------------------------------------------------
+
+local BACKSLASH, LETTER_U = 92, 117
+
+-- Whether the "\" at p starts an escape (it is not the second half of a "\\"): an even number of
+-- backslashes before it.
+local function escape_starts_at(t, p)
+  local k = p - 1
+  while k >= 1 and t:byte(k) == BACKSLASH do k = k - 1 end
+  return (p - 1 - k) % 2 == 0
+end
+
+-- t: the start of a JSON string's body, cut anywhere. Drops an escape the cut split ("\", "\u00") and
+-- a high surrogate whose low half it cut off ("\ud83d"), so that t decodes as a string.
+local function whole_escapes(t)
+  for p = #t, math.max(1, #t - 5), -1 do
+    if t:byte(p) == BACKSLASH then
+      if escape_starts_at(t, p) then
+        local need = t:byte(p + 1) == LETTER_U and 6 or 2
+        if #t - p + 1 < need then t = t:sub(1, p - 1) end
+      end
+      break
+    end
+  end
+  local p = #t - 5
+  if p >= 1 and t:find("^\\u[dD][89abAB]%x%x$", p) and escape_starts_at(t, p) then t = t:sub(1, p - 1) end
+  return t
+end
+
+-- The start of a stdout/stderr line, in the server's field order (pydantic's, messaging.py):
+-- {"type": "stdout", "text": "<the text, JSON-escaped>", "timestamp": "..."}.
+local STREAM_HEAD = '^%s*{%s*"type"%s*:%s*"(%a+)"%s*,%s*"text"%s*:%s*"()'
+
+-- A cut stdout/stderr line: as much of its text as the stream's cap still takes is decoded from the
+-- head, a piece at a time (DECODE_PIECE escaped bytes, cut where no escape is split), so that only
+-- the cap's worth of text is ever decoded; pushed like any text (the capture keeps what fits and counts
+-- the rest). The bytes never decoded are counted as dropped as they were sent: JSON-escaped, so the
+-- note's count is an upper bound of the bytes printed. Returns false when the head is not a stream line.
+M.DECODE_PIECE = 1024 * 1024 -- at least 12: a surrogate pair's two escapes must fit in one piece
+
+local function cut_stream_line(st, out, frame)
+  local head = frame.head
+  local kind, at = head:match(STREAM_HEAD)
+  if kind ~= "stdout" and kind ~= "stderr" then return false end
+  local pos = at
+  while st.kept[kind] < output.CAP and pos <= #head do
+    local t = whole_escapes(head:sub(pos, math.min(pos + M.DECODE_PIECE, #head + 1) - 1))
+    local text = t ~= "" and decode('"' .. t .. '"')
+    -- nothing whole left, or the text's end (a closing quote) is inside: what is left is counted
+    if type(text) ~= "string" then break end
+    st.kept[kind] = st.kept[kind] + #text
+    out:push(kind, text)
+    pos = pos + #t
+  end
+  out:dropped(kind, frame.length - (pos - 1))
+  return true
+end
+
 local function line_reader(st, out)
   return function(line)
     if st.status_code ~= 200 then
-      st.error_body = (st.error_body or "") .. line .. "\n"
+      st.error_body = (st.error_body or "") .. (type(line) == "table" and line.head or line) .. "\n"
       return
+    end
+    if type(line) == "table" then
+      if cut_stream_line(st, out, line) then return end
+      -- a result or an error cut short would change what the call reports: the call's outcome is unknown
+      st.oversized = { kind = line.head:match('^%s*{%s*"type"%s*:%s*"([%w_]+)"') or "unknown", length = line.length }
+      return false
     end
     local msg = line ~= "" and decode(line)
     if type(msg) ~= "table" then return end
     local t = msg.type
-    if t == "stdout" and type(msg.text) == "string" then
-      out:push("stdout", msg.text)
-    elseif t == "stderr" and type(msg.text) == "string" then
-      out:push("stderr", msg.text)
+    if (t == "stdout" or t == "stderr") and type(msg.text) == "string" then
+      st.kept[t] = st.kept[t] + #msg.text
+      out:push(t, msg.text)
     elseif t == "result" then
       st.results[#st.results + 1] = parse_result(msg)
     elseif t == "error" then
@@ -169,7 +237,7 @@ local function execute(conn, code, opts, timeout)
     body.env_vars = env
   end
   local out = output.capture(opts)
-  local st = { results = {}, done = false }
+  local st = { results = {}, done = false, kept = { stdout = 0, stderr = 0 } }
   local res = conn:http {
     method = "POST", url = conn:url(api.JUPYTER_PORT, "/execute"),
     headers = conn:headers(api.JUPYTER_PORT, { ["Content-Type"] = "application/json" }),
@@ -179,6 +247,7 @@ local function execute(conn, code, opts, timeout)
     idle_timeout = M.IDLE,
     framer = "lines",
     max_frame = M.MAX_FRAME,
+    oversized = "cut",
     on_headers = function(status) st.status_code = status end,
     on_frame = line_reader(st, out),
   }
@@ -186,6 +255,12 @@ local function execute(conn, code, opts, timeout)
   if st.done then
     -- the server said the cell ended: whatever the transport did afterwards, the outcome is known
     r = cell_result(st.exception, st.server_error)
+  elseif st.oversized then
+    r = result { status = Status.UNKNOWN,
+      error = string.format("execute_code: the code interpreter sent a %s line of %d bytes, over the %d-byte limit "
+        .. "(FRAME_TOO_LARGE); the call was abandoned there and the code may still have run", st.oversized.kind,
+        st.oversized.length, M.MAX_FRAME),
+      failure = { exception_type = "ProtocolError", retry_safe = false } }
   elseif res.error then
     r = outcome.from_failure(res.error, { what = "execute_code", alive = function() return conn:alive() end })
   elseif res.status ~= 200 then
