@@ -131,17 +131,22 @@ class Context {
       user: 'root', env: this.sbx.env('root'), cwd: this.cwd, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
     });
     this.child = child;
-    let buf = '';
+    // The line so far, as the chunks it came in: each chunk is searched for its newline once and
+    // joined once, so a 100 MiB line costs its length, not its length squared.
+    let pending = [];
     child.stdio[3].on('data', (d) => {
-      buf += d.toString('utf8');
+      let start = 0;
       let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
+      while ((i = d.indexOf(10, start)) >= 0) {
+        pending.push(d.subarray(start, i));
+        const line = Buffer.concat(pending).toString('utf8');
+        pending = [];
+        start = i + 1;
         let ev;
         try { ev = JSON.parse(line); } catch { continue; }
         if (this.current && this.child === child) this.current.onEvent(ev);
       }
+      if (start < d.length) pending.push(d.subarray(start));
     });
     // fd 1/2 of the kernel are pipes it reads itself (driver.py), so output of child processes
     // reaches fd 3 in order; these carry nothing but must not fill up.
