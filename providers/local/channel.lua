@@ -110,7 +110,8 @@ local function payload(self, deadline)
     if piece then p.parts[#p.parts + 1] = piece end
   end
   self.pending = nil
-  if p.parts then p.ev.data = table.concat(p.parts) end
+  -- a payload read in one piece is kept as it came (no copy of it)
+  if p.parts then p.ev.data = #p.parts == 1 and p.parts[1] or table.concat(p.parts) end
   return p.ev
 end
 

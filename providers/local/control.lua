@@ -106,7 +106,10 @@ local function collect(self, id, opts)
         elseif ev.ev == "stderr" and ev.data then err_parts[#err_parts + 1] = ev.data
         elseif ev.ev == "exit" or ev.ev == "error" then
           return {
-            stdout = table.concat(out), stderr = table.concat(err_parts), stdout_over = over,
+            -- opts.parts: the stdout as its pieces (stdout_parts), not joined: a caller that takes
+            -- a header off the front joins the rest once (a 100 MB download is not copied twice)
+            stdout = not opts.parts and table.concat(out) or nil, stdout_parts = opts.parts and out or nil,
+            stderr = table.concat(err_parts), stdout_over = over,
             code = math.tointeger(ev.code), signal = math.tointeger(ev.signal), oom_kills = ev.oom_kills,
             error = ev.ev == "error" and ev.error or nil, message = ev.message, cancelled = cancelled,
           }
@@ -133,7 +136,8 @@ end
 -- ended: the sandbox is over), "broken" (the channel cannot be trusted any more: control.broken says
 -- why). args: the helper command and its arguments ({"write", "--root", ...}); stdin: bytes or nil.
 -- opts: deadline (cancel the call then; the call ends at the latest CANCEL_GRACE later), max_stdout
--- (what the caller can need: beyond it the stdout is dropped and stdout_over set).
+-- (what the caller can need: beyond it the stdout is dropped and stdout_over set), parts (the result has
+-- stdout_parts, the stdout's pieces in order, instead of stdout).
 function Control:call(args, stdin, opts)
   opts = opts or {}
   if self.broken then return nil, "broken" end

@@ -1156,6 +1156,28 @@ local function helper_answer(stdout)
   return doc, nl and stdout:sub(nl + 1) or ""
 end
 
+-- The same from a call's stdout pieces (control:call with opts.parts): the bytes after the line are
+-- joined once, never copied again to cut the line off.
+local function helper_answer_parts(parts)
+  local head, i = {}, 1
+  while i <= #parts do
+    local nl = parts[i]:find("\n", 1, true)
+    if nl then
+      head[#head + 1] = parts[i]:sub(1, nl - 1)
+      local rest = { parts[i]:sub(nl + 1) }
+      table.move(parts, i + 1, #parts, 2, rest)
+      local doc = cjson.decode(table.concat(head))
+      if type(doc) ~= "table" then return nil end
+      return doc, #rest == 1 and rest[1] or table.concat(rest)
+    end
+    head[#head + 1] = parts[i]
+    i = i + 1
+  end
+  local doc = cjson.decode(table.concat(head))
+  if type(doc) ~= "table" then return nil end
+  return doc, ""
+end
+
 local function helper_refusal(doc, r)
   if doc then return tostring(doc.error) .. ": " .. tostring(doc.message) end
   if r.error then return tostring(r.error) .. ": " .. tostring(r.message) end
@@ -1189,14 +1211,17 @@ function Sandbox:_download(path, opts)
   local root, rel = split_root(path)
   if not root then error("download of " .. path .. ": " .. rel, 0) end
   local r, why = self._control:call({ "read", "--root", root, "--path-hex", hex(rel), "--max-bytes", tostring(max) },
-    nil, { deadline = deadline, max_stdout = max + 4096 })
+    nil, { deadline = deadline, max_stdout = max + 4096, parts = true })
   if not r then error("download of " .. path .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
   if r.cancelled then error(string.format("download of %s: timed out after %gs", path, opts.timeout or 0), 0) end
   if r.stdout_over then error(string.format("download of %s: larger than max_download_bytes = %d", path, max), 0) end
-  local doc, data = helper_answer(r.stdout)
+  local doc, data = helper_answer_parts(r.stdout_parts)
   if not doc or doc.ok ~= true then error("download of " .. path .. ": " .. helper_refusal(doc, r), 0) end
-  if math.tointeger(doc.bytes) ~= #data then
-    error(string.format("download of %s: %d bytes arrived of %s", path, #data, tostring(doc.bytes)), 0)
+  -- the helper announces the file's size, then streams it: a file that shrank meanwhile arrives short
+  -- and the helper exits 1 (src/confine/ws_read.c)
+  if math.tointeger(doc.bytes) ~= #data or r.code ~= 0 then
+    error(string.format("download of %s: %d bytes arrived of %s (exit %s: %s)", path, #data, tostring(doc.bytes),
+      tostring(r.code), r.stderr:sub(1, 300)), 0)
   end
   return data
 end
@@ -1248,17 +1273,18 @@ function Sandbox:_files_read(path, opts)
   local deadline = opts.timeout and loop.now() + opts.timeout or nil
   local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
   local r, why = self._control:call({ "read", "--root", "/", "--follow", "--path-hex", hex(path:gsub("^/+", "")),
-    "--max-bytes", tostring(max) }, nil, { deadline = deadline, max_stdout = max + 4096 })
+    "--max-bytes", tostring(max) }, nil, { deadline = deadline, max_stdout = max + 4096, parts = true })
   if not r then error("read: " .. control_failure(self, why, opts.timeout), 0) end
   if r.cancelled then error(string.format("read: timed out after %gs", opts.timeout or 0), 0) end
   if r.stdout_over then error(string.format("read: larger than max_download_bytes = %d", max), 0) end
-  local doc, data = helper_answer(r.stdout)
+  local doc, data = helper_answer_parts(r.stdout_parts)
   if doc and doc.ok == false and doc.error == "not_found" then
     error({ message = "read: no such file: " .. path, reason = "not_found" }, 0)
   end
   if not doc or doc.ok ~= true then error("read: " .. helper_refusal(doc, r), 0) end
-  if math.tointeger(doc.bytes) ~= #data then
-    error(string.format("read: %d bytes arrived of %s", #data, tostring(doc.bytes)), 0)
+  if math.tointeger(doc.bytes) ~= #data or r.code ~= 0 then
+    error(string.format("read: %d bytes arrived of %s (exit %s: %s)", #data, tostring(doc.bytes), tostring(r.code),
+      r.stderr:sub(1, 300)), 0)
   end
   return data
 end

@@ -20,6 +20,8 @@
 #define MAX_ARGBYTES (1 << 20)
 #define MAX_STDIN (1ULL << 40)
 #define CHUNK 65536
+#define SPLICE_MAX (1 << 20)   /* stdin bytes moved socket -> pipe per splice(2) */
+#define PIPE_SIZE (1 << 20)    /* a large stdin's pipe (F_SETPIPE_SZ; best effort) */
 #define OUT_HIGH (1 << 20)     /* replies not yet read by the host: stop relaying above this */
 #define STDERR_RELAYED 65536   /* per call; the rest is counted */
 #define KILL_AFTER_MS 2000     /* after a cancel's SIGTERM */
@@ -38,6 +40,8 @@ static struct {
 	int refused; /* its stdin bytes are read and dropped */
 	unsigned char stage[CHUNK]; /* stdin bytes read from the host, not yet in the pipe */
 	size_t stage_len, stage_off;
+	int no_splice;  /* splice(2) socket -> pipe failed once: stdin bytes are copied through stage */
+	int wait_pipe;  /* the last splice found the call's stdin pipe full: wait for it, not the host */
 	/* replies */
 	struct glsb_ws_buf reply;
 	size_t reply_off;
@@ -176,6 +180,13 @@ static void start_call(struct sb *sb)
 	c.fd_err = perr[0];
 	for (int i = 0; i < 3; i++)
 		fcntl((int[]){c.fd_in, c.fd_out, c.fd_err}[i], F_SETFL, O_NONBLOCK);
+	/* A larger stdin pipe for large stdin: fewer wake-ups of the helper and of us per MiB
+	 * moved. Only then: the user's pipe pages count against pipe-user-pages-soft, beyond which
+	 * every new pipe of the user gets small. Best effort (a refusal leaves 64 KiB, which works,
+	 * only slower). */
+	if (c.stdin_left >= PIPE_SIZE)
+		fcntl(c.fd_in, F_SETPIPE_SZ, PIPE_SIZE);
+	c.wait_pipe = 0;
 	c.call_id = c.id;
 	c.reaped = 0;
 	c.err_relayed = c.err_dropped = 0;
@@ -349,6 +360,39 @@ static void handle_args(struct sb *sb)
 static void read_requests(struct sb *sb)
 {
 	while (c.in >= 0 && c.state != IN_CLOSED && reply_pending() < OUT_HIGH) {
+		if (c.state == IN_STDIN && !c.refused && c.fd_in >= 0 && !c.no_splice &&
+		    c.stage_len == c.stage_off) {
+			/* stdin bytes straight from the socket into the call's pipe: splice(2) moves
+			 * them in the kernel, never through our memory. The count is ours (stdin_left):
+			 * at most what the header announced is taken from the socket. */
+			size_t want = c.stdin_left < SPLICE_MAX ? (size_t)c.stdin_left : SPLICE_MAX;
+			ssize_t n = splice(c.in, NULL, c.fd_in, NULL, want, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+			if (n > 0) {
+				c.stdin_left -= (size_t)n;
+				if (!c.stdin_left) {
+					close_fd(&c.fd_in);
+					c.state = IN_HEADER;
+				}
+				continue;
+			}
+			if (n == 0)
+				return protocol_error(sb, "the channel ended inside a call's stdin");
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				/* the host has sent nothing more, or the pipe is full: wait for the one
+				 * that holds us up (polling the socket while the pipe is full would spin) */
+				struct pollfd q = {c.fd_in, POLLOUT, 0};
+				c.wait_pipe = poll(&q, 1, 0) == 0;
+				return;
+			}
+			if (errno == EPIPE) { /* the call stopped reading: drop the rest */
+				close_fd(&c.fd_in);
+				continue;
+			}
+			c.no_splice = 1; /* no splice between these descriptors: copy through stage */
+			continue;
+		}
 		if (c.state == IN_STDIN) {
 			/* stdin bytes: staged, then into the call's pipe (or dropped) */
 			if (c.stage_len > c.stage_off)
@@ -464,12 +508,13 @@ int glsb_sb_control_pollfds(struct sb *sb, struct pollfd *p, int *idx)
 		return 0; /* requests wait for the sandbox to be up */
 	/* requests only while the host takes the replies: a host that sends and never reads
 	 * costs at most OUT_HIGH of our memory */
+	int pipe_full = c.state == IN_STDIN && c.fd_in >= 0 && c.wait_pipe;
 	if (c.in >= 0 && c.state != IN_CLOSED && !(c.state == IN_STDIN && c.stage_len > c.stage_off) &&
-	    reply_pending() < OUT_HIGH)
+	    !pipe_full && reply_pending() < OUT_HIGH)
 		p[idx[0] = n++] = (struct pollfd){c.in, POLLIN, 0};
 	if (c.out >= 0 && reply_pending())
 		p[idx[1] = n++] = (struct pollfd){c.out, POLLOUT, 0};
-	if (c.fd_in >= 0 && c.stage_len > c.stage_off)
+	if (c.fd_in >= 0 && (c.stage_len > c.stage_off || pipe_full))
 		p[idx[2] = n++] = (struct pollfd){c.fd_in, POLLOUT, 0};
 	if (c.fd_out >= 0 && reply_pending() < OUT_HIGH)
 		p[idx[3] = n++] = (struct pollfd){c.fd_out, POLLIN, 0};
@@ -480,14 +525,20 @@ int glsb_sb_control_pollfds(struct sb *sb, struct pollfd *p, int *idx)
 
 void glsb_sb_control_events(struct sb *sb, const struct pollfd *p, const int *idx)
 {
-	if (idx[2] >= 0 && p[idx[2]].revents)
+	int pipe_ready = idx[2] >= 0 && p[idx[2]].revents;
+	if (pipe_ready) {
+		c.wait_pipe = 0;
 		feed_stdin();
+	}
+	/* Requests before output: relaying refills the replies up to OUT_HIGH, and requests are
+	 * read only below it, so a host that reads slower than the helper writes would otherwise
+	 * have its cancel wait as long as the output lasts. */
+	if ((idx[0] >= 0 && p[idx[0]].revents) || (pipe_ready && c.state == IN_STDIN))
+		read_requests(sb);
 	if (idx[3] >= 0 && p[idx[3]].revents)
 		relay(&c.fd_out, "stdout");
 	if (idx[4] >= 0 && p[idx[4]].revents)
 		relay(&c.fd_err, "stderr");
-	if (idx[0] >= 0 && p[idx[0]].revents)
-		read_requests(sb);
 	feed_stdin();
 	finish_call_if_done(sb);
 	if (c.kill_at_ms && c.pid >= 0 && !c.reaped && now_ms() >= c.kill_at_ms) {

@@ -34,6 +34,8 @@ static const char write_usage[] =
 	"                          [--no-overwrite]  < DATA\n"
 	"\n"
 	"Write DATA (stdin, at most N bytes; at most N+1 bytes are read) to ROOT/REL.\n"
+	"DATA streams into the temporary file (splice(2) from a pipe): it is never held\n"
+	"whole in memory; more than N bytes fail before anything is named or created.\n"
 	"REL is relative: no leading '/', no empty, '.' or '..' component, no NUL byte.\n"
 	"--path-hex gives REL as hex of its exact bytes (any byte string; a NUL is rejected).\n"
 	"Missing parent directories are created beneath ROOT. No component may be a\n"
@@ -103,40 +105,56 @@ static int parse_args(int argc, char **argv, struct write_req *rq)
 	return 0;
 }
 
-/* Read at most max+1 bytes of stdin into *out; *n is the count read. */
-static int read_payload(unsigned long long max, unsigned char **out, size_t *n)
+/* Copy stdin into fd, at most max+1 bytes (*n: the count copied; more than max means too large).
+ * splice(2) moves the pipe's pages into the file without a copy through our memory; where stdin
+ * is not a pipe or the file takes no splice, plain reads and writes. The data is never held
+ * whole in memory. Returns 0, or -1 with errno and *what naming the failing side. */
+#define COPY_CHUNK (1 << 20)
+static int copy_payload(int fd, unsigned long long max, unsigned long long *n, const char **what)
 {
-	size_t limit = (size_t)max + 1, cap = 0, len = 0;
-	unsigned char *buf = NULL;
-	for (;;) {
-		if (len == cap) {
-			if (cap == limit)
-				break;
-			size_t ncap = cap ? cap * 2 : 65536;
-			if (ncap > limit)
-				ncap = limit;
-			unsigned char *nb = realloc(buf, ncap);
-			if (!nb) {
-				free(buf);
-				return glsb_ws_fail("out_of_memory", "cannot buffer %zu bytes of data", ncap);
-			}
-			buf = nb;
-			cap = ncap;
-		}
-		ssize_t r = read(STDIN_FILENO, buf + len, cap - len);
-		if (r < 0) {
-			if (errno == EINTR)
+	unsigned long long limit = max + 1, done = 0;
+	int use_splice = 1;
+	static unsigned char buf[65536];
+	while (done < limit) {
+		size_t want = limit - done < COPY_CHUNK ? (size_t)(limit - done) : COPY_CHUNK;
+		ssize_t r;
+		if (use_splice) {
+			r = splice(STDIN_FILENO, NULL, fd, NULL, want, SPLICE_F_MOVE);
+			if (r < 0 && (errno == EINVAL || errno == ENOSYS || errno == EBADF) && done == 0) {
+				use_splice = 0; /* stdin is no pipe, or the filesystem takes no splice */
 				continue;
-			int e = errno;
-			free(buf);
-			return glsb_ws_fail("io_error", "reading the data from stdin: %s", strerror(e));
+			}
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				/* which side failed: a full disk is the file's; anything else may be either */
+				*what = errno == ENOSPC || errno == EDQUOT || errno == EFBIG ? "writing the data for"
+											 : "copying the data for";
+				*n = done;
+				return -1;
+			}
+		} else {
+			if (want > sizeof buf)
+				want = sizeof buf;
+			r = read(STDIN_FILENO, buf, want);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				*what = "reading the data from stdin for";
+				*n = done;
+				return -1;
+			}
+			if (r > 0 && glsb_sb_write_all(fd, buf, (size_t)r) < 0) {
+				*what = "writing the data for";
+				*n = done;
+				return -1;
+			}
 		}
 		if (r == 0)
 			break;
-		len += (size_t)r;
+		done += (unsigned long long)r;
 	}
-	*out = buf;
-	*n = len;
+	*n = done;
 	return 0;
 }
 
@@ -192,16 +210,18 @@ static int check_features(int rootfd, int *procfd, int *abi)
 	return 0;
 }
 
-/* Open (creating if missing) each parent component below rootfd; returns the
- * parent directory fd of the final component, or -1 after printing the error. */
-static int open_parents(int rootfd, const struct glsb_ws_path *pp)
+/* Open each parent component from *from on, starting at the directory fromfd (not consumed);
+ * returns a new fd of the last directory opened, or -1 after printing the error. With create,
+ * missing ones are created (and the directory holding each is fsynced); without, the walk stops
+ * at the first missing one and *from says which (pp->ncomp - 1: none is missing). */
+static int open_parents(int fromfd, const struct glsb_ws_path *pp, size_t *from, int create)
 {
-	int cur = glsb_ws_openat2(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, GLSB_WS_RESOLVE);
+	int cur = glsb_ws_openat2(fromfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, GLSB_WS_RESOLVE);
 	if (cur < 0) {
 		fail_errno("opening the root", ".", errno);
 		return -1;
 	}
-	for (size_t i = 0; i + 1 < pp->ncomp; i++) {
+	for (size_t i = *from; i + 1 < pp->ncomp; i++) {
 		const char *name = glsb_ws_path_comp(pp, i);
 		int next = -1, created = 0;
 		for (int tries = 0; tries < 4 && next < 0; tries++) {
@@ -209,6 +229,10 @@ static int open_parents(int rootfd, const struct glsb_ws_path *pp)
 					       GLSB_WS_RESOLVE);
 			if (next >= 0 || errno != ENOENT)
 				break;
+			if (!create) {
+				*from = i;
+				return cur;
+			}
 			if (mkdirat(cur, name, 0777) == 0)
 				created = 1;
 			else if (errno != EEXIST) {
@@ -235,6 +259,7 @@ static int open_parents(int rootfd, const struct glsb_ws_path *pp)
 		close(cur);
 		cur = next;
 	}
+	*from = pp->ncomp - 1;
 	return cur;
 }
 
@@ -252,6 +277,9 @@ static void random_name(char *out, size_t size)
 
 struct target {
 	int dirfd, procfd;
+	int tmpdirfd; /* where the temporary file is made: dirfd, or its deepest existing ancestor
+		       * while the parents are still to be created (a new directory is on the same
+		       * filesystem as its parent, so linkat/renameat from there into it work) */
 	const char *name;
 	int overwrite;
 	int exists;
@@ -263,12 +291,12 @@ struct target {
 static int create_temp(const struct target *t, char *tmpname, size_t size)
 {
 	tmpname[0] = '\0';
-	int fd = glsb_ws_openat2(t->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666, GLSB_WS_RESOLVE);
+	int fd = glsb_ws_openat2(t->tmpdirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666, GLSB_WS_RESOLVE);
 	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
 		return fd;
 	for (int tries = 0; tries < 8; tries++) {
 		random_name(tmpname, size);
-		fd = glsb_ws_openat2(t->dirfd, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666,
+		fd = glsb_ws_openat2(t->tmpdirfd, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666,
 				     GLSB_WS_RESOLVE);
 		if (fd >= 0 || errno != EEXIST)
 			break;
@@ -280,8 +308,9 @@ static int create_temp(const struct target *t, char *tmpname, size_t size)
 
 /* Give the data its final name. Without overwrite only operations that fail
  * when the name exists are used (linkat, RENAME_NOREPLACE), so a file created
- * concurrently is never replaced. Returns 0 or -1 with errno. */
-static int commit(const struct target *t, int tmpfd, char *tmpname, size_t size)
+ * concurrently is never replaced. *namedir is the directory holding tmpname (when
+ * it has one). Returns 0 or -1 with errno. */
+static int commit(const struct target *t, int tmpfd, char *tmpname, size_t size, int *namedir)
 {
 	if (!tmpname[0]) { /* O_TMPFILE: link it in through its /proc/self/fd magic link */
 		char fdname[16];
@@ -299,17 +328,18 @@ static int commit(const struct target *t, int tmpfd, char *tmpname, size_t size)
 			tmpname[0] = '\0';
 			return -1;
 		}
+		*namedir = t->dirfd;
 	}
 	if (t->overwrite)
-		return renameat(t->dirfd, tmpname, t->dirfd, t->name);
-	if (syscall(SYS_renameat2, t->dirfd, tmpname, t->dirfd, t->name, RENAME_NOREPLACE) == 0)
+		return renameat(*namedir, tmpname, t->dirfd, t->name);
+	if (syscall(SYS_renameat2, *namedir, tmpname, t->dirfd, t->name, RENAME_NOREPLACE) == 0)
 		return 0;
 	if (errno != EINVAL && errno != ENOSYS)
 		return -1;
 	/* No RENAME_NOREPLACE on this filesystem: link (never replaces) then drop the temp name. */
-	if (linkat(t->dirfd, tmpname, t->dirfd, t->name, 0) < 0)
+	if (linkat(*namedir, tmpname, t->dirfd, t->name, 0) < 0)
 		return -1;
-	unlinkat(t->dirfd, tmpname, 0);
+	unlinkat(*namedir, tmpname, 0);
 	return 0;
 }
 
@@ -335,26 +365,40 @@ static int inspect_target(struct target *t)
 	return 0;
 }
 
-/* Everything from the first mutation on; runs under the Landlock domain. */
-static int do_write(struct target *t, const struct glsb_ws_path *pp, const unsigned char *data, size_t len)
+/* Everything from the first mutation on; runs under the Landlock domain. The data streams from
+ * stdin into the temporary file (never held whole in memory); more than max bytes fail the write
+ * before any missing parent directory is created or anything gets the target's name. With
+ * t->dirfd < 0 the parents from index missing on are created once the data is complete. */
+static int do_write(struct target *t, const struct glsb_ws_path *pp, size_t missing, unsigned long long max)
 {
-	if (inspect_target(t))
+	if (t->dirfd >= 0 && inspect_target(t))
 		return 1;
 	char tmpname[64];
-	int tmpfd = create_temp(t, tmpname, sizeof tmpname);
+	int tmpfd = create_temp(t, tmpname, sizeof tmpname), namedir = t->tmpdirfd;
 	if (tmpfd < 0)
 		return fail_errno("creating a temporary file next to", t->name, errno);
-	int rc = 0, e = 0;
+	int rc = 0, e = 0, too_large = 0;
 	const char *what = NULL;
+	unsigned long long len = 0;
 	if (t->exists && fchmod(tmpfd, t->old_mode) < 0)
 		e = errno, what = "keeping the mode of";
-	else if (glsb_sb_write_all(tmpfd, data, len) < 0)
-		e = errno, what = "writing the data for";
+	else if (copy_payload(tmpfd, max, &len, &what) < 0)
+		e = errno;
+	else if (len > max)
+		too_large = 1, what = "too_large";
 	else if (fsync(tmpfd) < 0)
 		e = errno, what = "syncing the data for";
-	else if (commit(t, tmpfd, tmpname, sizeof tmpname) < 0)
+	if (!what && t->dirfd < 0) {
+		/* the data is complete and within the cap: now the missing parents */
+		t->dirfd = open_parents(t->tmpdirfd, pp, &missing, 1);
+		if (t->dirfd < 0 || inspect_target(t))
+			rc = 1, what = "printed";
+	}
+	if (!what && commit(t, tmpfd, tmpname, sizeof tmpname, &namedir) < 0)
 		e = errno, what = "moving the data into place as";
-	if (what) {
+	if (too_large)
+		rc = glsb_ws_fail("too_large", "the data is larger than --max-bytes %llu", max);
+	else if (what && !rc) {
 		if (e == EEXIST)
 			rc = glsb_ws_fail("exists", "the target '%s' appeared during the write and overwrite is false",
 					  t->name);
@@ -362,7 +406,7 @@ static int do_write(struct target *t, const struct glsb_ws_path *pp, const unsig
 			rc = fail_errno(what, t->name, e);
 	}
 	if (what && tmpname[0])
-		unlinkat(t->dirfd, tmpname, 0); /* every failure leaves the temp name, if there is one */
+		unlinkat(namedir, tmpname, 0); /* every failure leaves the temp name, if there is one */
 	close(tmpfd);
 	if (rc)
 		return rc;
@@ -379,7 +423,7 @@ static int do_write(struct target *t, const struct glsb_ws_path *pp, const unsig
 		memcpy(rel + n, c, cl);
 		n += cl;
 	}
-	glsb_ws_json_write_result(&b, len, rel, n, t->exists);
+	glsb_ws_json_write_result(&b, (size_t)len, rel, n, t->exists);
 	rc = glsb_ws_emit(&b) ? 1 : 0;
 	glsb_ws_buf_free(&b);
 	return rc;
@@ -417,16 +461,9 @@ int glsb_cmd_write(int argc, char **argv)
 	if (pe != GLSB_WS_PATH_OK)
 		return glsb_ws_fail(glsb_ws_path_code(pe), "%s", glsb_ws_path_message(pe));
 
-	unsigned char *data = NULL;
-	size_t len = 0;
-	if (read_payload(rq.max_bytes, &data, &len))
-		return 1;
 	int rc = 1, rootfd = -1, procfd = -1;
-	struct target t = {.dirfd = -1, .overwrite = rq.overwrite, .name = glsb_ws_path_comp(&pp, pp.ncomp - 1)};
-	if (len > rq.max_bytes) {
-		rc = glsb_ws_fail("too_large", "the data is larger than --max-bytes %llu", rq.max_bytes);
-		goto out;
-	}
+	struct target t = {.dirfd = -1, .tmpdirfd = -1, .overwrite = rq.overwrite,
+			   .name = glsb_ws_path_comp(&pp, pp.ncomp - 1)};
 	rootfd = open(rq.root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0) {
 		rc = glsb_ws_fail("root_invalid", "cannot open the root directory '%s': %s", rq.root, strerror(errno));
@@ -440,19 +477,24 @@ int glsb_cmd_write(int argc, char **argv)
 		rc = glsb_ws_fail("landlock_failed", "%s; refusing an unconfined write", why);
 		goto out;
 	}
-	/* From here on every mutation happens inside the Landlock domain. */
+	/* From here on every mutation happens inside the Landlock domain. The parents that exist
+	 * are opened now; missing ones are made only once the data is known to fit. */
 	t.procfd = procfd;
-	t.dirfd = open_parents(rootfd, &pp);
-	if (t.dirfd < 0)
+	size_t missing = 0;
+	t.tmpdirfd = open_parents(rootfd, &pp, &missing, 0);
+	if (t.tmpdirfd < 0)
 		goto out;
-	rc = do_write(&t, &pp, data, len);
+	if (missing == pp.ncomp - 1)
+		t.dirfd = t.tmpdirfd;
+	rc = do_write(&t, &pp, missing, rq.max_bytes);
 out:
-	if (t.dirfd >= 0)
+	if (t.dirfd >= 0 && t.dirfd != t.tmpdirfd)
 		close(t.dirfd);
+	if (t.tmpdirfd >= 0)
+		close(t.tmpdirfd);
 	if (procfd >= 0)
 		close(procfd);
 	if (rootfd >= 0)
 		close(rootfd);
-	free(data);
 	return rc;
 }
