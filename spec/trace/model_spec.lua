@@ -305,6 +305,34 @@ describe("glsb.trace OTLP JSON encoding #unit", function()
     assert.are.same({ code = 2, message = "m" }, j.status)
   end)
 
+  it("encodes each span's own value when a key repeats (0 and 0.0 differ), request after request", function()
+    local ended, proc = collector()
+    local tracer = span_mod.new_tracer { sampler = sampler.always_on, processors = { proc } }
+    local values = { 0, 0.0, 0, true, "x", 0.0, false, "x", 7 }
+    for _, v in ipairs(values) do
+      local s = tracer:start_span("s")
+      s:set_attribute("n", v)
+      s:finish()
+    end
+    local function spans_of(list)
+      return cjson.decode(otlp_json.encode(list, { ["service.name"] = "s" }, { name = "glsb" }))
+        .resourceSpans[1].scopeSpans[1].spans
+    end
+    local want = { { intValue = "0" }, { doubleValue = 0 }, { intValue = "0" }, { boolValue = true },
+      { stringValue = "x" }, { doubleValue = 0 }, { boolValue = false }, { stringValue = "x" }, { intValue = "7" } }
+    for round = 1, 2 do -- the second time from the memo
+      local spans = spans_of(ended)
+      assert.are.equal(#values, #spans)
+      for i, w in ipairs(want) do
+        assert.are.same({ { key = "n", value = w } }, spans[i].attributes, "round " .. round .. ", span " .. i)
+      end
+    end
+    -- a smaller request after a larger one: nothing of the earlier one in it
+    local one = spans_of({ ended[9] })
+    assert.are.equal(1, #one)
+    assert.are.equal(ended[9].span_id, one[1].spanId)
+  end)
+
   it("leaves out what is empty: no parent, no attributes, unset status", function()
     local ended, proc = collector()
     local tracer = span_mod.new_tracer { sampler = sampler.always_on, processors = { proc } }

@@ -107,19 +107,22 @@ end
 
 -- on_end(span): called by Span:finish. Never waits.
 function Batch:on_end(span)
-  if self.shut or self:size() >= self.max_queue then
+  local tail = self.tail + 1
+  local size = tail - self.head + 1
+  if self.shut or size > self.max_queue then
     self.stats.dropped = self.stats.dropped + 1
     return
   end
-  self.tail = self.tail + 1
-  self.queue[self.tail] = span
-  self.stats.queued = self.stats.queued + 1
+  self.tail = tail
+  self.queue[tail] = span
+  local stats = self.stats
+  stats.queued = stats.queued + 1
   if not self.first_at then self.first_at = loop.now() end
   if self.flushing then
     return -- the flush in progress sends it, or the next worker does
   elseif not self.worker then
     self:_start_worker()
-  elseif self.sleeping and self:size() >= self.max_batch then
+  elseif self.sleeping and size >= self.max_batch then
     self.wakeup:notify()
   end
 end

@@ -80,6 +80,14 @@ function M.span_id()
   end
 end
 
+-- trace_and_span_id() -> the ids of a root span: 24 fresh bytes, one unpack, one format.
+function M.trace_and_span_id()
+  local at = take(24)
+  local hi, lo, sid = string.unpack("<i8i8i8", buffer, at)
+  if (hi == 0 and lo == 0) or sid == 0 then return M.trace_id(), M.span_id() end
+  return string.format("%016x%016x", hi, lo), string.format("%016x", sid)
+end
+
 -- Tests: force the fallback generator (or restore the normal source with nil).
 function M._use_fallback(on)
   if source then source:close() end

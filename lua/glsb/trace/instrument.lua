@@ -13,20 +13,23 @@
 -- message) goes through glsb.trace.redact first.
 local context = require "glsb.trace.context"
 local redact = require "glsb.trace.redact"
+local span_mod = require "glsb.trace.span"
 
 local M = {}
 
-local trace_api, state -- glsb.trace and its state, bound on activation
+local state -- glsb.trace's state, bound on activation
 
-function M.bind(api, st)
-  trace_api, state = api, st
+function M.bind(_api, st)
+  state = st
 end
 
 -- span -> the subject of the operation it belongs to, for the operation spans running now (an entry is
 -- removed when its span ends; weak keys all the same, for a span that never ends).
 local info = setmetatable({}, { __mode = "k" })
 
-local function current() return trace_api.current() end
+-- current() -> the parent of the next span: glsb.trace.current() without its require (a call saved on
+-- every operation).
+local function current() return context.current() or state.root_parent end
 
 local function errors() return require "glsb.errors" end
 
@@ -157,17 +160,37 @@ end
 ---------------------------------------------------------------------------------------------------
 -- operations
 
-local function subject_attributes(subject, attrs)
-  if type(subject) ~= "table" then return attrs end
-  attrs = attrs or {}
-  if type(subject.provider) == "string" then attrs["glsb.provider"] = subject.provider end
-  if type(subject.sandbox_id) == "string" then attrs["glsb.sandbox.id"] = subject.sandbox_id end
-  if type(subject.language) == "string" then attrs["glsb.language"] = subject.language end
+local function string_or_nil(v) return type(v) == "string" and v or nil end
+
+-- subject_fields(subject) -> provider, sandbox id, language, template (each a string or nil).
+local function subject_fields(subject)
   local opts = type(subject.options) == "table" and subject.options or nil
   local template = opts and opts.template
   if type(template) == "table" then template = template.template_id or template.name end
-  if type(template) == "string" then attrs["glsb.template"] = template end
+  return string_or_nil(subject.provider), string_or_nil(subject.sandbox_id), string_or_nil(subject.language),
+    string_or_nil(template)
+end
+
+-- subject_attributes(subject, attrs) -> attrs with the subject's attributes added (a new table when
+-- attrs is nil): what another tracer's start_span gets.
+local function subject_attributes(subject, attrs)
+  if type(subject) ~= "table" then return attrs end
+  attrs = attrs or {}
+  local provider, sid, language, template = subject_fields(subject)
+  attrs["glsb.provider"] = provider or attrs["glsb.provider"]
+  attrs["glsb.sandbox.id"] = sid or attrs["glsb.sandbox.id"]
+  attrs["glsb.language"] = language or attrs["glsb.language"]
+  attrs["glsb.template"] = template or attrs["glsb.template"]
   return attrs
+end
+
+-- set_subject_attributes(span, subject): the same onto a built-in span (no table in between).
+local function set_subject_attributes(span, subject)
+  local provider, sid, language, template = subject_fields(subject)
+  if provider then span:set_attribute("glsb.provider", provider) end
+  if sid then span:set_attribute("glsb.sandbox.id", sid) end
+  if language then span:set_attribute("glsb.language", language) end
+  if template then span:set_attribute("glsb.template", template) end
 end
 
 -- Secrets of an options table, computed once per table (weak keys: gone with the options).
@@ -192,14 +215,17 @@ local function subject_of(parent, subject)
   return parent and info[parent] or nil
 end
 
-local function finish(span, subject, name, ok, res)
+local function finish(span, subject, name, ok, value)
   local sid = type(subject) == "table" and subject.sandbox_id
-  if type(sid) == "string" then span:set_attribute("glsb.sandbox.id", sid) end
+  -- the id a create learned, or one that changed; most operations had it from the start
+  if type(sid) == "string" and (getmetatable(span) ~= span_mod.Span or span.attributes["glsb.sandbox.id"] ~= sid) then
+    span:set_attribute("glsb.sandbox.id", sid)
+  end
   if ok then
     local interpret = RESULTS[name]
-    if interpret then pcall(interpret, span, res[2]) end
+    if interpret then pcall(interpret, span, value) end
   else
-    record_error(span, res[2], secrets(info[span]))
+    record_error(span, value, secrets(info[span]))
   end
   -- only spans still running are looked up (as parents): keeping the table that small spares the
   -- collector an ephemeron table that grows with every span made between two cycles
@@ -207,25 +233,44 @@ local function finish(span, subject, name, ok, res)
   span:finish()
 end
 
+-- The end of an operation: fn's results pass through as varargs (no table per call).
+local function ended(span, subject, name, prev, ok, ...)
+  context.swap(prev)
+  pcall(finish, span, subject, name, ok, (...))
+  if not ok then error((...), 0) end
+  return ...
+end
+
+-- start(tracer, name, parent, subject, attributes) -> span or nil. The built-in tracer's spans get
+-- their attributes set directly (no attributes table per call); another tracer gets them in
+-- start_span's options, as its interface says.
+local function start(tracer, name, parent, subject, attributes)
+  if getmetatable(tracer) == span_mod.Tracer then
+    local span = tracer:start(name, "internal", span_mod.valid_parent(parent))
+    if getmetatable(span) ~= span_mod.Span then return span end
+    if attributes then span:set_attributes(attributes) end
+    if type(subject) == "table" then set_subject_attributes(span, subject) end
+    return span
+  end
+  local ok_start, span = pcall(tracer.start_span, tracer, name,
+    { kind = "internal", parent = parent, attributes = subject_attributes(subject, attributes) })
+  if not ok_start or type(span) ~= "table" and type(span) ~= "userdata" then
+    return nil -- a broken tracer must not break the call
+  end
+  return span
+end
+
 -- operation(name, subject, attributes, fn, ...) -> fn's results (or its error, re-raised).
 function M.operation(name, subject, attributes, fn, ...)
   local tracer = state.tracer
   if not tracer then return fn(...) end
   local parent = current()
-  local ok_start, span = pcall(tracer.start_span, tracer, name,
-    { kind = "internal", parent = parent, attributes = subject_attributes(subject, attributes) })
-  if not ok_start or type(span) ~= "table" and type(span) ~= "userdata" then
-    return fn(...) -- a broken tracer must not break the call
-  end
+  local span = start(tracer, name, parent, subject, attributes)
+  if not span then return fn(...) end
   info[span] = subject_of(parent, subject) or false -- false: one of ours, without a subject
   local describe_args = ARGS[name]
   if describe_args then pcall(describe_args, span, ...) end
-  local prev = context.swap(span)
-  local res = table.pack(pcall(fn, ...))
-  context.swap(prev)
-  pcall(finish, span, subject, name, res[1], res)
-  if not res[1] then error(res[2], 0) end
-  return table.unpack(res, 2, res.n)
+  return ended(span, subject, name, context.swap(span), pcall(fn, ...))
 end
 
 -- annotate(attributes): onto the current span, if it is one of ours (started by an operation).

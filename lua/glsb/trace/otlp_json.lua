@@ -123,26 +123,68 @@ function M.attributes(map, keys)
   return table.concat(out)
 end
 
-local function span_json(out, n, s)
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = '{"traceId":"', s.trace_id, '","spanId":"', s.span_id
-  n = n + 4
-  if s.parent_span_id then
-    out[n + 1], out[n + 2] = '","parentSpanId":"', s.parent_span_id
-    n = n + 2
+-- Whole `{"key":..,"value":..}` members of the attribute values that repeat from span to span (a
+-- provider, a sandbox id, a status, a small exit code): one table read per attribute instead of six
+-- strings. Strings up to 64 bytes, booleans and integers (never floats: 0.0 and 0 are the same table
+-- key, and they encode differently); bounded like the string memo.
+local pair_memo, pair_n = {}, 0
+
+local function attribute_member(k, v)
+  local t = type(v)
+  local by_key = (t == "string" and #v <= 64 or t == "boolean" or math.type(v) == "integer") and pair_memo[k]
+  local e = by_key and by_key[v]
+  if e then return e end
+  local out = { '{"key":', str(k), ',"value":' }
+  local n = any_value(out, 3, v)
+  out[n + 1] = "}"
+  e = table.concat(out)
+  if t == "string" and #v <= 64 or t == "boolean" or math.type(v) == "integer" then
+    if pair_n >= MEMO_MAX then pair_memo, pair_n = {}, 0 end
+    by_key = pair_memo[k]
+    if not by_key then
+      by_key = {}
+      pair_memo[k] = by_key
+    end
+    by_key[v] = e
+    pair_n = pair_n + 1
   end
-  out[n + 1] = '"'
+  return e
+end
+
+local format = string.format
+
+local function span_json(out, n, s)
+  -- the fixed fields in two formats (ids and nanosecond integers printed by %s/%d, no tostring)
+  if s.parent_span_id then
+    out[n + 1] = format('{"traceId":"%s","spanId":"%s","parentSpanId":"%s"', s.trace_id, s.span_id,
+      s.parent_span_id)
+  else
+    out[n + 1] = format('{"traceId":"%s","spanId":"%s"', s.trace_id, s.span_id)
+  end
   n = n + 1
   if s.tracestate then
     out[n + 1], out[n + 2] = ',"traceState":', str(s.tracestate)
     n = n + 2
   end
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ',"name":', str(s.name), ',"kind":', KIND_TEXT[s.kind] or "1"
-  out[n + 5], out[n + 6], out[n + 7], out[n + 8], out[n + 9] =
-    ',"startTimeUnixNano":"', tostring(s.start_ns), '","endTimeUnixNano":"', tostring(s.end_ns), '"'
-  n = n + 9
-  if #s.attribute_keys > 0 then
-    out[n + 1] = ',"attributes":'
-    n = attributes(out, n + 1, s.attributes, s.attribute_keys)
+  out[n + 1] = format(',"name":%s,"kind":%s,"startTimeUnixNano":"%d","endTimeUnixNano":"%d"', str(s.name),
+    KIND_TEXT[s.kind] or "1", s.start_ns, s.end_ns)
+  n = n + 1
+  local keys = s.attribute_keys
+  if #keys > 0 then
+    local map = s.attributes
+    out[n + 1] = ',"attributes":['
+    n = n + 1
+    for i = 1, #keys do
+      local k = keys[i]
+      if i > 1 then
+        out[n + 1] = ","
+        n = n + 1
+      end
+      out[n + 1] = attribute_member(k, map[k])
+      n = n + 1
+    end
+    out[n + 1] = "]"
+    n = n + 1
   end
   if s.dropped_attributes > 0 then
     out[n + 1], out[n + 2] = ',"droppedAttributesCount":', tostring(s.dropped_attributes)
@@ -191,8 +233,15 @@ function M.span(s)
 end
 
 -- encode(spans, resource, scope) -> the request body. resource: attribute map; scope: {name, version}.
+-- The pieces of the request being encoded: one array kept from export to export (emptied after each),
+-- so a batch does not grow a new array of a few thousand slots by doubling every time. encode never
+-- yields, so two tasks cannot share it at once.
+local scratch = {}
+
 function M.encode(spans, resource, scope)
-  local out = { '{"resourceSpans":[{"resource":{"attributes":' }
+  local out = scratch
+  scratch = {} -- in use: an encode that raises midway leaves it behind rather than half-full
+  out[1] = '{"resourceSpans":[{"resource":{"attributes":'
   local n = attributes(out, 1, resource)
   out[n + 1], out[n + 2] = '},"scopeSpans":[{"scope":{"name":', str(scope.name)
   n = n + 2
@@ -202,12 +251,16 @@ function M.encode(spans, resource, scope)
   end
   out[n + 1] = '},"spans":['
   n = n + 1
-  for i, s in ipairs(spans) do
+  for i = 1, #spans do
     if i > 1 then out[n + 1] = ","; n = n + 1 end
-    n = span_json(out, n, s)
+    n = span_json(out, n, spans[i])
   end
   out[n + 1] = "]}]}]}"
-  return table.concat(out)
+  n = n + 1
+  local body = table.concat(out, "", 1, n)
+  for i = 1, n do out[i] = nil end -- the capacity stays; the strings go
+  scratch = out
+  return body
 end
 
 return M

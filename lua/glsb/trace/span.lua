@@ -80,17 +80,34 @@ M.Span = Span
 
 function Span:is_recording() return self.end_ns == nil end
 
+-- Fields most spans never set are read through the class (Span.__index): a span table holds only what
+-- it has, so it fits the hash size its constructor gives it (no rehash while it runs).
+Span.dropped_attributes = 0
+Span.dropped_events = 0
+Span.status_code = "unset"
+Span.sampled = true
+
 function Span:set_attribute(key, value)
   if self.end_ns or type(key) ~= "string" or key == "" then return end
-  local v = attribute_value(value)
-  if v == nil then return end
+  local t = type(value)
+  local v
+  if t == "string" then -- the common case first, without a call
+    v = #value > M.MAX_STRING and value:sub(1, M.MAX_STRING) or value
+  elseif t == "boolean" or (t == "number" and value == value) then
+    v = value
+  else
+    v = attribute_value(value)
+    if v == nil then return end
+  end
   local attrs = self.attributes
   if attrs[key] == nil then
-    if #self.attribute_keys >= M.MAX_ATTRIBUTES then
+    local keys = self.attribute_keys
+    local n = #keys
+    if n >= M.MAX_ATTRIBUTES then
       self.dropped_attributes = self.dropped_attributes + 1
       return
     end
-    self.attribute_keys[#self.attribute_keys + 1] = key
+    keys[n + 1] = key
   end
   attrs[key] = v
 end
@@ -137,9 +154,12 @@ end
 
 function Span:finish(end_ns)
   if self.end_ns then return end
-  self.end_ns = end_ns or clock.now_ns()
-  if self.end_ns < self.start_ns then self.end_ns = self.start_ns end
-  for _, p in ipairs(self.processors) do p:on_end(self) end
+  -- integer nanoseconds (the encoder prints them with %d)
+  local t = end_ns and math.floor(end_ns) or clock.now_ns()
+  if t < self.start_ns then t = self.start_ns end
+  self.end_ns = t
+  local processors = self.processors
+  for i = 1, #processors do processors[i]:on_end(self) end
 end
 
 function Span:traceparent() return propagation.format(self), self.tracestate end
@@ -165,30 +185,46 @@ function M.new_tracer(opts)
   return setmetatable({ sampler = opts.sampler, processors = opts.processors or {} }, Tracer)
 end
 
-function Tracer:start_span(name, opts)
-  opts = opts or {}
-  local parent = opts.parent
-  if parent ~= nil and (type(parent) ~= "table" or type(parent.trace_id) ~= "string"
-      or type(parent.span_id) ~= "string") then
-    parent = nil -- not one of ours (or a SpanContext): start a new trace rather than fail the call
+-- start(name, kind, parent, start_ns) -> span: start_span without the options table, for the callers
+-- inside glsb.trace that set the attributes themselves (parent already checked as in start_span).
+function Tracer:start(name, kind, parent, start_ns)
+  local trace_id, span_id
+  if parent then
+    trace_id, span_id = parent.trace_id, ids.span_id()
+  else
+    trace_id, span_id = ids.trace_and_span_id()
   end
-  local trace_id = parent and parent.trace_id or ids.trace_id()
   local tracestate = parent and parent.tracestate or nil
   if not self.sampler:should_sample(parent, trace_id) then
-    return setmetatable({ trace_id = trace_id, span_id = ids.span_id(), sampled = false,
+    return setmetatable({ trace_id = trace_id, span_id = span_id, sampled = false,
       tracestate = tracestate }, NonRecordingSpan)
   end
-  local span = setmetatable({
-    name = name, kind = opts.kind or "internal",
-    trace_id = trace_id, span_id = ids.span_id(), parent_span_id = parent and parent.span_id or nil,
-    sampled = true, tracestate = tracestate,
-    start_ns = opts.start_ns or clock.now_ns(),
-    attributes = {}, attribute_keys = {}, dropped_attributes = 0,
-    events = nil, dropped_events = 0,
-    status_code = "unset",
+  -- every field a span may get, nil ones included, so the constructor sizes the table once
+  return setmetatable({
+    name = name, kind = kind or "internal",
+    trace_id = trace_id, span_id = span_id, parent_span_id = parent and parent.span_id or nil,
+    tracestate = tracestate, start_ns = start_ns and math.floor(start_ns) or clock.now_ns(), end_ns = nil,
+    -- room for the attributes of an operation span (provider, ids, status...) from the start
+    attributes = {}, attribute_keys = { nil, nil, nil, nil, nil, nil, nil, nil },
+    events = nil, status_code = nil, status_message = nil,
     processors = self.processors,
   }, Span)
-  if opts.attributes then span:set_attributes(opts.attributes) end
+end
+
+-- valid_parent(p) -> p when it can be a parent (a span or SpanContext with ids), else nil.
+local function valid_parent(parent)
+  if parent ~= nil and (type(parent) ~= "table" or type(parent.trace_id) ~= "string"
+      or type(parent.span_id) ~= "string") then
+    return nil -- not one of ours (or a SpanContext): start a new trace rather than fail the call
+  end
+  return parent
+end
+M.valid_parent = valid_parent
+
+function Tracer:start_span(name, opts)
+  opts = opts or {}
+  local span = self:start(name, opts.kind, valid_parent(opts.parent), opts.start_ns)
+  if opts.attributes and getmetatable(span) == Span then span:set_attributes(opts.attributes) end
   return span
 end
 
