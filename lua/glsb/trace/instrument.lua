@@ -244,12 +244,37 @@ end
 -- start(tracer, name, parent, subject, attributes) -> span or nil. The built-in tracer's spans get
 -- their attributes set directly (no attributes table per call); another tracer gets them in
 -- start_span's options, as its interface says.
+-- subject_tables(subject) -> attributes, keys of a built-in span for the usual subject (provider,
+-- sandbox id and language, no template), made by two constructors; nil for any other.
+local function subject_tables(subject)
+  local provider, sid, language, template = subject_fields(subject)
+  local max = span_mod.MAX_STRING
+  if not (provider and sid and language) or template or #provider > max or #sid > max or #language > max then
+    return nil
+  end
+  return {
+    ["glsb.provider"] = provider, ["glsb.sandbox.id"] = sid, ["glsb.language"] = language,
+    -- not set (a nil in a constructor adds nothing), only counted: the table is sized for the two
+    -- attributes an execution adds at its end, so they cause no rehash
+    ["glsb.execution.status"] = nil, ["glsb.execution.exit_code"] = nil,
+  }, { "glsb.provider", "glsb.sandbox.id", "glsb.language", nil, nil, nil, nil, nil }
+end
+
+-- start(tracer, name, parent, subject, attributes) -> span or nil. The built-in tracer's spans get
+-- their attributes without a table in between; another tracer gets them in start_span's options, as
+-- its interface says. The subject's attributes win over the caller's (as subject_attributes has it).
 local function start(tracer, name, parent, subject, attributes)
   if getmetatable(tracer) == span_mod.Tracer then
-    local span = tracer:start(name, "internal", span_mod.valid_parent(parent))
+    local attrs, keys
+    if type(subject) == "table" then attrs, keys = subject_tables(subject) end
+    local span = tracer:start(name, "internal", span_mod.valid_parent(parent), nil, attrs, keys)
     if getmetatable(span) ~= span_mod.Span then return span end
-    if attributes then span:set_attributes(attributes) end
-    if type(subject) == "table" then set_subject_attributes(span, subject) end
+    if attributes then
+      for k, v in pairs(attributes) do
+        if not attrs or attrs[k] == nil then span:set_attribute(k, v) end
+      end
+    end
+    if not attrs and type(subject) == "table" then set_subject_attributes(span, subject) end
     return span
   end
   local ok_start, span = pcall(tracer.start_span, tracer, name,

@@ -185,9 +185,10 @@ function M.new_tracer(opts)
   return setmetatable({ sampler = opts.sampler, processors = opts.processors or {} }, Tracer)
 end
 
--- start(name, kind, parent, start_ns) -> span: start_span without the options table, for the callers
--- inside glsb.trace that set the attributes themselves (parent already checked as in start_span).
-function Tracer:start(name, kind, parent, start_ns)
+-- start(name, kind, parent, start_ns[, attributes, keys]) -> span: start_span without the options
+-- table, for the callers inside glsb.trace (parent already checked as in start_span). attributes and
+-- keys, when given, become the span's own: valid values (strings within MAX_STRING), keys listed once.
+function Tracer:start(name, kind, parent, start_ns, attributes, keys)
   local trace_id, span_id
   if parent then
     trace_id, span_id = parent.trace_id, ids.span_id()
@@ -205,7 +206,7 @@ function Tracer:start(name, kind, parent, start_ns)
     trace_id = trace_id, span_id = span_id, parent_span_id = parent and parent.span_id or nil,
     tracestate = tracestate, start_ns = start_ns and math.floor(start_ns) or clock.now_ns(), end_ns = nil,
     -- room for the attributes of an operation span (provider, ids, status...) from the start
-    attributes = {}, attribute_keys = { nil, nil, nil, nil, nil, nil, nil, nil },
+    attributes = attributes or {}, attribute_keys = keys or { nil, nil, nil, nil, nil, nil, nil, nil },
     events = nil, status_code = nil, status_message = nil,
     processors = self.processors,
   }, Span)
