@@ -168,7 +168,21 @@ describe("AWS credential chain #unit #bedrock", function()
         credentials.chain { getenv = env { AWS_EC2_METADATA_SERVICE_ENDPOINT = srv.url,
           AWS_EC2_METADATA_DISABLED = "true" } }:get()
       end)
-      assert.matches("none found %(tried options, environment, profile, container, imds%)", message(e))
+      assert.matches("none found %(tried options, environment, profile, web identity, container, imds%)", message(e))
+    end)
+
+    it("stops at AWS_WEB_IDENTITY_TOKEN_FILE with a clear error instead of taking the instance's role", function()
+      local e = err_of(function()
+        credentials.chain { getenv = env { AWS_EC2_METADATA_SERVICE_ENDPOINT = srv.url,
+          AWS_WEB_IDENTITY_TOKEN_FILE = "/var/run/secrets/eks.amazonaws.com/serviceaccount/token",
+          AWS_ROLE_ARN = "arn:aws:iam::123456789012:role/pod" } }:get()
+      end)
+      assert.matches("AWS credentials (web identity): AWS_WEB_IDENTITY_TOKEN_FILE is set", message(e), 1, true)
+      assert.are.equal(0, #admin("GET").requests, "IMDS was not asked")
+      -- keys before it in the chain still win
+      local c = credentials.chain { getenv = env { AWS_ACCESS_KEY_ID = "AKIDENV", AWS_SECRET_ACCESS_KEY = "s",
+        AWS_WEB_IDENTITY_TOKEN_FILE = "/token" } }:get()
+      assert.are.equal("environment", c.source)
     end)
 
     it("refreshes temporary credentials before they expire, once for concurrent callers", function()

@@ -20,7 +20,9 @@
 --      (AWS_EC2_METADATA_SERVICE_ENDPOINT overrides the endpoint; AWS_EC2_METADATA_DISABLED=true
 --      skips it)
 -- Not supported (a clear error when a profile needs them): assume-role profiles (role_arn),
--- credential_process, SSO, web identity.
+-- credential_process, SSO, web identity; nor AWS_WEB_IDENTITY_TOKEN_FILE (the SDKs try it after the
+-- profile, before container credentials and IMDS): when it is set and nothing before it matched, the
+-- chain stops there with a clear error instead of taking the container's or instance's role.
 --
 -- Secrets never reach a log line, an error message or tostring(): Credentials print as
 -- "AwsCredentials(AKID…, source=…)", errors name the source and the status, never a body, and
@@ -317,10 +319,20 @@ local function from_imds(opts)
   return from_document(http.decode_json(doc), "imds")
 end
 
+-- The SDKs' web-identity source (AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN: an EKS service account's
+-- role, assumed through STS) comes before container credentials and IMDS. glsb calls no STS; going on
+-- down the chain would sign with another identity (on EKS, IMDS answers with the node's role).
+local function from_web_identity(opts)
+  if not nonempty(env_of(opts)("AWS_WEB_IDENTITY_TOKEN_FILE")) then return nil end
+  error(fail("web identity", "AWS_WEB_IDENTITY_TOKEN_FILE is set (a role assumed with a web identity token, "
+    .. "as on EKS), which glsb does not support; give keys (options, environment or a profile) instead"), 0)
+end
+
 M.SOURCES = {
   { name = "options", fn = from_options },
   { name = "environment", fn = from_env },
   { name = "profile", fn = from_profile },
+  { name = "web identity", fn = from_web_identity },
   { name = "container", fn = from_container },
   { name = "imds", fn = from_imds },
 }
