@@ -263,6 +263,22 @@ describe("opensandbox adapter #opensandbox", function()
       assert.is_false(r.failure.retry_safe)
     end)
 
+    it("a cell's error event decides how it ended, with or without execution_complete after it", function()
+      -- execd's /code may send execution_complete after an error or not (shared/protocols/opensandbox.md
+      -- §2.4); the emulator always does: the stream here is init, ping, status, error, execution_complete,
+      -- cut after the error event
+      emu:fault { plane = "execd", path = "^/code$", action = "cut_after_events", events = 4 }
+      local r = sb:execute_code("raise ValueError('no completion after me')")
+      assert.equal(Status.ERROR, r.status, tostring(r))
+      assert.equal("ValueError", r.error_name)
+      assert.matches("no completion after me", r.error)
+      -- cut one event earlier (no error event): nothing said how the cell ended
+      emu:fault { plane = "execd", path = "^/code$", action = "cut_after_events", events = 3 }
+      r = sb:execute_code("raise ValueError('cut before the error event')")
+      assert.equal(Status.UNKNOWN, r.status, tostring(r))
+      assert.is_false(r.failure.retry_safe)
+    end)
+
     it("a connection dropped before any answer is UNKNOWN and not replayed", function()
       sb:execute_code("replays = -1")
       emu:fault { plane = "execd", path = "^/code$", action = "cut_before_response" }
