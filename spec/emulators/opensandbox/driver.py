@@ -13,6 +13,7 @@ import base64
 import codecs
 import json
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -177,18 +178,38 @@ def _run(code):
         _send({"type": "error", "ename": type(exc).__name__, "evalue": str(exc), "traceback": _traceback(exc)})
 
 
+# A SIGINT while no cell runs is ignored, as a Jupyter kernel ignores an interrupt while idle. It used to
+# raise KeyboardInterrupt here too and end the wait with a "done" for a cell not yet read: a client that
+# left right after its request (the emulator interrupts then) had its cell marked done, the cell still ran
+# after, and its output and "done" went to the next request's stream.
+_running = False
+
+
+def _on_sigint(_signum, _frame):
+    if _running:
+        raise KeyboardInterrupt
+
+
+signal.signal(signal.SIGINT, _on_sigint)
+
+
 def main():
+    global _running
     while True:
+        line = _requests.readline()
+        if not line:
+            return
         try:
-            line = _requests.readline()
-            if not line:
-                return
             request = json.loads(line)
-            _run(request.get("code", ""))
-        except KeyboardInterrupt:
-            pass  # an interrupt that arrived between cells
         except ValueError:
             continue
+        try:
+            _running = True
+            _run(request.get("code", ""))
+        except KeyboardInterrupt:
+            pass  # arrived after the cell's own handler
+        finally:
+            _running = False
         try:
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()
