@@ -45,9 +45,12 @@ export class EventStream {
         this.res.writeHead(200, SSE_HEADERS);
       }
       if (this.ctx.cutAfterEvents !== undefined && this.sent >= this.ctx.cutAfterEvents) {
-        // cut_after_events: the request ran; the connection drops after N events.
-        this.res.socket?.destroy();
+        // cut_after_events: the request ran; the connection drops after N events, once they have left
+        // (a destroy() at once could drop the last ones still in the socket's buffer: a cut after an
+        // /code error event sometimes lost the error event itself).
         this.closed = true;
+        const s = this.res.socket;
+        if (s && !s.destroyed) s.write('', () => s.destroy());
         return;
       }
       this.res.write(goJson(obj) + '\n\n');
