@@ -33,6 +33,7 @@ describe("opensandbox live contract run #live", function()
     return { image = os.getenv("OPEN_SANDBOX_IMAGE"), timeout = 300, metadata = { ["glsb-live"] = RUN } }
   end, {
     tag = "#live",
+    call_languages = {}, -- the adapter runs python only (as the emulator run says)
     lease_slack = 15, -- a real server reaps expired sandboxes on its own schedule
     leftovers = function()
       -- deletion is asynchronous on a real server: give it a moment
