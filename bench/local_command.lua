@@ -5,9 +5,10 @@
 --   build/glsb-lua bench/local_command.lua [N]       # default N = 200
 --
 -- glsb: sb:execute_command("true") on one sandbox created beforehand (after 10 unmeasured calls), the
--- whole call: the command goes through the sandbox's confinement (glsb-confine's control channel) and
--- its result comes back. Reference: core.spawn of /bin/true and waiting for its exit (posix_spawn,
--- no confinement). Writes bench/results/local_command.{json,md}.
+-- whole call: a request to the sandbox's agent, which starts the command inside the sandbox (op "cmd"; a
+-- plain word like `true` runs without bash: providers/local/PROTOCOL.md), and its result coming back.
+-- Reference: core.spawn of /bin/true and waiting for its exit (posix_spawn, no confinement).
+-- Writes bench/results/local_command.{json,md}.
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
 
