@@ -353,8 +353,12 @@ static int l_http(lua_State *L)
 	const char *s;
 	if ((s = opt_string(L, "unix_socket")))
 		curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, s);
-	if ((s = opt_string(L, "aws_sigv4")))
-		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, s);
+	/* Not offered: libcurl 7.88's CURLOPT_AWS_SIGV4 hashes "" for a body sent through the read
+	 * callback and signs an Expect header it never sends (protocols/bedrock.md §4.3). Requests are
+	 * signed in Lua (glsb.aws.sigv4) and handed over as plain headers. */
+	lua_getfield(L, 1, "aws_sigv4");
+	luaL_argcheck(L, lua_isnil(L, -1), 1, "opts.aws_sigv4 is not offered (libcurl 7.88 signs streamed bodies wrong): sign with glsb.aws.sigv4 and pass its headers");
+	lua_pop(L, 1);
 	if ((s = opt_string(L, "cainfo")))
 		curl_easy_setopt(e, CURLOPT_CAINFO, s); /* a private CA (self-hosted providers, tests) */
 	if ((s = opt_string(L, "userpwd")))
