@@ -18,6 +18,9 @@ local M = {}
 M.MAX_HEADER = 1024 * 1024
 M.MAX_PAYLOAD = 16 * 1024 * 1024
 local READ_SIZE = 1024 * 1024
+-- A header is read with at most this much after it: the payload that follows is then read in pieces of
+-- its own (kept as they come), not cut out of a large read (a copy of each payload byte).
+local HEADER_READ = 64 * 1024
 
 local Channel = {}
 Channel.__index = Channel
@@ -71,8 +74,8 @@ local function header_line(self, deadline)
   local parts, size = { rest }, #rest
   self.buf, self.pos = "", 1
   while true do
-    -- large reads: the bytes after a header (its payload, the next frames) come with it
-    local data, err = more(self, deadline, READ_SIZE)
+    -- the bytes after a header (small frames, the start of a payload) come with it
+    local data, err = more(self, deadline, HEADER_READ)
     if not data then
       self.buf = table.concat(parts) -- kept for the next call
       return nil, err
@@ -110,16 +113,21 @@ local function payload(self, deadline)
     if piece then p.parts[#p.parts + 1] = piece end
   end
   self.pending = nil
-  -- a payload read in one piece is kept as it came (no copy of it)
-  if p.parts then p.ev.data = #p.parts == 1 and p.parts[1] or table.concat(p.parts) end
+  -- a payload read in one piece is kept as it came (no copy of it); with want_parts, its pieces
+  if p.parts and p.want_parts then
+    p.ev.parts = p.parts
+  elseif p.parts then
+    p.ev.data = #p.parts == 1 and p.parts[1] or table.concat(p.parts)
+  end
   return p.ev
 end
 
 -- channel:read_event(deadline, keep) -> event table (ev.data = the payload when kept), or nil, reason
 -- ("timeout" | "eof" | "protocol: ..."). keep(ev) says whether to keep a payload (default: keep);
--- a dropped payload is read and discarded (ev.dropped = its size). A timeout leaves a partly read
+-- a dropped payload is read and discarded (ev.dropped = its size). want_parts: a kept payload is
+-- ev.parts (its pieces in order, never joined) instead of ev.data. A timeout leaves a partly read
 -- frame in place: the next call goes on with it.
-function Channel:read_event(deadline, keep)
+function Channel:read_event(deadline, keep, want_parts)
   if self.pending then return payload(self, deadline) end
   local line, err = header_line(self, deadline)
   if not line then return nil, err end
@@ -136,7 +144,7 @@ function Channel:read_event(deadline, keep)
   end
   local kept = keep == nil or keep(ev, n)
   if not kept then ev.dropped = n end
-  self.pending = { ev = ev, need = n, parts = kept and {} or nil }
+  self.pending = { ev = ev, need = n, parts = kept and {} or nil, want_parts = want_parts }
   return payload(self, deadline)
 end
 

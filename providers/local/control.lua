@@ -93,7 +93,7 @@ local function collect(self, id, opts)
         return true
       end
       return false
-    end)
+    end, true)
     if ev then
       if ev.id == nil then
         if ev.ev == "protocol_error" then
@@ -102,8 +102,8 @@ local function collect(self, id, opts)
         end
         report_line(self, ev)
       elseif ev.id == id then
-        if ev.ev == "stdout" and ev.data then out[#out + 1] = ev.data
-        elseif ev.ev == "stderr" and ev.data then err_parts[#err_parts + 1] = ev.data
+        if ev.ev == "stdout" and ev.parts then table.move(ev.parts, 1, #ev.parts, #out + 1, out)
+        elseif ev.ev == "stderr" and ev.parts then table.move(ev.parts, 1, #ev.parts, #err_parts + 1, err_parts)
         elseif ev.ev == "exit" or ev.ev == "error" then
           return {
             -- opts.parts: the stdout as its pieces (stdout_parts), not joined: a caller that takes

@@ -29,6 +29,9 @@ describe("local uploads and downloads at chunk boundaries #local", function()
     local left = helper.list_dir(root)
     helper.rm_rf(root)
     assert.are.same({}, left)
+    -- the tens of MB of strings made here go now, not in a later spec's timed loop (all specs share
+    -- one busted process)
+    collectgarbage()
   end)
 
   local KiB, MiB = 1024, 1024 * 1024
@@ -67,6 +70,24 @@ describe("local uploads and downloads at chunk boundaries #local", function()
     assert.is_true(sb.files:read("deep/er/fits.bin") == data)
     sb.files:remove("deep")
     sb.files:remove("after.txt")
+  end)
+
+  it("keeps a command's output whole and in order through the helper's spliced stdout frames", function()
+    -- the helper's answer (both streams of the command) leaves the supervisor spliced from its pipe,
+    -- in frames of whatever the pipe holds at the time: numbered lines show any piece lost, repeated
+    -- or out of order
+    local script = "i=0; while [ $i -lt 40 ]; do i=$((i+1)); printf 'line %06d ' $i; "
+      .. "head -c 70000 /dev/zero | tr '\\0' x; echo; echo err$i >&2; done"
+    local w = glsb.run_workspace_command(sb, { "sh", "-c", script }, { max_output_bytes = 8 * MiB, timeout = 60 })
+    assert.are.equal(0, w.exit_code, tostring(w.stderr))
+    local want, errs = {}, {}
+    for i = 1, 40 do
+      want[i] = ("line %06d "):format(i) .. string.rep("x", 70000) .. "\n"
+      errs[i] = "err" .. i .. "\n"
+    end
+    assert.are.equal(#table.concat(want), #w.stdout)
+    assert.is_true(w.stdout == table.concat(want), "stdout differs")
+    assert.are.equal(table.concat(errs), w.stderr)
   end)
 
   it("an upload refused before its data is read (the target is a directory) drops the data and goes on", function()

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,7 +23,8 @@
 #define MAX_STDIN (1ULL << 40)
 #define CHUNK 65536
 #define SPLICE_MAX (1 << 20)   /* stdin bytes moved socket -> pipe per splice(2) */
-#define PIPE_SIZE (1 << 20)    /* a large stdin's pipe (F_SETPIPE_SZ; best effort) */
+#define PIPE_SIZE (1 << 20)    /* a large stdin's pipe, a read's stdout pipe (F_SETPIPE_SZ) */
+#define FRAME_MAX (1 << 20)    /* a spliced stdout frame: at most this many bytes */
 #define OUT_HIGH (1 << 20)     /* replies not yet read by the host: stop relaying above this */
 #define STDERR_RELAYED 65536   /* per call; the rest is counted */
 #define KILL_AFTER_MS 2000     /* after a cancel's SIGTERM */
@@ -30,6 +33,7 @@ enum in_state { IN_HEADER, IN_ARGS, IN_STDIN, IN_CLOSED };
 
 static struct {
 	int in, out;          /* the channel; -1 when closed */
+	int report_fd;        /* the report's descriptor (may be out): not ours to close */
 	enum in_state state;
 	char header[HEADER_MAX + 1];
 	size_t hlen;
@@ -45,6 +49,13 @@ static struct {
 	/* replies */
 	struct glsb_ws_buf reply;
 	size_t reply_off;
+	/* a stdout frame on its way by splice(2) pipe -> channel: its header, then sf_left bytes
+	 * taken straight from the call's stdout pipe (they were there when the header was made).
+	 * It goes before everything in reply (a frame is started only when reply is empty). */
+	char sf_head[96];
+	size_t sf_head_len, sf_head_off;
+	unsigned long long sf_left;
+	int no_out_splice; /* splice(2) pipe -> channel failed once: stdout frames are copied */
 	/* the call */
 	pid_t pid;            /* -1: none */
 	unsigned long long call_id;
@@ -53,7 +64,7 @@ static struct {
 	unsigned long long err_relayed, err_dropped;
 	long oom_before;
 	long long kill_at_ms; /* SIGKILL deadline after a cancel, or 0 */
-} c = {.in = -1, .out = -1, .pid = -1, .fd_in = -1, .fd_out = -1, .fd_err = -1};
+} c = {.in = -1, .out = -1, .report_fd = -1, .pid = -1, .fd_in = -1, .fd_out = -1, .fd_err = -1};
 
 static long long now_ms(void)
 {
@@ -116,10 +127,91 @@ static void protocol_error(struct sb *sb, const char *msg)
 		c.in = -1; /* the socket stays open for the replies */
 }
 
+static int sf_pending(void)
+{
+	return c.sf_head_off < c.sf_head_len || c.sf_left > 0;
+}
+
+static void sf_clear(void)
+{
+	c.sf_head_len = c.sf_head_off = 0;
+	c.sf_left = 0;
+}
+
+/* The spliced frame's rest, moved into reply in front of what waits there: when the channel takes
+ * no splice, or the call's pipe is about to be closed. Its bytes are in the pipe (counted when the
+ * header was made; we are its only reader), so the reads do not wait. */
+static void sf_materialize(void)
+{
+	if (!sf_pending())
+		return;
+	struct glsb_ws_buf nb = {0};
+	glsb_ws_buf_put(&nb, c.sf_head + c.sf_head_off, c.sf_head_len - c.sf_head_off);
+	unsigned char buf[CHUNK];
+	while (c.sf_left > 0 && c.fd_out >= 0) {
+		ssize_t n = read(c.fd_out, buf, c.sf_left < sizeof buf ? (size_t)c.sf_left : sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		glsb_ws_buf_put(&nb, buf, (size_t)n);
+		c.sf_left -= (size_t)n;
+	}
+	if (c.sf_left > 0 && c.out >= 0) {
+		/* the pipe did not hold them all (it always does): the frame cannot be completed, and
+		 * the host's framing would go out of step. End the channel (the host sees it end)
+		 * rather than send bytes that are not the helper's. */
+		shutdown(c.out, SHUT_RDWR);
+		if (c.in == c.out)
+			c.in = -1;
+		if (c.out == c.report_fd)
+			c.out = -1; /* the report's: glsb_sb_report_exit closes it */
+		else
+			close_fd(&c.out);
+		c.state = IN_CLOSED;
+	}
+	glsb_ws_buf_put(&nb, c.reply.p + c.reply_off, reply_pending());
+	glsb_ws_buf_free(&c.reply);
+	c.reply = nb;
+	c.reply_off = 0;
+	sf_clear();
+}
+
 /* Write what the host will take. A broken channel drops every later reply. */
 static void flush_replies(void)
 {
-	while (c.out >= 0 && reply_pending()) {
+	while (c.out >= 0 && sf_pending()) {
+		ssize_t n;
+		if (c.sf_head_off < c.sf_head_len)
+			n = write(c.out, c.sf_head + c.sf_head_off, c.sf_head_len - c.sf_head_off);
+		else
+			n = splice(c.fd_out, NULL, c.out, NULL, c.sf_left > FRAME_MAX ? FRAME_MAX : (size_t)c.sf_left,
+				   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n < 0 && c.sf_head_off == c.sf_head_len && (errno == EINVAL || errno == ENOSYS)) {
+			c.no_out_splice = 1; /* copy from now on, this frame's rest too */
+			sf_materialize();
+			break;
+		}
+		if (n <= 0) {
+			sf_clear();
+			if (c.in == c.out)
+				c.in = -1;
+			close_fd(&c.out);
+			c.state = IN_CLOSED;
+			break;
+		}
+		if (c.sf_head_off < c.sf_head_len)
+			c.sf_head_off += (size_t)n;
+		else
+			c.sf_left -= (size_t)n;
+		if (!sf_pending())
+			sf_clear();
+	}
+	while (c.out >= 0 && reply_pending() && !sf_pending()) {
 		ssize_t n = write(c.out, c.reply.p + c.reply_off, reply_pending());
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -186,6 +278,8 @@ static void start_call(struct sb *sb)
 	 * only slower). */
 	if (c.stdin_left >= PIPE_SIZE)
 		fcntl(c.fd_in, F_SETPIPE_SZ, PIPE_SIZE);
+	if (!strcmp(argv[0], "read")) /* a download: its stdout frames are what the pipe holds */
+		fcntl(c.fd_out, F_SETPIPE_SZ, PIPE_SIZE);
 	c.wait_pipe = 0;
 	c.call_id = c.id;
 	c.reaped = 0;
@@ -234,6 +328,28 @@ static void finish_call_if_done(struct sb *sb)
 	reply_line(&line);
 	close_fd(&c.fd_in);
 	c.pid = -1;
+}
+
+static void relay(int *fd, const char *ev);
+
+/* Relay the call's stdout: by splice(2), as frames of what the pipe holds (at most FRAME_MAX), the
+ * bytes never passing through our memory; copied (relay) where the channel takes no splice or is
+ * closed, and to see the end of file. One frame at a time, started when no reply waits (so that it
+ * takes its place in order). */
+static void relay_stdout(void)
+{
+	if (c.no_out_splice || c.out < 0)
+		return relay(&c.fd_out, "stdout");
+	if (sf_pending() || reply_pending())
+		return;
+	int avail = 0;
+	if (ioctl(c.fd_out, FIONREAD, &avail) < 0 || avail <= 0)
+		return relay(&c.fd_out, "stdout"); /* end of file (or bytes that came just now) */
+	c.sf_left = (unsigned long long)(avail < FRAME_MAX ? avail : FRAME_MAX);
+	int hl = snprintf(c.sf_head, sizeof c.sf_head, "{\"id\":%llu,\"ev\":\"stdout\",\"len\":%llu}\n",
+			  c.call_id, c.sf_left);
+	c.sf_head_len = (size_t)hl;
+	c.sf_head_off = 0;
 }
 
 /* Relay what the call wrote (stdout only while the host keeps up). 1 at end of file. */
@@ -490,12 +606,18 @@ int glsb_sb_control_open(struct sb *sb, char *err, size_t errcap)
 		return 0;
 	c.in = sb->opt.control_in;
 	c.out = sb->opt.control_out;
+	c.report_fd = sb->opt.report_fd;
 	c.state = IN_HEADER;
 	if (fcntl(c.in, F_SETFL, fcntl(c.in, F_GETFL) | O_NONBLOCK) < 0 ||
 	    fcntl(c.out, F_SETFL, fcntl(c.out, F_GETFL) | O_NONBLOCK) < 0) {
 		glsb_sb_fmt(err, errcap, "--control-fd: %s", strerror(errno));
 		return -1;
 	}
+	/* Replies (a download's bytes) move in larger steps through a larger send buffer: fewer
+	 * wake-ups of the host per MiB. Best effort (capped by net.core.wmem_max; not a socket:
+	 * nothing to do). */
+	int sndbuf = 4 << 20;
+	setsockopt(c.out, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
 	return 0;
 }
 
@@ -512,11 +634,14 @@ int glsb_sb_control_pollfds(struct sb *sb, struct pollfd *p, int *idx)
 	if (c.in >= 0 && c.state != IN_CLOSED && !(c.state == IN_STDIN && c.stage_len > c.stage_off) &&
 	    !pipe_full && reply_pending() < OUT_HIGH)
 		p[idx[0] = n++] = (struct pollfd){c.in, POLLIN, 0};
-	if (c.out >= 0 && reply_pending())
+	if (c.out >= 0 && (reply_pending() || sf_pending()))
 		p[idx[1] = n++] = (struct pollfd){c.out, POLLOUT, 0};
 	if (c.fd_in >= 0 && (c.stage_len > c.stage_off || pipe_full))
 		p[idx[2] = n++] = (struct pollfd){c.fd_in, POLLOUT, 0};
-	if (c.fd_out >= 0 && reply_pending() < OUT_HIGH)
+	/* stdout: copied while the host keeps up; spliced one frame at a time, when the last one and
+	 * every reply before it are gone (else a readable pipe would wake us without end) */
+	int splicing = !c.no_out_splice && c.out >= 0;
+	if (c.fd_out >= 0 && (splicing ? !sf_pending() && !reply_pending() : reply_pending() < OUT_HIGH))
 		p[idx[3] = n++] = (struct pollfd){c.fd_out, POLLIN, 0};
 	if (c.fd_err >= 0)
 		p[idx[4] = n++] = (struct pollfd){c.fd_err, POLLIN, 0};
@@ -536,7 +661,7 @@ void glsb_sb_control_events(struct sb *sb, const struct pollfd *p, const int *id
 	if ((idx[0] >= 0 && p[idx[0]].revents) || (pipe_ready && c.state == IN_STDIN))
 		read_requests(sb);
 	if (idx[3] >= 0 && p[idx[3]].revents)
-		relay(&c.fd_out, "stdout");
+		relay_stdout();
 	if (idx[4] >= 0 && p[idx[4]].revents)
 		relay(&c.fd_err, "stderr");
 	feed_stdin();
@@ -566,7 +691,7 @@ void glsb_sb_control_reap(struct sb *sb)
 		c.reaped = 1;
 		/* what it wrote before it ended is in the pipes: take it, then see end of file */
 		if (c.fd_out >= 0)
-			relay(&c.fd_out, "stdout");
+			relay_stdout();
 		if (c.fd_err >= 0)
 			relay(&c.fd_err, "stderr");
 		finish_call_if_done(sb);
@@ -587,17 +712,19 @@ void glsb_sb_control_finish(struct sb *sb)
 		}
 		for (int tries = 0; tries < 100 && (c.fd_out >= 0 || c.fd_err >= 0); tries++) {
 			if (c.fd_out >= 0)
-				relay(&c.fd_out, "stdout");
+				relay_stdout();
 			if (c.fd_err >= 0)
 				relay(&c.fd_err, "stderr");
 			if (c.fd_out >= 0 || c.fd_err >= 0)
 				flush_replies(), nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 		}
+		sf_materialize(); /* the pipe closes now: a frame on its way takes its bytes first */
 		close_fd(&c.fd_out);
 		close_fd(&c.fd_err);
 		finish_call_if_done(sb);
 	}
 	/* The host gets what is pending, within a bound: it may have stopped reading. */
+	sf_materialize();
 	long long until = now_ms() + 2000;
 	while (c.out >= 0 && reply_pending() && now_ms() < until) {
 		struct pollfd p = {c.out, POLLOUT, 0};
