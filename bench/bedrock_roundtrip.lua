@@ -7,8 +7,9 @@
 --   lua5.4 bench/bedrock_roundtrip.lua [N]                    # default N = 200
 --
 -- Writes bench/results/bedrock_roundtrip.json and prints a table. Not a test.
-package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local glsb = require "glsb"
 local loop = require "glsb.loop"
@@ -20,20 +21,9 @@ local N = tonumber(arg and arg[1]) or 200
 local WARMUP = 10
 local CODE = "print(1)"
 
-local function percentile(samples, p)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  if #s == 0 then return 0 / 0 end
-  return s[math.max(1, math.min(#s, math.ceil(p * #s)))]
-end
+local percentile = measure.percentile
 
-local function median(samples)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  local n = #s
-  if n % 2 == 1 then return s[(n + 1) // 2] end
-  return (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = measure.median
 
 local emu = emulator.start()
 local node, sb

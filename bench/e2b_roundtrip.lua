@@ -6,8 +6,9 @@
 --   lua5.4 bench/e2b_roundtrip.lua [N]                        # default N = 200
 --
 -- Writes bench/results/e2b_roundtrip.json and prints a table. Not a test.
-package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local glsb = require "glsb"
 local loop = require "glsb.loop"
@@ -19,21 +20,9 @@ local N = tonumber(arg and arg[1]) or 200
 local WARMUP = 10
 local CODE = "x = 1\nx"
 
-local function percentile(samples, p)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  if #s == 0 then return 0 / 0 end
-  local idx = math.max(1, math.min(#s, math.ceil(p * #s)))
-  return s[idx]
-end
+local percentile = measure.percentile
 
-local function median(samples)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  local n = #s
-  if n % 2 == 1 then return s[(n + 1) // 2] end
-  return (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = measure.median
 
 local emu = emulator.start()
 local node, sb

@@ -2,7 +2,8 @@
 -- through glsb's transport (libcurl on the glsb loop) and Node's fetch, against the same server in
 -- the same run. Writes bench/results/http_roundtrip.json and prints a table. Not a test.
 --   build/glsb-lua bench/http_roundtrip.lua [N]
-package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
+local measure = require "lib.measure"
 local http = require "glsb.http"
 local core = require "glsb.core"
 local process = require "glsb.process"
@@ -11,10 +12,8 @@ local server = require "support.server"
 local N = tonumber(arg and arg[1]) or 500
 
 local function stats(samples)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  local function pct(p) return s[math.max(1, math.ceil(p * #s))] end
-  return { n = #s, median_ms = pct(0.5), p10_ms = pct(0.1), p90_ms = pct(0.9) }
+  return { n = #samples, median_ms = measure.percentile(samples, 0.5), p10_ms = measure.percentile(samples, 0.1),
+    p90_ms = measure.percentile(samples, 0.9) }
 end
 
 local srv = server.start({ "node", "spec/support/fault_server.mjs", "0" })

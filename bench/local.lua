@@ -15,8 +15,9 @@
 --         bwrap / bare: the persistent python3 runs subprocess.run(["true"]) and answers
 --         spawn: fork+exec of /bin/true from this process (glsb.process), waited for
 -- Writes bench/results/local.json and bench/results/local.md, prints the table. Not a test.
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local glsb = require "glsb"
 local loop = require "glsb.loop"
@@ -25,12 +26,9 @@ local cjson = require "cjson"
 
 local N = tonumber(arg and arg[1]) or 30
 local WARM = 5 * N
-local PY = "/usr/bin/python3"
+local PY = measure.PY
 
-local BWRAP = { "bwrap", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-  "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/lib32", "/lib32",
-  "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-  "--unshare-all", "--die-with-parent", "--new-session", "--" }
+local BWRAP = measure.BWRAP
 
 local LOOP_PY = "import sys, subprocess\nfor line in sys.stdin:\n    exec(line)\n    sys.stdout.flush()"
 local TRUE_PY = "subprocess.run(['true']); print(1)\n"
@@ -42,19 +40,9 @@ local function with(prefix, argv)
   return out
 end
 
-local function stats(samples)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  local n = #s
-  local med = n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
-  return { median = med, p90 = s[math.max(1, math.ceil(0.9 * n))], n = n }
-end
+local stats = measure.stats
 
-local function timed(fn)
-  local t = loop.now()
-  fn()
-  return (loop.now() - t) * 1000
-end
+local timed = measure.timed
 
 local function run_once(argv)
   local out, err, st = process.run(argv, { timeout = 30 })

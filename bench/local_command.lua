@@ -9,8 +9,9 @@
 -- plain word like `true` runs without bash: providers/local/PROTOCOL.md), and its result coming back.
 -- Reference: core.spawn of /bin/true and waiting for its exit (posix_spawn, no confinement).
 -- Writes bench/results/local_command.{json,md}.
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local glsb = require "glsb"
 local core = require "glsb.core"
@@ -20,11 +21,7 @@ local cjson = require "cjson"
 local N = tonumber(arg and arg[1]) or 200
 local here = debug.getinfo(1, "S").source:sub(2):match("^(.*)/[^/]*$") or "bench"
 
-local function pct(samples, p)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  return s[math.max(1, math.min(#s, math.ceil(p * #s)))]
-end
+local pct = measure.percentile
 
 local function fork_exec_true()
   local t0 = loop.now()

@@ -10,31 +10,21 @@
 --   download  glsb: download_file("/files/big.bin")
 --   cp        cp SRC DST of a file with the same bytes (warm page cache), DST removed between runs
 -- Writes bench/results/local_upload.json and .md and prints the table. Not a test.
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local glsb = require "glsb"
 local core = require "glsb.core"
-local loop = require "glsb.loop"
 local process = require "glsb.process"
 local cjson = require "cjson"
 
 local N = tonumber(arg and arg[1]) or 5
 local MB = tonumber(arg and arg[2]) or 100
 
-local function stats(samples)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  local n = #s
-  local med = n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
-  return { median = med, p90 = s[math.max(1, math.ceil(0.9 * n))], n = n }
-end
+local stats = measure.stats
 
-local function timed(fn)
-  local t = loop.now()
-  fn()
-  return (loop.now() - t) * 1000
-end
+local timed = measure.timed
 
 local tmp = os.getenv("TMPDIR")
 if not tmp or tmp == "" then tmp = "/tmp" end

@@ -8,8 +8,9 @@
 -- Two phases: execd's stream-close grace as newer execd builds have it (200 ms after the last event:
 -- the SDK reads to EOF, glsb stops at the event that ends the command), then no grace (the transport
 -- and the emulator alone). Writes bench/results/opensandbox_roundtrip.json and prints a table. Not a test.
-package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local glsb = require "glsb"
 local loop = require "glsb.loop"
@@ -21,24 +22,9 @@ local N = tonumber(arg and arg[1]) or 200
 local WARMUP = 10
 local COMMAND = "echo 1"
 
-local function sorted(samples)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  return s
-end
+local percentile = measure.percentile
 
-local function percentile(samples, p)
-  local s = sorted(samples)
-  if #s == 0 then return 0 / 0 end
-  return s[math.max(1, math.min(#s, math.ceil(p * #s)))]
-end
-
-local function median(samples)
-  local s = sorted(samples)
-  local n = #s
-  if n % 2 == 1 then return s[(n + 1) // 2] end
-  return (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = measure.median
 
 local emu = emulator.start()
 local node, sb

@@ -11,8 +11,9 @@
 --   redis, another process's sandbox   the same Redis pool name, acquired through a second pool object that
 --                did not create the sandbox (what another process pays: glsb.connect, E2B's POST .../connect)
 -- Every acquire includes the health check (envd's /health). Writes bench/results/pool_e2b.md and .json.
-package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local glsb = require "glsb"
 local loop = require "glsb.loop"
@@ -22,11 +23,7 @@ local redis = require "support.redis"
 
 local N = tonumber(arg and arg[1]) or 300
 
-local function pct(samples, p)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  return s[math.max(1, math.ceil(p * #s))]
-end
+local pct = measure.percentile
 
 local emu = emulator.start()
 local srv = redis.start({ tcp = true })

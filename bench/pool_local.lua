@@ -13,8 +13,9 @@
 --           the background: acquire latency p50/p99/max and how many acquires were not served from idle
 --   memory  PSS and RSS of one idle local sandbox (its supervisor's process tree), averaged over the pool
 -- Writes bench/results/pool_local.json and .md.
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local glsb = require "glsb"
 local loop = require "glsb.loop"
@@ -24,18 +25,10 @@ local cjson = require "cjson"
 local N = tonumber(arg and arg[1]) or 200
 local RATE = tonumber(arg and arg[2]) or 20
 local STEADY = tonumber(arg and arg[3]) or 1000
-local PY = "/usr/bin/python3"
-local BWRAP = { "bwrap", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-  "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/lib32", "/lib32",
-  "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-  "--unshare-all", "--die-with-parent", "--new-session", "--" }
+local PY = measure.PY
+local BWRAP = measure.BWRAP
 
-local function pct(samples, p)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  if #s == 0 then return nil end
-  return s[math.max(1, math.ceil(p * #s))]
-end
+local pct = measure.percentile
 
 local function summary(samples)
   return { p50 = pct(samples, 0.5), p99 = pct(samples, 0.99), max = pct(samples, 1), n = #samples }
@@ -48,11 +41,7 @@ local function run_once(argv)
   end
 end
 
-local function timed(fn)
-  local t = loop.now()
-  fn()
-  return (loop.now() - t) * 1000
-end
+local timed = measure.timed
 
 local function with(prefix, argv)
   local out = {}

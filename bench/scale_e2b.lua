@@ -12,11 +12,11 @@
 -- client process's CPU time per call and its peak RSS (VmHWM; Node's maxRSS), and for glsb the fds it
 -- holds before and after.
 -- Writes bench/results/scale_e2b.{json,md}.
-package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local glsb = require "glsb"
-local core = require "glsb.core"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
 local http = require "glsb.http"
@@ -27,34 +27,13 @@ local SANDBOXES = tonumber(arg and arg[2]) or 10
 local ROUNDS = tonumber(arg and arg[3]) or 3
 local here = debug.getinfo(1, "S").source:sub(2):match("^(.*)/[^/]*$") or "bench"
 
-local function pct(samples, p)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  return s[math.max(1, math.min(#s, math.ceil(p * #s)))]
-end
+local pct = measure.percentile
 
-local function status_kb(field)
-  local f = assert(io.open("/proc/self/status"))
-  local s = f:read("a")
-  f:close()
-  return tonumber(s:match(field .. ":%s+(%d+)"))
-end
+local status_kb = measure.status_kb
 
-local function cpu_ms()
-  local f = assert(io.open("/proc/self/stat"))
-  local s = f:read("a")
-  f:close()
-  local ut, st = s:match("^%d+ %b() %a " .. ("%-?%d+ "):rep(10) .. "(%d+) (%d+)")
-  return (tonumber(ut) + tonumber(st)) * 1000 / 100 -- USER_HZ = 100 on Linux
-end
+local cpu_ms = measure.cpu_ms
 
-local function open_fds()
-  local p = assert(io.popen("ls /proc/" .. core.getpid() .. "/fd"))
-  local n = 0
-  for _ in p:lines() do n = n + 1 end
-  p:close()
-  return n - 1 -- the ls's own pipe
-end
+local open_fds = measure.open_fds
 
 local emu = emulator.start()
 local node

@@ -8,10 +8,10 @@
 -- server's (N ms) and the client's CPU time per request is what its event loop pays per ready event with
 -- that many transfers open. Figures: client CPU ms per request (user + system), peak RSS, fds held after.
 -- Writes bench/results/scale_http.{json,md}.
-package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
-local core = require "glsb.core"
 local http = require "glsb.http"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
@@ -22,28 +22,11 @@ local N = tonumber(arg and arg[1]) or 2000
 local ROUNDS = tonumber(arg and arg[2]) or 2
 local here = debug.getinfo(1, "S").source:sub(2):match("^(.*)/[^/]*$") or "bench"
 
-local function cpu_ms()
-  local f = assert(io.open("/proc/self/stat"))
-  local s = f:read("a")
-  f:close()
-  local ut, st = s:match("^%d+ %b() %a " .. ("%-?%d+ "):rep(10) .. "(%d+) (%d+)")
-  return (tonumber(ut) + tonumber(st)) * 10 -- USER_HZ = 100
-end
+local cpu_ms = measure.cpu_ms
 
-local function status_kb(field)
-  local f = assert(io.open("/proc/self/status"))
-  local s = f:read("a")
-  f:close()
-  return tonumber(s:match(field .. ":%s+(%d+)"))
-end
+local status_kb = measure.status_kb
 
-local function open_fds()
-  local p = assert(io.popen("ls /proc/" .. core.getpid() .. "/fd"))
-  local n = 0
-  for _ in p:lines() do n = n + 1 end
-  p:close()
-  return n - 1 -- the ls's own pipe
-end
+local open_fds = measure.open_fds
 
 local srv = server.start({ "node", here .. "/scale_http.mjs", "server" })
 local ok, err = pcall(function()

@@ -16,8 +16,9 @@
 --   calls     one execute_code("print(1)") on every sandbox at once: p50/p99.
 --   teardown  terminating all COUNT (CONCURRENCY at a time): throughput, and what is left (processes).
 -- Writes bench/results/scale_local.{json,md}.
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local glsb = require "glsb"
 local loop = require "glsb.loop"
@@ -26,20 +27,12 @@ local cjson = require "cjson"
 
 local COUNT = tonumber(arg and arg[1]) or 100
 local CONCURRENCY = tonumber(arg and arg[2]) or 4
-local PY = "/usr/bin/python3"
-local BWRAP = { "bwrap", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-  "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/lib32", "/lib32",
-  "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-  "--unshare-all", "--die-with-parent", "--new-session", "--" }
+local PY = measure.PY
+local BWRAP = measure.BWRAP
 local REPL = "import sys\nprint('ready', flush=True)\nfor line in sys.stdin:\n    exec(line)\n    sys.stdout.flush()"
 local here = debug.getinfo(1, "S").source:sub(2):match("^(.*)/[^/]*$") or "bench"
 
-local function pct(samples, p)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  if #s == 0 then return nil end
-  return s[math.max(1, math.min(#s, math.ceil(p * #s)))]
-end
+local pct = measure.percentile
 
 -- Runs fn(i) for i = 1..n with at most `width` running at once; returns per-call ms and the wall ms.
 local function pooled(n, width, fn)

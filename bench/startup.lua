@@ -2,6 +2,8 @@
 -- the same run, interleaved (so both see the machine's same load). Figures to bench/results/startup.md
 -- and .json. Not a test: nothing passes or fails on a number.
 --   build/glsb-lua bench/startup.lua [N]      (N = 200 runs of each, default)
+package.path = "bench/?.lua;" .. package.path
+local measure = require "lib.measure"
 local core = require "glsb.core"
 local cjson = require "cjson"
 
@@ -58,12 +60,7 @@ for _ = 1, N do
   end
 end
 
-local function pct(s, q)
-  local t = {}
-  for i, v in ipairs(s) do t[i] = v end
-  table.sort(t)
-  return t[math.max(1, math.ceil(#t * q))]
-end
+local pct = measure.percentile
 
 local rows, json = {}, { n = N, results = {} }
 rows[#rows + 1] = "| command | median ms | p90 ms | vs |"

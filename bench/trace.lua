@@ -18,8 +18,9 @@
 --
 --   make build/glsb-lua build/glsb-confine && (cd spec && npm ci)
 --   build/glsb-lua bench/trace.lua [ROUNDS] [CALLS_PER_ROUND]      # default 20 x 200
-package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
+package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
+local measure = require "lib.measure"
 
 local process = require "glsb.process"
 local loop = require "glsb.loop"
@@ -138,10 +139,7 @@ local function round(c, endpoint)
 end
 
 local function stats(samples)
-  local s = { table.unpack(samples) }
-  table.sort(s)
-  local function pct(p) return s[math.max(1, math.ceil(p * #s))] end
-  return { n = #s, median_ms = pct(0.5), p90_ms = pct(0.9) }
+  return { n = #samples, median_ms = measure.percentile(samples, 0.5), p90_ms = measure.percentile(samples, 0.9) }
 end
 
 local rec = receiver.start()
