@@ -17,9 +17,7 @@ describe("local execute_command, with and without bash #local", function()
   end)
   teardown(function()
     if sb then sb:terminate() end
-    local left = helper.list_dir(root)
-    helper.rm_rf(root)
-    assert.are.same({}, left)
+    helper.remove_root(root)
   end)
 
   local function sorted_lines(s)

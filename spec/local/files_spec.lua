@@ -14,9 +14,7 @@ describe("local sb.files #local", function()
   end)
   teardown(function()
     if sb then sb:terminate() end
-    local left = helper.list_dir(root)
-    helper.rm_rf(root)
-    assert.are.same({}, left)
+    helper.remove_root(root)
   end)
 
   it("lists every kind of entry with its size, names with a newline too", function()

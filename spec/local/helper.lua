@@ -26,6 +26,14 @@ function M.list_dir(dir)
   return out
 end
 
+-- The end of a describe that gave its sandboxes a private host_workspace_dir: remove it, and fail if
+-- a terminated sandbox left anything in it (a workspace, an owner file).
+function M.remove_root(root)
+  local left = M.list_dir(root)
+  M.rm_rf(root)
+  require("luassert").are.same({}, left, "left behind in " .. root)
+end
+
 -- Is a process with this pid alive (and not a zombie)?
 function M.pid_alive(pid)
   local f = io.open("/proc/" .. tostring(pid) .. "/stat", "r")

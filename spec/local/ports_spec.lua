@@ -14,9 +14,7 @@ describe("local get_host #local", function()
 
   setup(function() root = helper.private_tmp() end)
   teardown(function()
-    local left = helper.list_dir(root)
-    helper.rm_rf(root)
-    assert.are.same({}, left)
+    helper.remove_root(root)
   end)
   after_each(function() if sb then sb:terminate() sb = nil end end)
 

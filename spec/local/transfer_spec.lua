@@ -26,9 +26,7 @@ describe("local uploads and downloads at chunk boundaries #local", function()
   end)
   teardown(function()
     if sb then sb:terminate() end
-    local left = helper.list_dir(root)
-    helper.rm_rf(root)
-    assert.are.same({}, left)
+    helper.remove_root(root)
     -- the tens of MB of strings made here go now, not in a later spec's timed loop (all specs share
     -- one busted process)
     collectgarbage()

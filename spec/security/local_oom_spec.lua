@@ -9,9 +9,7 @@ describe("an interpreter killed by the OOM killer #security #local", function()
   local root, sb
   setup(function() root = helper.private_tmp() end)
   teardown(function()
-    local left = helper.list_dir(root)
-    helper.rm_rf(root)
-    assert.are.same({}, left)
+    helper.remove_root(root)
   end)
   after_each(function() if sb then pcall(sb.terminate, sb) end end)
 
