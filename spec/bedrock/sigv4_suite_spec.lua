@@ -1,41 +1,26 @@
--- glsb.aws.sigv4 against AWS's SigV4 test suite (shared/vectors/sigv4: every case; canonical
+-- glsb.aws.sigv4 against AWS's SigV4 test suite (spec/fixtures/sigv4: every case; canonical
 -- request, string to sign and Authorization compared separately) and the AgentCore vector of
--- shared/protocols/bedrock.md §4.1. #unit #bedrock
+-- docs/protocols/bedrock.md §4.1. #unit #bedrock
 local sigv4 = require "glsb.aws.sigv4"
+local fixtures = require "support.fixtures"
 
--- The suite is kept in ../shared/vectors/sigv4 beside this checkout; GLSB_SIGV4_VECTORS overrides.
-local function vectors_dir()
-  if os.getenv("GLSB_SIGV4_VECTORS") then return os.getenv("GLSB_SIGV4_VECTORS") end
-  local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
-  local p = io.popen("cd '" .. here .. "/../../..' && pwd")
-  local top = p:read("l")
-  p:close()
-  return top .. "/shared/vectors/sigv4"
-end
-local VECTORS = vectors_dir()
+-- The suite as AWS published it: 31 cases, each a folder NAME/ holding NAME.req, .creq, .sts, .authz, .sreq.
+local SUITE_CASES = 31
 local CREDS = { access_key_id = "AKIDEXAMPLE", secret_access_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY" }
 local TOKEN = "AQoDYXdzEPT//////////wEXAMPLEtc764bNrC9SAPBSM22wDOk4x4HIZ8j4FZTwdQWLWsKWHGBuFqwAeMicRXmxfpSP"
   .. "fIeoIYRqTflfKD8YUuwthAx7mSEI/qkPpKPi/kMcGdQrmGdeehM4IC1NtBmUpp2wUE8phUZampKsburEDy0KPkyQDYwT7WZ0wq5VSXDvp75YU9"
   .. "HFvlRd8Tx6q6fE8YQcHNVXAkiY9q6d+xo0rKwT38xVqr7ZD0u0iPPkUL64lIZbqBAz+scqKmlzm8FDrypNC9Yjc8fPOLn9FX9KSYvKTr4rvx3iS"
   .. "IlTJabIQwj2ICCR/oLxBA=="
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(c, ext) return fixtures.read("sigv4", c.id .. "/" .. c.name .. ext) end
 
--- The case directories: every folder holding NAME/NAME.req.
+-- The case folders: every folder holding NAME/NAME.req (raises when the suite is not there).
 local function cases()
-  local p = io.popen("cd '" .. VECTORS .. "' && find . -name '*.req' | LC_ALL=C sort")
   local out = {}
-  for line in p:lines() do
-    local dir, name = line:match("^%./(.*)/([^/]+)%.req$")
-    out[#out + 1] = { dir = VECTORS .. "/" .. dir, name = name, id = dir }
+  for _, rel in ipairs(fixtures.files("sigv4")) do
+    local dir, name = rel:match("^(.*)/([^/]+)%.req$")
+    if dir then out[#out + 1] = { name = name, id = dir } end
   end
-  p:close()
   return out
 end
 
@@ -65,8 +50,8 @@ end
 describe("SigV4 test suite #unit #bedrock", function()
   local all = cases()
 
-  it("finds the suite's cases", function()
-    assert.is_true(#all >= 31, "only " .. #all .. " cases under " .. VECTORS)
+  it("finds every case of the suite", function()
+    assert.are.equal(SUITE_CASES, #all, #all .. " cases under " .. fixtures.ROOT .. "/sigv4")
   end)
 
   -- Two cases whose published .sts is not the hash of their own .creq (several SDKs skip them as
@@ -77,8 +62,7 @@ describe("SigV4 test suite #unit #bedrock", function()
   for _, c in ipairs(all) do
     local label = INCONSISTENT[c.name] and (c.id .. " (canonical request only: the suite's .sts does not hash its .creq)") or c.id
     it(label, function()
-      local base = c.dir .. "/" .. c.name
-      local req = parse_req(assert(read(base .. ".req")))
+      local req = parse_req(read(c, ".req"))
       local date
       for _, h in ipairs(req.headers) do if h[1]:lower() == "x-amz-date" then date = h[2] end end
       local creds, opts = CREDS, { region = "us-east-1", service = "service", amz_date = date }
@@ -87,16 +71,16 @@ describe("SigV4 test suite #unit #bedrock", function()
         opts.token_signed = false
       end
       local s = sigv4.sign(req, creds, opts)
-      assert.are.equal(read(base .. ".creq"), s.canonical_request)
+      assert.are.equal(read(c, ".creq"), s.canonical_request)
       if INCONSISTENT[c.name] then
         local core = require "glsb.core"
-        assert.are_not.equal(core.sha256(read(base .. ".creq")), read(base .. ".sts"):match("([0-9a-f]+)$"))
+        assert.are_not.equal(core.sha256(read(c, ".creq")), read(c, ".sts"):match("([0-9a-f]+)$"))
         return
       end
-      assert.are.equal(read(base .. ".sts"), s.string_to_sign)
-      assert.are.equal(read(base .. ".authz"), s.authorization)
+      assert.are.equal(read(c, ".sts"), s.string_to_sign)
+      assert.are.equal(read(c, ".authz"), s.authorization)
       -- the signed request carries the same Authorization (and, signed after, the token)
-      local sreq = read(base .. ".sreq")
+      local sreq = read(c, ".sreq")
       assert.truthy(sreq:find("Authorization: " .. s.authorization, 1, true))
       if opts.token_signed == false then
         local sent
@@ -109,7 +93,7 @@ describe("SigV4 test suite #unit #bedrock", function()
 end)
 
 describe("SigV4 for AgentCore #unit #bedrock", function()
-  it("signs the worked vector of bedrock.md §4.1 (checked against @smithy/signature-v4)", function()
+  it("signs the worked vector of docs/protocols/bedrock.md §4.1 (checked against @smithy/signature-v4)", function()
     local body = '{"name":"executeCode","arguments":{"code":"print(1)","language":"python"}}'
     local s = sigv4.sign({
       method = "POST", path = "/code-interpreters/aws.codeinterpreter.v1/tools/invoke",

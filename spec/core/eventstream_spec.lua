@@ -1,34 +1,16 @@
 -- The AWS event stream framer against the official test vectors (the AWS SDKs' shared corpus, kept in
--- ../shared/vectors/eventstream beside this checkout), at every split point of each message.
+-- spec/fixtures/eventstream), at every split point of each message.
 local core = require "glsb.core"
 local cjson = require "cjson"
 
-local function vectors_dir()
-  if os.getenv("GLSB_EVENTSTREAM_VECTORS") then return os.getenv("GLSB_EVENTSTREAM_VECTORS") end
-  local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
-  local p = io.popen("cd '" .. here .. "/../../..' && pwd")
-  local top = p:read("l")
-  p:close()
-  return top .. "/shared/vectors/eventstream"
-end
+local fixtures = require "support.fixtures"
 
-local DIR = vectors_dir()
+-- The corpus: 5 messages that must decode, 4 that must be refused (raises when it is not there).
+local POSITIVE, NEGATIVE = 5, 4
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(rel) return fixtures.read("eventstream", rel) end
 
-local function names(kind)
-  local out = {}
-  local p = io.popen("ls " .. DIR .. "/encoded/" .. kind .. " 2>/dev/null")
-  for n in p:lines() do out[#out + 1] = n end
-  p:close()
-  return out
-end
+local function names(kind) return fixtures.files("eventstream", "encoded/" .. kind) end
 
 -- Every way to cut the message in two, in three for short ones, and one byte at a time.
 local function splits(data)
@@ -52,18 +34,17 @@ local function decode(chunks, max_frame)
 end
 
 describe("eventstream framer #core #unit", function()
-  it("has the official vectors to test against", function()
-    assert.is_truthy(read(DIR .. "/README.md"),
-      "the AWS event stream vectors are expected at " .. DIR
-        .. " (the project's shared/ folder beside the checkout, or set GLSB_EVENTSTREAM_VECTORS)")
-    assert.equal(5, #names("positive"))
-    assert.equal(4, #names("negative"))
+  it("has every vector of the corpus, each with its expected decoding", function()
+    assert.equal(POSITIVE, #names("positive"))
+    assert.equal(NEGATIVE, #names("negative"))
+    assert.are.same(names("positive"), fixtures.files("eventstream", "decoded/positive"))
+    assert.are.same(names("negative"), fixtures.files("eventstream", "decoded/negative"))
   end)
 
   for _, name in ipairs(names("positive")) do
     it("decodes " .. name .. " identically at every split point", function()
-      local data = read(DIR .. "/encoded/positive/" .. name)
-      local want = cjson.decode(read(DIR .. "/decoded/positive/" .. name))
+      local data = read("encoded/positive/" .. name)
+      local want = cjson.decode(read("decoded/positive/" .. name))
       for _, chunks in ipairs(splits(data)) do
         local frames, err = decode(chunks)
         assert.is_nil(err)
@@ -88,8 +69,8 @@ describe("eventstream framer #core #unit", function()
   local expected_code = { ["Prelude checksum mismatch"] = "PRELUDE_CRC", ["Message checksum mismatch"] = "MESSAGE_CRC" }
   for _, name in ipairs(names("negative")) do
     it("rejects " .. name .. " at every split point", function()
-      local data = read(DIR .. "/encoded/negative/" .. name)
-      local want = expected_code[read(DIR .. "/decoded/negative/" .. name):gsub("%s+$", "")]
+      local data = read("encoded/negative/" .. name)
+      local want = expected_code[read("decoded/negative/" .. name):gsub("%s+$", "")]
       assert.is_truthy(want)
       for _, chunks in ipairs(splits(data)) do
         local frames, err = decode(chunks)
@@ -100,8 +81,8 @@ describe("eventstream framer #core #unit", function()
   end
 
   it("decodes several messages in one chunk and refuses one cut short", function()
-    local a = read(DIR .. "/encoded/positive/payload_one_str_header")
-    local b = read(DIR .. "/encoded/positive/int32_header")
+    local a = read("encoded/positive/payload_one_str_header")
+    local b = read("encoded/positive/int32_header")
     local frames, err = decode({ a .. b .. a })
     assert.is_nil(err)
     assert.equal(3, #frames)
@@ -111,7 +92,7 @@ describe("eventstream framer #core #unit", function()
   end)
 
   it("refuses a message larger than max_frame as soon as its prelude is in", function()
-    local a = read(DIR .. "/encoded/positive/all_headers")
+    local a = read("encoded/positive/all_headers")
     local frames, err = decode({ a:sub(1, 12) }, 100)
     assert.equal("FRAME_TOO_LARGE", err)
     assert.equal(0, #frames)
