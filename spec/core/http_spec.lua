@@ -128,6 +128,38 @@ describe("glsb.http #core #http", function()
     assert.same({ event = "message", data = "a\nb", id = "1" }, events[2])
   end)
 
+  it("error_body: an error answer to a framed request is buffered, not framed", function()
+    local frames = 0
+    local res = http.request({ url = url("/error-body?code=429"), framer = "sse", error_body = 4096,
+      on_frame = function() frames = frames + 1 end })
+    assert.is_nil(res.error)
+    assert.equal(429, res.status)
+    assert.equal(0, frames)
+    assert.equal("as asked", http.decode_json(res.body).error.message)
+    assert.is_nil(res.body_truncated)
+    -- without error_body the same answer goes to the framer, which finds no event in it
+    local plain = http.request({ url = url("/error-body?code=429"), framer = "sse", on_frame = function() end })
+    assert.is_nil(plain.body)
+  end)
+
+  it("error_body: an endless error body stops at the cap, without an error", function()
+    local res = http.request({ url = url("/error-body?code=500&endless=1"), framer = "sse", error_body = 100000,
+      timeout = 10, on_frame = function() error("no frame expected") end })
+    assert.is_nil(res.error)
+    assert.equal(500, res.status)
+    assert.equal(100000, #res.body)
+    assert.is_true(res.body_truncated)
+  end)
+
+  it("error_body: a 200 stream is framed as before", function()
+    local events = {}
+    local res = http.request({ url = url("/sse"), framer = "sse", error_body = 4096,
+      on_frame = function(e) events[#events + 1] = e end })
+    assert.is_nil(res.error)
+    assert.equal(2, #events)
+    assert.is_nil(res.body)
+  end)
+
   it("decodes Connect envelopes including the end-stream flag", function()
     local frames = {}
     local res = http.request({ url = url("/connect"), framer = "connect", on_frame = function(f) frames[#frames + 1] = f end })

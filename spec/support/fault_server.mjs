@@ -101,6 +101,15 @@ const server = http.createServer((req, res) => {
         res.writeHead(200, { "Content-Type": "text/event-stream" });
         res.write(": keep-alive\n\nevent: greet\ndata: hello\nid: 1\n\n");
         return setTimeout(() => res.end("data: a\ndata: b\n\n"), 20);
+      case "/error-body": {
+        // An error answer to a streaming request: a JSON body, or (endless=1) one that never ends.
+        res.writeHead(Number(q.code || 429), { "Content-Type": "application/json" });
+        if (!q.endless) return res.end(JSON.stringify({ error: { message: "as asked", type: "test" } }));
+        const chunk = "x".repeat(65536);
+        const pump = () => { while (res.write(chunk)); res.once("drain", pump); };
+        res.on("close", () => res.removeAllListeners("drain"));
+        return pump();
+      }
       case "/connect":
         res.writeHead(200, { "Content-Type": "application/connect+json" });
         res.write(envelope(0, { n: 1 }));

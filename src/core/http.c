@@ -29,6 +29,10 @@ typedef struct {
 	glsb_framer *framer;   /* NULL: buffered mode */
 	glsb_buf resp_body;
 	size_t max_body;
+	/* error_body: a framed request's answer with status >= 400 is buffered (at most this many bytes),
+	 * not framed: an API's JSON error is not an event stream. 0: framed like any body. */
+	size_t error_body;
+	int buffering_error, error_body_cut;
 	glsb_frame_queue frames;
 	enum glsb_code own_error; /* FRAME_TOO_LARGE, BODY_TOO_LARGE, OUT_OF_MEMORY, ... */
 	/* What went out on the wire, from the debug callback: the basis of retry_safe. */
@@ -74,7 +78,9 @@ static void transfer_done(struct glsb_source *src, int status)
 	request *r = (request *)src; /* src is the first member */
 	CURLcode rc = (CURLcode)status;
 
-	if (rc == CURLE_OK && r->framer && glsb_framer_finish(r->framer, &r->frames) != 0) {
+	if (r->error_body_cut && rc == CURLE_WRITE_ERROR)
+		rc = CURLE_OK; /* we stopped reading an error body at its cap: the answer is complete enough */
+	if (rc == CURLE_OK && r->framer && !r->buffering_error && glsb_framer_finish(r->framer, &r->frames) != 0) {
 		rc = CURLE_WRITE_ERROR;
 		r->own_error = r->framer->error; /* the framer's own code names the problem */
 	}
@@ -104,6 +110,7 @@ static size_t header_cb(char *buf, size_t size, size_t nitems, void *ud)
 		/* A new status line (after 100 Continue or a redirect) starts a new header set. */
 		r->resp_headers.len = 0;
 		r->headers_done = 0;
+		r->buffering_error = 0;
 		return n;
 	}
 	if (n <= 2 && (buf[0] == '\r' || buf[0] == '\n')) {
@@ -112,6 +119,7 @@ static size_t header_cb(char *buf, size_t size, size_t nitems, void *ud)
 		if (status >= 200) {
 			r->status = status;
 			r->headers_done = 1;
+			r->buffering_error = r->framer && r->error_body > 0 && status >= 400;
 			glsb_loop_ready(r->src.token);
 		}
 		return n;
@@ -141,6 +149,17 @@ static size_t write_cb(char *buf, size_t size, size_t nitems, void *ud)
 {
 	request *r = ud;
 	size_t n = size * nitems;
+	if (r->buffering_error) {
+		size_t room = r->error_body - r->resp_body.len;
+		if (glsb_buf_append(&r->resp_body, buf, n < room ? n : room)) {
+			r->own_error = GLSB_OUT_OF_MEMORY;
+			return 0;
+		}
+		if (n < room)
+			return n;
+		r->error_body_cut = 1; /* the rest is not read: an endless error body costs error_body bytes */
+		return 0;
+	}
 	if (!r->framer) {
 		if (r->resp_body.len + n > r->max_body) {
 			r->own_error = GLSB_BODY_TOO_LARGE;
@@ -225,7 +244,11 @@ static int l_http(lua_State *L)
 	size_t max_frame = (size_t)luaL_optinteger(L, -1, 16 << 20);
 	lua_getfield(L, 1, "max_body");
 	r->max_body = (size_t)luaL_optinteger(L, -1, (lua_Integer)256 << 20);
-	lua_pop(L, 2);
+	lua_getfield(L, 1, "error_body");
+	lua_Integer error_body = luaL_optinteger(L, -1, 0);
+	luaL_argcheck(L, error_body >= 0, 1, "opts.error_body must be >= 0");
+	r->error_body = (size_t)error_body;
+	lua_pop(L, 3);
 	if (framer && !(r->framer = glsb_framer_new(framer, max_frame)))
 		return luaL_argerror(L, 1, lua_pushfstring(L, "unknown framer '%s'", framer));
 	const char *oversized = opt_string(L, "oversized");
@@ -493,9 +516,13 @@ static int l_result(lua_State *L)
 	lua_setfield(L, -2, "status");
 	push_headers(L, r);
 	lua_setfield(L, -2, "headers");
-	if (!r->framer) {
+	if (!r->framer || r->buffering_error) {
 		lua_pushlstring(L, r->resp_body.p ? r->resp_body.p : "", r->resp_body.len);
 		lua_setfield(L, -2, "body");
+	}
+	if (r->error_body_cut) {
+		lua_pushboolean(L, 1);
+		lua_setfield(L, -2, "body_truncated");
 	}
 	if (r->rc != CURLE_OK && r->easy) {
 		push_failure(L, r);
