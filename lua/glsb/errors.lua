@@ -115,8 +115,9 @@ local TRANSIENT_CODE = {
   EAGAIN = true, EINTR = true, EBUSY = true, ETXTBSY = true, EMFILE = true, ENFILE = true,
   ECONNREFUSED = true, ECONNRESET = true, ETIMEDOUT = true, EPIPE = true,
   EHOSTUNREACH = true, ENETUNREACH = true,
-  -- names a provider or process layer may report (not from glsb.core)
-  EAI_AGAIN = true, TIMEOUT = true,
+  -- names a provider or process layer may report (not from glsb.core); SERVER_ERROR: a model API's 5xx
+  -- that no status rule decides (500, 529 overloaded), which the OpenAI and Anthropic SDKs retry
+  EAI_AGAIN = true, TIMEOUT = true, SERVER_ERROR = true,
 }
 
 -- Lower-case fragments of free-text messages (strings as causes).
@@ -402,9 +403,46 @@ end
 
 local MAX_BODY_IN_MESSAGE = 300
 
+local MONTHS = { Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10,
+  Nov = 11, Dec = 12 }
+
+-- Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's days_from_civil).
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = (y >= 0 and y or y - 399) // 400
+  local yoe = y - era * 400
+  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
+  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+  return era * 146097 + doe - 719468
+end
+
+-- errors.parse_retry_after(value[, now]) -> seconds to wait (>= 0) or nil. RFC 9110: delay-seconds or
+-- an IMF-fixdate (now: the wall clock in epoch seconds, default os.time()); anything else is nil.
+function M.parse_retry_after(value, now)
+  if type(value) ~= "string" then return nil end
+  local secs = value:match("^%s*(%d+%.?%d*)%s*$")
+  if secs then return tonumber(secs) end
+  local d, mon, y, hh, mm, ss = value:match("^%s*%a+,%s*(%d+)%s+(%a+)%s+(%d+)%s+(%d+):(%d+):(%d+)%s+GMT%s*$")
+  if not d or not MONTHS[mon] then return nil end
+  local at = days_from_civil(tonumber(y), MONTHS[mon], tonumber(d)) * 86400 + tonumber(hh) * 3600
+    + tonumber(mm) * 60 + tonumber(ss)
+  return math.max(0, at - (now or os.time()))
+end
+
+-- errors.retry_after_of(headers) -> seconds or nil: what a response asks a client to wait. The
+-- non-standard retry-after-ms (milliseconds; the OpenAI and Anthropic SDKs read it first) wins over
+-- Retry-After.
+function M.retry_after_of(headers)
+  local ms = header(headers, "retry-after-ms")
+  ms = type(ms) == "string" and tonumber(ms:match("^%s*(%d+%.?%d*)%s*$") or "")
+  if ms then return ms / 1000 end
+  local ra = header(headers, "retry-after")
+  return M.parse_retry_after(type(ra) == "number" and tostring(ra) or ra)
+end
+
 -- errors.http_failure(status, headers, body) -> a cause table describing a
 -- non-2xx response: {http_status, message, body, retry_after}. retry_after
--- comes from a Retry-After header given in seconds.
+-- comes from the response's retry-after-ms or Retry-After header (errors.retry_after_of).
 function M.http_failure(status, headers, body)
   local msg = tostring(status) .. (REASON[status] and (" " .. REASON[status]) or "")
   if type(body) == "string" and body ~= "" then
@@ -412,8 +450,7 @@ function M.http_failure(status, headers, body)
     if #snippet > MAX_BODY_IN_MESSAGE then snippet = snippet:sub(1, MAX_BODY_IN_MESSAGE) .. "..." end
     msg = msg .. ": " .. snippet
   end
-  local ra = tonumber(header(headers, "retry-after"))
-  return { http_status = status, message = msg, body = body, retry_after = ra }
+  return { http_status = status, message = msg, body = body, retry_after = M.retry_after_of(headers) }
 end
 
 -- errors.from_transport(Class, stage, failure[, message]) -> error object whose

@@ -110,6 +110,18 @@ describe("glsb.errors #unit", function()
     assert.is_nil(E.retry_after(E.new(E.SandboxStartError, "create", "x")))
   end)
 
+  it("retry-after-ms wins over Retry-After; an HTTP-date counts from now; junk is nil", function()
+    assert.are.equal(0.25, E.http_failure(429, { ["retry-after-ms"] = "250", ["retry-after"] = "9" }, "").retry_after)
+    assert.are.equal(9, E.http_failure(429, { ["retry-after-ms"] = "soon", ["retry-after"] = "9" }, "").retry_after)
+    assert.are.equal(1.5, E.retry_after_of({ ["Retry-After"] = "1.5" }))
+    local utc_now = 1445412480 -- 2015-10-21T07:28:00Z
+    assert.are.equal(30, E.parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", utc_now))
+    assert.are.equal(0, E.parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", utc_now))
+    assert.is_nil(E.parse_retry_after("tomorrow"))
+    assert.is_nil(E.retry_after_of({ ["retry-after"] = "-3" }))
+    assert.is_nil(E.retry_after_of(nil))
+  end)
+
   it("renders class, stage, message, transient and the cause chain", function()
     local e = E.new(E.SandboxStartError, "create", "429 Too Many Requests",
       E.new(E.CodeInterpreterError, "create", "inner", { phase = "receive", code = "X", http_status = 429,

@@ -8,7 +8,6 @@
 -- processor's export deadline.
 local http = require "glsb.http"
 local loop = require "glsb.loop"
-local clock = require "glsb.trace.clock"
 local otlp_json = require "glsb.trace.otlp_json"
 local ids = require "glsb.trace.ids"
 
@@ -20,31 +19,8 @@ local RETRYABLE = { [429] = true, [502] = true, [503] = true, [504] = true }
 -- 5 attempts), every wait cut to what is left of the deadline.
 M.DEFAULT_RETRY = { attempts = 5, base_delay = 1, factor = 1.5, max_delay = 5, jitter = 0.2 }
 
-local MONTHS = { Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10,
-  Nov = 11, Dec = 12 }
-
--- Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's days_from_civil).
-local function days_from_civil(y, m, d)
-  if m <= 2 then y = y - 1 end
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return era * 146097 + doe - 719468
-end
-
 -- retry_after(value) -> seconds to wait (>= 0) or nil. RFC 9110: delay-seconds or an IMF-fixdate.
-function M.retry_after(value)
-  if type(value) ~= "string" then return nil end
-  local secs = value:match("^%s*(%d+)%s*$")
-  if secs then return tonumber(secs) end
-  local d, mon, y, hh, mm, ss = value:match("^%s*%a+,%s*(%d+)%s+(%a+)%s+(%d+)%s+(%d+):(%d+):(%d+)%s+GMT%s*$")
-  if not d or not MONTHS[mon] then return nil end
-  local at = days_from_civil(tonumber(y), MONTHS[mon], tonumber(d)) * 86400 + tonumber(hh) * 3600
-    + tonumber(mm) * 60 + tonumber(ss)
-  local now = clock.now_ns() // 1000000000
-  return math.max(0, at - now)
-end
+M.retry_after = require("glsb.errors").parse_retry_after
 
 -- A fraction in [0, 1) for the jitter, from the id source: math.random belongs to the user's script
 -- (a seeded sequence it relies on must not shift because a span was exported).
