@@ -24,6 +24,15 @@
 --   agent: agent.py next to this file. python: opts.python or /usr/bin/python3
 --   (the sandbox PATH has no pyenv/venv of the host).
 --
+-- The files of this provider (this one holds the hooks of glsb.sandbox)
+--   layout.lua      where things are (in the sandbox and on the host), finding the helper, the agent
+--                   and python, glsb-confine's argv and config, its reports; shared with template.lua
+--   agent.lua       the request machine on the agent's stream (one at a time, interrupt, grace, kill)
+--   channel.lua     frames of the agent protocol and of the control channel; mux.lua: several readers
+--   result.lua      a call's events -> its ExecutionResult; background.lua: start_command's handles
+--   control.lua     glsb-confine's control channel; transfer.lua: uploads, downloads, sb.files on it
+--   reaper.lua      what sandboxes of dead owners left; template.lua: template layers
+--
 -- The agent protocol (PROTOCOL.md; channel.lua is the host end)
 --   Frames of one JSON header line, then raw bytes when the header has "n",
 --   on the PROGRAM's stdin/stdout. One request at a time per sandbox (a small
@@ -80,11 +89,15 @@
 --   pip_index_url, pip_find_links, max_download_bytes (256 MiB).
 
 local core = require "glsb.core"
-local cjson = require "cjson.safe"
 local channel = require "glsb.providers.local.channel"
 local reaper = require "glsb.providers.local.reaper"
 local control = require "glsb.providers.local.control"
 local mux = require "glsb.providers.local.mux"
+local layout = require "glsb.providers.local.layout"
+local agent = require "glsb.providers.local.agent"
+local result = require "glsb.providers.local.result"
+local background = require "glsb.providers.local.background"
+local transfer = require "glsb.providers.local.transfer"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
 local errors = require "glsb.errors"
@@ -92,9 +105,7 @@ local models = require "glsb.models"
 local sandbox = require "glsb.sandbox"
 local packages = require "glsb.packages"
 local output = require "glsb.output"
-local confine_helper = require "glsb.confine_helper"
 local registry = require "glsb.registry"
-local outcome = require "glsb.outcome"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
@@ -105,85 +116,24 @@ M.OUTPUT_CAP = output.CAP
 M.MAX_FRAME = 16 * 1024 * 1024
 M.DEFAULT_START_TIMEOUT = 10
 M.DEFAULT_INTERRUPT_GRACE = 2
-M.DEFAULT_MAX_DOWNLOAD = 256 * 1024 * 1024
-M.AGENT_DIR = "/.glsb/agent"
-M.AGENT_BYTECODE = "/.glsb/agent.pyc"
-M.HELPER_PATH = "/.glsb/glsb-confine"
-M.FIND_LINKS_DIR = "/.glsb/find-links"
-M.TEMPLATE_DIR = "/opt/glsb/template"
+M.DEFAULT_MAX_DOWNLOAD = transfer.DEFAULT_MAX_DOWNLOAD
 
----------------------------------------------------------------------------
--- Locating the helper, the agent, python, node
----------------------------------------------------------------------------
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
-
-local function dirname(path) return path:match("^(.*)/[^/]*$") or "." end
-
-local THIS_DIR = (function()
-  local src = debug.getinfo(1, "S").source
-  if src:sub(1, 1) == "@" then return dirname(src:sub(2)) end
-  return "."
-end)()
-
--- M.find_helper([explicit]) -> absolute path, or nil, message listing what was tried
--- (glsb.confine_helper: opts.confine, $GLSB_CONFINE, next to the core, the source checkout's build/).
-M.find_helper = confine_helper.find
-
-function M.agent_dir()
-  local dir = core.realpath and core.realpath(THIS_DIR) or THIS_DIR
-  return dir
-end
-
--- M.agent_bytecode(python, cache_dir) -> host path of agent.py compiled by that interpreter, or nil.
--- Python compiles agent.py (some 900 lines) on every start of a sandbox, about 6 ms of each cold
--- create (its directory is read-only and it runs with -B). The host compiles it once, with the
--- sandbox's own interpreter, into <cache_dir>/local/agent/<key>.pyc (key: the source's sha256 and the
--- interpreter's real path), which every later process finds; sandboxes get it read-only at
--- /.glsb/agent.pyc and boot.py runs it when its magic number is the interpreter's, else compiles the
--- source as before: a stale or missing cache costs time, never correctness. The cache is the host
--- user's own; nothing a sandbox writes ever lands there.
-local bytecode = {}
-
-function M.agent_bytecode(python, cache_dir)
-  local memo = python .. "\0" .. cache_dir
-  if bytecode[memo] ~= nil then return bytecode[memo] or nil end
-  local source = M.agent_dir() .. "/agent.py"
-  local f = io.open(source, "rb")
-  local text = f and f:read("a")
-  if f then f:close() end
-  local path
-  if text then
-    local key = core.sha256(text .. "\0" .. (core.realpath(python) or python)):sub(1, 40)
-    local dir = cache_dir .. "/local/agent"
-    path = dir .. "/" .. key .. ".pyc"
-    if not exists(path) then
-      -- once per machine, agent and interpreter: py_compile writes the file atomically
-      local out = process.run({ "mkdir", "-p", "-m", "0755", dir }, { timeout = 10 })
-      out = out and process.run({ python, "-I", "-c",
-        "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)", source, path },
-        { timeout = 30 })
-      if not out or not exists(path) then path = nil end
-    end
-  end
-  bytecode[memo] = path or false
-  return path
-end
-
-local SANDBOX_PATH = { "/usr/local/bin", "/usr/bin", "/bin" }
-
--- M.find_in_sandbox_path(name) -> host path of a program the sandbox can run.
-function M.find_in_sandbox_path(name)
-  for _, d in ipairs(SANDBOX_PATH) do
-    local p = d .. "/" .. name
-    if exists(p) then return p end
-  end
-  return nil
-end
+-- The layout's names (layout.lua), as this module has always exported them.
+M.AGENT_DIR = layout.AGENT_DIR
+M.AGENT_BYTECODE = layout.AGENT_BYTECODE
+M.HELPER_PATH = layout.HELPER_PATH
+M.FIND_LINKS_DIR = layout.FIND_LINKS_DIR
+M.TEMPLATE_DIR = layout.TEMPLATE_DIR
+M.find_helper = layout.find_helper
+M.agent_dir = layout.agent_dir
+M.agent_bytecode = layout.agent_bytecode
+M.find_in_sandbox_path = layout.find_in_sandbox_path
+M.confine_argv = layout.confine_argv
+M.read_report = layout.read_report
+M.read_exit = layout.read_exit
+M.host_workspace_dir = layout.host_workspace_dir
+M.python_in_sandbox = layout.python_in_sandbox
+M.program_end = agent.program_end
 
 ---------------------------------------------------------------------------
 -- The sandbox class
@@ -235,339 +185,6 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   },
 })
 M.Sandbox = Sandbox
-
-local function start_error(message, cause, stage)
-  return errors.new(errors.SandboxStartError, stage or Stage.CREATE, message, cause)
-end
-
-local function positive_int(opts, key)
-  local v = opts[key]
-  if v == nil then return nil end
-  if type(v) ~= "number" or v ~= math.floor(v) or v <= 0 then
-    error(start_error(string.format("local: opts.%s must be a positive integer, got %s", key, tostring(v))), 0)
-  end
-  return math.tointeger(v)
-end
-
-local LIMITS = {
-  { "memory_mb", "--memory-mb" }, { "cpu_seconds", "--cpu-seconds" },
-  { "max_processes", "--max-processes" }, { "max_file_mb", "--max-file-mb" },
-  { "disk_mb", "--disk-mb" }, { "max_open_files", "--max-open-files" },
-}
-
--- Builds how glsb-confine is started for a sandbox (exported for the template builder) -> argv,
--- config. spec: {helper, workspace, program (array), ro_binds, binds, env (map), opts (limits,
--- network, allow_degraded)}. Every option goes in config, not in argv: the supervisor reads it from
--- its stdin (--config-fd 0: a decimal length, a newline, then NUL-ended words; exactly that much, then
--- PROGRAM's stdin follows), so its /proc/PID/cmdline shows no workspace or bind path of the host and
--- no value of env (src/confine/sb_options.c). Spawn argv with stdin = "pipe" and write config first.
--- The supervisor's report comes on fd 3: spawn it with fd3 = "pipe" and read it with M.read_report;
--- with spec.control, fd 3 is also the control channel: spawn it with fd3 = "socket" (control.lua).
-function M.confine_argv(spec)
-  local words = { "--workspace", spec.workspace, "--report-fd", "3" }
-  if spec.control then words[#words + 1] = "--control-fd" words[#words + 1] = "3" end
-  if spec.cleanup ~= false then words[#words + 1] = "--cleanup" end
-  local opts = spec.opts or {}
-  for _, l in ipairs(LIMITS) do
-    local v = positive_int(opts, l[1])
-    if v then words[#words + 1] = l[2] words[#words + 1] = tostring(v) end
-  end
-  if opts.cpus ~= nil then
-    -- glsb-confine takes 0.01 to 4096 CPUs (its --cpus; 1 when not given)
-    local c = opts.cpus
-    if type(c) ~= "number" or not (c >= 0.01 and c <= 4096) then
-      error(start_error(string.format("local: opts.cpus must be a number of CPUs from 0.01 to 4096, got %s",
-        tostring(c))), 0)
-    end
-    words[#words + 1] = "--cpus" words[#words + 1] = string.format("%.6g", c)
-  end
-  if opts.network then words[#words + 1] = "--network" end
-  if opts.allow_degraded then words[#words + 1] = "--allow-degraded" end
-  for _, b in ipairs(spec.ro_binds or {}) do
-    words[#words + 1] = "--ro-bind" words[#words + 1] = b[1] words[#words + 1] = b[2]
-  end
-  for _, b in ipairs(spec.binds or {}) do
-    words[#words + 1] = "--bind" words[#words + 1] = b[1] words[#words + 1] = b[2]
-  end
-  local keys = {}
-  for k in pairs(spec.env or {}) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
-    words[#words + 1] = "--env" words[#words + 1] = k .. "=" .. tostring(spec.env[k])
-  end
-  words[#words + 1] = "--"
-  for _, w in ipairs(spec.program) do words[#words + 1] = w end
-  for i, w in ipairs(words) do
-    if type(w) ~= "string" or w:find("\0", 1, true) then
-      error(start_error(string.format("local: a sandbox option contains a NUL byte or is not a string (%s)",
-        tostring(w):gsub("%z", "\\0"))), 0)
-    end
-    words[i] = w .. "\0"
-  end
-  local block = table.concat(words)
-  return { spec.helper, "sandbox", "--config-fd", "0" }, #block .. "\n" .. block
-end
-
--- Reads the supervisor's one-line report from the process's fd 3 (nil when it wrote none: it writes
--- it just before starting the program, or when the set-up failed, then closes the pipe).
-function M.read_report(p, deadline)
-  local line = p:read_line("fd3", deadline or loop.now() + 2)
-  if not line or line == "" then return nil end
-  return cjson.decode(line)
-end
-
--- Reads the supervisor's exit line from fd 3 (it writes one when PROGRAM has ended, before it removes
--- the cgroup: src/confine/REPORT.md): {code, signal, oom_kills, oom_killed}, or nil when there is
--- none (an older helper, or the supervisor was killed). Lines before it are skipped.
-function M.read_exit(p, deadline)
-  deadline = deadline or loop.now() + 1
-  while true do
-    local line = p:read_line("fd3", deadline)
-    if not line then return nil end
-    local doc = cjson.decode(line)
-    if type(doc) == "table" and type(doc.exit) == "table" then return doc.exit end
-  end
-end
-
--- The host folder in which each sandbox's workspace directory is made: opts.host_workspace_dir, else
--- $TMPDIR, else /tmp. opts.workspace_root is its old name (it clashed with the class field
--- Sandbox.workspace_root, a path inside the sandbox): still honoured, with one warning per process.
-local warned_workspace_root = false
-
-local function host_workspace_dir(opts)
-  local dir = opts.host_workspace_dir
-  if dir == nil and opts.workspace_root ~= nil then
-    dir = opts.workspace_root
-    if not warned_workspace_root then
-      warned_workspace_root = true
-      require("glsb.log").warn("local: the create option workspace_root is deprecated: use host_workspace_dir "
-        .. "(Sandbox.workspace_root is the path inside the sandbox)")
-    end
-  end
-  if dir ~= nil and (type(dir) ~= "string" or dir == "") then
-    error(start_error("local: opts.host_workspace_dir must be a non-empty string, got " .. tostring(dir)), 0)
-  end
-  dir = dir or os.getenv("TMPDIR")
-  if not dir or dir == "" then dir = "/tmp" end
-  return dir
-end
-
-M.host_workspace_dir = host_workspace_dir
-
----------------------------------------------------------------------------
--- Reading events from the agent
----------------------------------------------------------------------------
-
--- Keeps the last 4 KiB of the supervisor's stderr (diagnostics) without blocking.
-local function drain_stderr(self)
-  local p = self._proc
-  if not p or not p.proc:fd("stderr") then return end
-  for _ = 1, 16 do
-    local data = p.proc:read("stderr")
-    if not data or data == "" then
-      if data == "" then p.proc:close_fd("stderr") end
-      return
-    end
-    local tail = self._stderr_tail .. data
-    if #tail > 4096 then tail = tail:sub(-4096) end
-    self._stderr_tail = tail
-  end
-end
-
--- Reads one event: the decoded header, with ev.data = its payload (see channel.lua). keep(ev, n) may
--- refuse a payload (it is then read and dropped). Returns nil, "timeout" | "eof" | "protocol: ...".
-local function read_event(self, deadline, keep)
-  return self._chan:read_event(deadline, keep)
-end
-
-local SIGNAL_NAMES = { [1] = "SIGHUP", [2] = "SIGINT", [3] = "SIGQUIT", [4] = "SIGILL", [6] = "SIGABRT",
-  [7] = "SIGBUS", [8] = "SIGFPE", [9] = "SIGKILL", [11] = "SIGSEGV", [13] = "SIGPIPE", [15] = "SIGTERM",
-  [24] = "SIGXCPU", [25] = "SIGXFSZ", [31] = "SIGSYS" }
-
--- How the sandbox's program ended: from the supervisor's exit line when it wrote one (PROGRAM's own
--- wait status, and whether the OOM killer killed it), else from the supervisor's exit status (PROGRAM's
--- status: the code, or 128 + the signal; 125 when the sandbox could not be set up; see glsb-confine
--- sandbox --help). Returns {code = n} | {signal = n, name = "SIGKILL", oom = bool} | {setup = true}
--- | {supervisor_signal = n}, or nil while it runs.
-local function program_end(self)
-  local p = self._proc
-  local st = p and p.proc:poll()
-  if not st then return nil end
-  if self._exit_report == nil then
-    self._exit_report = (self._control and self._control:read_exit(loop.now() + 0.5)
-      or not self._control and M.read_exit(p, loop.now() + 0.5)) or false
-  end
-  local x = self._exit_report
-  if x then
-    if x.oom_killed == true then return { signal = 9, name = "SIGKILL", oom = true } end
-    if math.type(x.code) == "integer" or (type(x.code) == "number" and x.code == math.floor(x.code)) then
-      return { code = math.tointeger(x.code) }
-    end
-    if type(x.signal) == "number" then
-      local sig = math.tointeger(x.signal)
-      return { signal = sig, name = SIGNAL_NAMES[sig] or ("signal " .. sig) }
-    end
-  end
-  if st.signal then return { supervisor_signal = st.signal } end
-  if st.code == 125 then return { setup = true } end
-  if st.code > 128 then
-    local sig = st.code - 128
-    return { signal = sig, name = SIGNAL_NAMES[sig] or ("signal " .. sig) }
-  end
-  return { code = st.code }
-end
-M.program_end = program_end
-
-local function describe_end(e, opts)
-  if not e then return "the sandbox ended unexpectedly" end
-  if e.oom then
-    return string.format("the interpreter was killed by the kernel's OOM killer: the sandbox ran out of memory "
-      .. "(memory_mb = %s)", tostring(opts and opts.memory_mb or 1024))
-  end
-  if e.code then return string.format("the interpreter exited with code %d", e.code) end
-  if e.signal then return "the interpreter was killed by " .. e.name end
-  if e.setup then return "the sandbox supervisor failed" end
-  return "the sandbox supervisor was killed by signal " .. tostring(e.supervisor_signal)
-end
-
-local function describe_exit(self)
-  local st = self._proc and self._proc.proc:poll()
-  local parts = {}
-  if st then
-    parts[#parts + 1] = st.code and ("supervisor exit code " .. st.code)
-      or ("supervisor killed by signal " .. tostring(st.signal))
-  end
-  drain_stderr(self)
-  local tail = self._stderr_tail:gsub("%s+$", "")
-  if tail ~= "" then parts[#parts + 1] = "stderr: " .. tail:sub(-500) end
-  return table.concat(parts, "; ")
-end
-
--- Marks the sandbox dead (it cannot serve requests any more) and stops it:
--- SIGHUP makes the supervisor kill it and remove the cgroup and workspace;
--- SIGKILL only if the supervisor itself does not exit.
-local function mark_dead(self, why)
-  if self._dead then return end
-  self._dead = why
-  local p = self._proc
-  if not p then return end
-  for _, step in ipairs({ { "HUP", 2 }, { "KILL", 1 } }) do
-    if p.proc:poll() then return end
-    p:kill(step[1])
-    if p:wait(loop.now() + step[2]) then return end
-  end
-end
-
--- Why the sandbox cannot serve a request, or nil when it can.
-local function unusable(self)
-  if self._dead then
-    return string.format("the local sandbox is no longer usable (%s); terminate it and create a new one", self._dead)
-  end
-  if not self._proc then return "the local sandbox is not running" end
-  return nil
-end
-
--- Sends one frame to the agent. Frames of background requests (spawn, kill) may be sent while a
--- foreground request runs: one frame at a time (self._wlock), never interleaved.
--- -> true, or nil, "busy" (nothing was written: the deadline passed while another frame went out) |
--- "timeout" | "closed" | a message (part of the frame may be out).
-local function send(self, req, deadline, payload)
-  if not self._wlock:acquire(deadline) then return nil, "busy" end
-  local ok, sent, err = pcall(self._chan.send, self._chan, req, payload, deadline)
-  self._wlock:release()
-  if not ok then error(sent, 0) end
-  return sent, err
-end
-
--- Why the agent's stream cannot be read any more, from mux.lua's reason.
-local function stream_failure(rerr)
-  if rerr == "broken" then
-    return "the agent's stream was left in the middle of a frame (its reader was cancelled)"
-  end
-  return rerr
-end
-
--- The agent's stdout ended in the middle of a request: the lease's terminate (its own doing), or the
--- program ended. Waits for the supervisor's status and says which. -> "lease" | "exited"
-local function ended(self)
-  if self._lease_expired then return "lease" end
-  if not self._proc then return "exited" end
-  self._proc:wait(loop.now() + 2)
-  local e = program_end(self)
-  local desc = describe_end(e, self._opts)
-  if not e or e.setup or e.supervisor_signal then
-    local d = describe_exit(self)
-    if d ~= "" then desc = desc .. " (" .. d .. ")" end
-  end
-  self._end = e or {}
-  mark_dead(self, desc .. "; the sandbox is gone")
-  return "exited"
-end
-
--- request(self, req, opts) -> done event, or nil, reason:
---   "unusable" (nothing sent: the sandbox is dead or stopped), "busy" (nothing sent: the deadline
---   passed while another call held the sandbox), "lease" (the lease ended it), "exited" (the program
---   ended during the call: self._end says how), "killed" (by us: the timeout and the grace period
---   passed), "broken" (a request that could not be written whole, or a protocol violation: the
---   sandbox was killed; self._dead says which).
--- opts: deadline (interrupt at this time), payload (bytes sent after the header), on_event(ev) for
--- out/chunk events, keep(ev, n) (keep that payload? see channel.lua), grace (seconds after the
--- interrupt before the sandbox is killed), interrupt (send an interrupt at the deadline, else kill).
-local function request(self, req, opts)
-  if unusable(self) then return nil, "unusable" end
-  self._next_id = self._next_id + 1
-  req.id = self._next_id
-  -- one request at a time: the others wait their turn (FIFO); whoever gets the lock after the
-  -- sandbox died finds it unusable below
-  if not self._lock:acquire(opts.deadline) then return nil, "busy" end
-  local box
-  local ok, res, why = pcall(function()
-    if unusable(self) then return nil, "unusable" end
-    box = self._mux:open(req.id, opts.keep)
-    local sent, err = send(self, req, opts.deadline, opts.payload)
-    if not sent then
-      if self._lease_expired then return nil, "lease" end
-      if err == "busy" then return nil, "busy" end
-      -- part of the frame may be out: the stream cannot be trusted any more
-      mark_dead(self, err == "timeout" and string.format("the agent did not take the %s request in time", req.op)
-        or ("the agent stopped reading requests: " .. tostring(err)))
-      return nil, "broken"
-    end
-    local deadline = opts.deadline
-    local interrupted = false
-    while true do
-      local ev, rerr = self._mux:next(box, deadline)
-      if ev then
-        if ev.ev == "done" then return ev end
-        if opts.on_event then opts.on_event(ev) end
-      elseif rerr == "timeout" then
-        if opts.interrupt and not interrupted then
-          interrupted = true
-          -- a failed send is fine here: the stdin was closed by terminate (the lease), or the agent
-          -- is stuck, and the grace period below settles both
-          send(self, { op = "interrupt", id = req.id }, loop.now() + 1)
-          deadline = loop.now() + (opts.grace or self._grace)
-        else
-          if self._lease_expired then return nil, "lease" end
-          mark_dead(self, string.format(
-            "%s did not stop within its timeout and the grace period; the sandbox was killed",
-            req.op == "exec" and "the code" or req.op))
-          return nil, "killed"
-        end
-      elseif rerr == "eof" then
-        return nil, ended(self)
-      else
-        mark_dead(self, stream_failure(rerr))
-        return nil, "broken"
-      end
-    end
-  end)
-  if box then self._mux:close(box) end
-  self._lock:release()
-  if not ok then error(res, 0) end
-  return res, why
-end
-
 ---------------------------------------------------------------------------
 -- Lifecycle
 ---------------------------------------------------------------------------
@@ -597,19 +214,11 @@ local function arm_lease(self, seconds)
   self._lease_task = task
 end
 
-local function python_of(opts)
-  local py = opts.python or "/usr/bin/python3"
-  if not exists(py) then
-    error(start_error("local: python not found at " .. py .. " (set opts.python to the host's python3)"), 0)
-  end
-  return py
-end
-
 local function resolve_template(opts)
   if opts.template == nil then return nil end
   local tmpl = require "glsb.providers.local.template"
   local dir, err = tmpl.resolve(opts.template, opts)
-  if not dir then error(start_error(err), 0) end
+  if not dir then error(layout.start_error(err), 0) end
   return dir
 end
 
@@ -618,7 +227,7 @@ end
 -- (about 10-20 MB, more with a template's packages). -> a message, or nil when that is not the cause.
 local function too_little_memory(self, opts)
   if opts.memory_mb == nil then return nil end
-  local e = program_end(self)
+  local e = agent.program_end(self)
   local crashed = e and (e.oom or (e.signal and (e.signal == 6 or e.signal == 7 or e.signal == 9 or e.signal == 11)))
   local memerr = e and e.code and e.code ~= 0 and self._stderr_tail:find("MemoryError", 1, true)
   if not (crashed or memerr) then return nil end
@@ -639,17 +248,17 @@ end
 
 function Sandbox:_start(opts)
   local helper, herr = M.find_helper(opts.confine)
-  if not helper then error(start_error(herr), 0) end
-  local python = python_of(opts)
+  if not helper then error(layout.start_error(herr), 0) end
+  local python = layout.python_of(opts)
   if self.language == "javascript" and not M.find_in_sandbox_path("node") then
-    error(start_error("local: language 'javascript' needs node, which is not installed on this machine"), 0)
+    error(layout.start_error("local: language 'javascript' needs node, which is not installed on this machine"), 0)
   end
   local template_dir = resolve_template(opts)
   -- what sandboxes of killed owners left in this root goes first (once per process and root)
-  local host_dir = host_workspace_dir(opts)
+  local host_dir = layout.host_workspace_dir(opts)
   reaper.sweep_once(host_dir)
   local base, merr = core.mkdtemp(host_dir .. "/glsb-local-")
-  if not base then error(start_error("local: cannot create the workspace: " .. tostring(merr)), 0) end
+  if not base then error(layout.start_error("local: cannot create the workspace: " .. tostring(merr)), 0) end
   -- the workspace is the mkdtemp directory itself, so the supervisor's
   -- --cleanup (also on owner death: it gets SIGHUP) removes all of it
   self._base = base
@@ -688,10 +297,10 @@ function Sandbox:_start(opts)
   -- (PR_SET_PDEATHSIG, which glsb-confine sets itself).
   local p, serr = process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "pipe", fd3 = "socket",
     setsid = true }
-  if not p then error(start_error("local: cannot start glsb-confine: " .. tostring(serr)), 0) end
+  if not p then error(layout.start_error("local: cannot start glsb-confine: " .. tostring(serr)), 0) end
   self._proc = p
   reaper.record(base, { supervisor = p.pid })
-  self._chan = channel.new(p, function() drain_stderr(self) end)
+  self._chan = channel.new(p, function() agent.drain_stderr(self) end)
   self._control = control.new(p)
   self._guard = M.guard(p, base)
 
@@ -699,7 +308,7 @@ function Sandbox:_start(opts)
   -- the options first on the agent's stdin (--config-fd 0), the protocol after them
   local sent, werr = self._chan:write(config, deadline)
   local ev, err
-  if sent then ev, err = read_event(self, deadline) else err = werr == "timeout" and "timeout" or "eof" end
+  if sent then ev, err = agent.read_event(self, deadline) else err = werr == "timeout" and "timeout" or "eof" end
   if not ev or ev.ev ~= "ready" then
     if err == "eof" then p:wait(loop.now() + 2) end
     local report = self._control:read_report(loop.now() + 2)
@@ -718,13 +327,13 @@ function Sandbox:_start(opts)
     else
       msg = "local: the sandbox agent did not start: "
         .. tostring(err or ("unexpected event " .. tostring(ev and ev.ev)))
-      local d = describe_exit(self)
+      local d = agent.describe_exit(self)
       if d ~= "" then msg = msg .. " (" .. d .. ")" end
       local low = too_little_memory(self, opts)
       if low then msg = low .. " [" .. msg .. "]" end
     end
     -- the helper's own failure report is the cause; a set-up that went fine explains nothing
-    error(start_error(msg, report and report.ok == false and report or nil, stage), 0)
+    error(layout.start_error(msg, report and report.ok == false and report or nil, stage), 0)
   end
   local report = self._control:read_report(loop.now() + 2)
   self.confinement = report and report.applied or nil
@@ -813,178 +422,49 @@ function M.guard(p, workspace)
 end
 
 ---------------------------------------------------------------------------
--- Results
+-- Code and commands, through the agent (agent.lua: the requests; result.lua: their results)
 ---------------------------------------------------------------------------
 
--- Output of one call (glsb.output: per-line callbacks, the cap, the note). Frames of a stream already
--- at the cap are dropped unread (keep), so what the host holds stays bounded whatever the sandbox sends.
-local STREAMS = { "stdout", "stderr" }
-
-local function collector(opts)
-  local out = output.capture(opts)
-  local sizes = { 0, 0 }
-  local c = { out = out }
-  c.keep = function(ev, n)
-    if ev.ev ~= "out" then return true end
-    local s = ev.s == 2 and 2 or 1
-    if sizes[s] >= out.cap then
-      out:dropped(STREAMS[s], n)
-      return false
-    end
-    return true
-  end
-  c.on_event = function(ev)
-    if ev.ev ~= "out" or not ev.data then return end
-    local s = ev.s == 2 and 2 or 1
-    sizes[s] = sizes[s] + #ev.data
-    out:push(STREAMS[s], ev.data)
-  end
-  -- -> the result's fields, with the agent's own drops noted
-  c.finish = function(done, fields)
-    if done then
-      out:dropped("stdout", tonumber(done.dropped_stdout))
-      out:dropped("stderr", tonumber(done.dropped_stderr))
-    end
-    return out:finish(fields)
-  end
-  return c
-end
-
--- Whole output of a helper run, kept up to cap bytes per stream (no callbacks, no note).
-local function accumulator(cap)
-  local a = { parts = { {}, {} }, sizes = { 0, 0 }, truncated = { false, false } }
-  a.keep = function(ev, n)
-    if ev.ev ~= "out" then return true end
-    local s = ev.s == 2 and 2 or 1
-    if a.sizes[s] + n > cap then
-      a.truncated[s] = true
-      return false
-    end
-    a.sizes[s] = a.sizes[s] + n
-    return true
-  end
-  a.on_event = function(ev)
-    if ev.ev == "out" and ev.data then
-      local parts = a.parts[ev.s == 2 and 2 or 1]
-      parts[#parts + 1] = ev.data
-    end
-  end
-  return a
-end
-
-local function finish(c, done, fields)
-  return models.ExecutionResult.new(c.finish(done, fields))
-end
-
--- The result of a call that got no "done" (see request for the reasons).
-local function dead_result(self, c, what, timeout, reason)
-  if reason == "unusable" then
-    -- provably never sent: a known outcome
-    return finish(c, nil, { status = Status.ERROR, error = what .. ": " .. unusable(self),
-      failure = { exception_type = "SandboxNotInitializedError", retry_safe = true } })
-  end
-  if reason == "busy" then
-    return finish(c, nil, { status = Status.TIMEOUT,
-      error = string.format("%s: timed out after %gs waiting for another call on this sandbox to end "
-        .. "(nothing was sent)", what, timeout or 0),
-      failure = { exception_type = "Timeout", retry_safe = true } })
-  end
-  if reason == "lease" then
-    -- The call saw the agent go away while the lease's terminate is still finishing: let it finish,
-    -- so that the caller finds the sandbox terminated, as the message says.
-    local lease = self._lease_expired
-    if lease ~= loop.current() then pcall(lease.wait, lease) end
-    return finish(c, nil, { status = Status.TIMEOUT, error = string.format(
-      "%s: the sandbox lease expired during the call (after %gs) and the sandbox was terminated",
-      what, self._lease_seconds or 0) })
-  end
-  if reason == "exited" then
-    -- the interpreter (the sandbox's program) ended by itself: the code ran and ended it, or crashed it
-    -- The sandbox is gone: the GONE marker makes the base end the handle (is_running() false, later
-    -- calls raise SandboxNotInitializedError), as on every provider.
-    local e = self._end or {}
-    local r = finish(c, nil, { status = Status.ERROR, code = e.code,
-      error = string.format("%s: %s", what, self._dead or "the sandbox ended") .. " (create a new one)",
-      failure = { exception_type = outcome.GONE, retry_safe = false } })
-    r.error_name = "SandboxExited"
-    return r
-  end
-  local why = self._dead or "the sandbox is not running"
-  if reason == "killed" and timeout then
-    return finish(c, nil, { status = Status.TIMEOUT,
-      error = string.format("%s: timed out after %gs: %s", what, timeout, why),
-      failure = { exception_type = outcome.GONE, retry_safe = false } })
-  end
-  -- broken: the request may have been delivered and the outcome is unknown
-  return finish(c, nil, { status = Status.UNKNOWN, error = what .. ": " .. why,
-    failure = { exception_type = "ProtocolError", retry_safe = false } })
-end
-
-local function int(v)
-  if type(v) ~= "number" then return nil end
-  return math.tointeger(v) or v
-end
-
 function Sandbox:_run_code(code, opts)
-  local c = collector(opts)
+  local c = result.collector(opts)
   local started = loop.now()
   local deadline = opts.timeout and started + opts.timeout or nil
-  local done, why = request(self, {
+  local done, why = agent.request(self, {
     op = "exec", code = code, lang = opts.language or self.language, env = opts.env,
   }, { deadline = deadline, on_event = c.on_event, keep = c.keep, interrupt = true })
-  if not done then return dead_result(self, c, "execute_code", opts.timeout, why) end
+  if not done then return result.dead_result(self, c, "execute_code", opts.timeout, why) end
   if done.timeout then
-    return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
+    return result.finish(c, done, { status = Status.TIMEOUT, code = result.int(done.exit_code),
       error = string.format("execute_code: timed out after %gs (interrupted; the sandbox is still usable)",
         opts.timeout or 0) })
   end
   if done.ok then
-    return finish(c, done, { status = Status.SUCCESS, code = int(done.exit_code), text = done.text })
+    return result.finish(c, done, { status = Status.SUCCESS, code = result.int(done.exit_code), text = done.text })
   end
   local err
   if done.name then
     err = (done.traceback and done.traceback ~= "") and done.traceback:gsub("\n$", "")
       or (tostring(done.name) .. ": " .. tostring(done.value))
   else
-    err = string.format("exited with code %s", tostring(int(done.exit_code)))
+    err = string.format("exited with code %s", tostring(result.int(done.exit_code)))
   end
-  local r = finish(c, done, { status = Status.ERROR, code = int(done.exit_code), error = err })
+  local r = result.finish(c, done, { status = Status.ERROR, code = result.int(done.exit_code), error = err })
   r.error_name, r.error_value, r.traceback = done.name, done.value, done.traceback
   return r
 end
 
--- The result of a command's "done" (execute_command, start_command).
-local function command_result(c, done, what, timeout)
-  if done.timeout then
-    return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
-      error = string.format("%s: timed out after %gs (process group killed)", what, timeout or 0) })
-  end
-  if done.name then
-    return finish(c, done, { status = Status.ERROR, code = int(done.exit_code),
-      error = tostring(done.name) .. ": " .. tostring(done.value) })
-  end
-  local code = int(done.exit_code)
-  local sig = int(done.signal)
-  local err
-  if sig then
-    err = "command ended by signal: " .. (SIGNAL_NAMES[sig] or ("signal " .. sig))
-  elseif code ~= 0 then
-    err = "command exited with code " .. tostring(code)
-  end
-  return finish(c, done, { status = code == 0 and Status.SUCCESS or Status.ERROR, code = code, error = err })
-end
 
 function Sandbox:_run_command(cmd, opts)
-  local c = collector(opts)
+  local c = result.collector(opts)
   local started = loop.now()
   -- the agent enforces the timeout (process group kill); the host waits a
   -- grace period more, then interrupts, then kills the sandbox
   local deadline = opts.timeout and started + opts.timeout + self._grace or nil
-  local done, why = request(self, {
+  local done, why = agent.request(self, {
     op = "cmd", cmd = cmd, env = opts.env, cwd = opts.cwd, timeout = opts.timeout,
   }, { deadline = deadline, on_event = c.on_event, keep = c.keep, interrupt = true })
-  if not done then return dead_result(self, c, "execute_command", opts.timeout, why) end
-  local r = command_result(c, done, "execute_command", opts.timeout)
+  if not done then return result.dead_result(self, c, "execute_command", opts.timeout, why) end
+  local r = result.command_result(c, done, "execute_command", opts.timeout)
   if r.code == 137 and r.status == Status.ERROR and self:_oom_killed() then
     r.error = string.format("command was killed by the kernel's OOM killer: the sandbox ran out of memory "
       .. "(memory_mb = %s)", tostring(self._opts and self._opts.memory_mb or 1024))
@@ -1004,98 +484,9 @@ function Sandbox:_oom_killed()
   return new
 end
 
----------------------------------------------------------------------------
--- Background commands (start_command)
----------------------------------------------------------------------------
-
--- The agent starts a background command at once (op "spawn", handled by its reader thread whatever
--- else runs; PROTOCOL.md) and sends its events on the same stream as every request, with the
--- command's id: a task per command (its pump) waits for them through the mux, which hands each
--- waiter its own. Output streams to on_stdout / on_stderr as it arrives and is kept up to the cap,
--- like execute_command's. The agent kills the command's process group at its timeout; kill() sends
--- SIGKILL to the group (op "kill", also handled at once). A background command ends with its sandbox.
-local Background = {}
-Background.__index = Background
-
-function Background:pid() return self._pid end
-function Background:output() return self.c.out:text("stdout"), self.c.out:text("stderr") end
-function Background:done() return self.task:done() end
-function Background:wait(timeout) return self.task:wait(timeout) end
-
--- kill() -> true when the signal was sent to a command still running, false when it had ended.
-function Background:kill()
-  local sb = self.sb
-  if self.task:done() or unusable(sb) then return false end
-  local sent = send(sb, { op = "kill", id = self.id, signal = 9 }, loop.now() + 5)
-  return sent == true
-end
-
--- The sandbox ended under the command (terminate, the lease, the interpreter died).
-function Background:_gone(why)
-  local sb = self.sb
-  local msg
-  if sb._lease_expired then
-    msg = "the sandbox lease expired and the sandbox was terminated"
-  elseif sb._terminating then
-    msg = "the sandbox was terminated"
-  else
-    if why == "eof" then ended(sb) elseif not sb._dead then mark_dead(sb, stream_failure(why)) end
-    msg = sb._dead or "the sandbox ended"
-  end
-  return finish(self.c, nil, { status = Status.ERROR,
-    error = "start_command: " .. msg .. " (the command ended with it)",
-    failure = { exception_type = outcome.GONE, retry_safe = false } })
-end
-
-function Background:_pump()
-  local sb = self.sb
-  while true do
-    local ok, ev, why = pcall(sb._mux.next, sb._mux, self.box, nil)
-    if not ok then
-      if loop.is_cancelled(ev) then return self:_gone("eof") end
-      error(ev, 0)
-    end
-    if not ev then return self:_gone(why) end
-    if ev.ev == "started" then
-      self._pid = int(ev.pid)
-    elseif ev.ev == "done" then
-      return command_result(self.c, ev, "start_command", self.timeout)
-    else
-      self.c.on_event(ev)
-    end
-  end
-end
-
--- Ends the pump (terminate): it reports the sandbox gone.
-function Background:_stop()
-  if not self.task:done() then self.task:cancel() end
-end
-
+-- start_command: background.lua (the handle, and the task that pumps the command's events).
 function Sandbox:_start_command(cmd, opts)
-  local why = unusable(self)
-  if why then error("start_command: " .. why, 0) end
-  self._next_id = self._next_id + 1
-  local id = self._next_id
-  local c = collector(opts)
-  local h = setmetatable({ sb = self, id = id, c = c, timeout = opts.timeout }, Background)
-  h.box = self._mux:open(id, c.keep)
-  local sent, err = send(self, { op = "spawn", id = id, cmd = cmd, env = opts.env, cwd = opts.cwd,
-    timeout = opts.timeout }, loop.now() + 10)
-  if not sent then
-    self._mux:close(h.box)
-    if err == "busy" then error("start_command: timed out waiting to send the request (nothing was sent)", 0) end
-    mark_dead(self, "the agent did not take the start_command request: " .. tostring(err))
-    error("start_command: " .. self._dead, 0)
-  end
-  self._background[id] = h
-  h.task = loop.spawn(function()
-    local ok, r = pcall(h._pump, h)
-    self._mux:close(h.box)
-    self._background[id] = nil
-    if not ok then error(r, 0) end
-    return r
-  end)
-  return h
+  return background.start(self, cmd, opts)
 end
 
 ---------------------------------------------------------------------------
@@ -1113,225 +504,25 @@ function Sandbox:_get_host(port)
     .. "with network = true to share the host's network, where 127.0.0.1:<port> reaches it")
 end
 
--- Uploads, downloads and the workspace helper go through glsb-confine's control channel (control.lua):
--- the supervisor runs `glsb-confine write|read|run` in a confined child the code in the sandbox cannot
--- reach, so their results and byte counts cannot be forged by replacing the agent's handlers.
-
--- Why a control call failed, for the errors of uploads, downloads and helper runs.
-local function control_failure(self, why, timeout)
-  if why == "busy" then
-    return string.format("timed out after %gs waiting for another transfer on this sandbox to end", timeout or 0)
-  end
-  if self._lease_expired then return "the sandbox lease expired and the sandbox was terminated" end
-  if why == "gone" then return self._dead or "the sandbox has ended" end
-  if why == "broken" then
-    local msg = "the control channel broke: " .. tostring(self._control.broken)
-    mark_dead(self, msg)
-    return msg
-  end
-  return self._dead or unusable(self) or tostring(why)
-end
-
--- The writable root a sandbox path is in, and the path below it (relative paths: below /home/user).
--- -> root, rel | nil, message
-local WRITABLE_ROOTS = { "/home/user", "/files", "/tmp" }
-
-local function split_root(path)
-  if path:sub(1, 1) ~= "/" then return "/home/user", path end
-  for _, root in ipairs(WRITABLE_ROOTS) do
-    if path:sub(1, #root + 1) == root .. "/" and #path > #root + 1 then return root, path:sub(#root + 2) end
-  end
-  return nil, "not below /home/user, /files or /tmp: " .. path
-end
-
-local function hex(s)
-  return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
-end
-
--- The helper's one JSON line at the start of a call's stdout -> doc, the bytes after it.
-local function helper_answer(stdout)
-  local nl = stdout:find("\n", 1, true)
-  local doc = cjson.decode(nl and stdout:sub(1, nl - 1) or stdout)
-  if type(doc) ~= "table" then return nil end
-  return doc, nl and stdout:sub(nl + 1) or ""
-end
-
--- The same from a call's stdout pieces (control:call with opts.parts): the bytes after the line are
--- joined once, never copied again to cut the line off.
-local function helper_answer_parts(parts)
-  local head, i = {}, 1
-  while i <= #parts do
-    local nl = parts[i]:find("\n", 1, true)
-    if nl then
-      head[#head + 1] = parts[i]:sub(1, nl - 1)
-      local rest = { parts[i]:sub(nl + 1) }
-      table.move(parts, i + 1, #parts, 2, rest)
-      local doc = cjson.decode(table.concat(head))
-      if type(doc) ~= "table" then return nil end
-      return doc, #rest == 1 and rest[1] or table.concat(rest)
-    end
-    head[#head + 1] = parts[i]
-    i = i + 1
-  end
-  local doc = cjson.decode(table.concat(head))
-  if type(doc) ~= "table" then return nil end
-  return doc, ""
-end
-
-local function helper_refusal(doc, r)
-  if doc then return tostring(doc.error) .. ": " .. tostring(doc.message) end
-  if r.error then return tostring(r.error) .. ": " .. tostring(r.message) end
-  return string.format("the helper gave no answer (exit %s, signal %s): %s", tostring(r.code), tostring(r.signal),
-    r.stderr:sub(1, 300))
-end
-
--- opts.timeout bounds the whole upload (the call is cancelled then).
-function Sandbox:_upload(files, opts)
-  local deadline = opts.timeout and loop.now() + opts.timeout or nil
-  for _, f in ipairs(files) do
-    local root, rel = split_root(f.path)
-    if not root then error("upload of " .. f.path .. " failed: " .. rel, 0) end
-    local r, why = self._control:call({ "write", "--root", root, "--path-hex", hex(rel),
-      "--max-bytes", tostring(#f.data) }, f.data, { deadline = deadline, max_stdout = 64 * 1024 })
-    if not r then error("upload of " .. f.path .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
-    local doc = helper_answer(r.stdout)
-    if r.cancelled then error(string.format("upload of %s: timed out after %gs", f.path, opts.timeout or 0), 0) end
-    if not doc or doc.ok ~= true then error("upload of " .. f.path .. " failed: " .. helper_refusal(doc, r), 0) end
-    if math.tointeger(doc.bytes) ~= #f.data then
-      error(string.format("upload of %s: %s bytes written of %d", f.path, tostring(doc.bytes), #f.data), 0)
-    end
-  end
-end
-
--- Downloads: `glsb-confine read` prints {"ok":true,"bytes":N} and the N bytes; the host keeps at most
--- max_download_bytes (and the answer's line) whatever arrives.
-function Sandbox:_download(path, opts)
-  local deadline = opts.timeout and loop.now() + opts.timeout or nil
-  local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
-  local root, rel = split_root(path)
-  if not root then error("download of " .. path .. ": " .. rel, 0) end
-  local r, why = self._control:call({ "read", "--root", root, "--path-hex", hex(rel), "--max-bytes", tostring(max) },
-    nil, { deadline = deadline, max_stdout = max + 4096, parts = true })
-  if not r then error("download of " .. path .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
-  if r.cancelled then error(string.format("download of %s: timed out after %gs", path, opts.timeout or 0), 0) end
-  if r.stdout_over then error(string.format("download of %s: larger than max_download_bytes = %d", path, max), 0) end
-  local doc, data = helper_answer_parts(r.stdout_parts)
-  if not doc or doc.ok ~= true then error("download of " .. path .. ": " .. helper_refusal(doc, r), 0) end
-  -- the helper announces the file's size, then streams it: a file that shrank meanwhile arrives short
-  -- and the helper exits 1 (src/confine/ws_read.c)
-  if math.tointeger(doc.bytes) ~= #data or r.code ~= 0 then
-    error(string.format("download of %s: %d bytes arrived of %s (exit %s: %s)", path, #data, tostring(doc.bytes),
-      tostring(r.code), r.stderr:sub(1, 300)), 0)
-  end
-  return data
-end
-
 ---------------------------------------------------------------------------
--- sb.files (glsb.files hooks), on the control channel too
+-- Uploads, downloads, sb.files: on the control channel (transfer.lua)
 ---------------------------------------------------------------------------
 
--- Like uploads and downloads, sb.files never goes through the agent: what it reports comes from
--- glsb-confine's helper in the supervisor's confined child, which the code in the sandbox cannot
--- reach. write and read are the helper's own write / read (read follows symlinks, but only within
--- the sandbox's root: RESOLVE_IN_ROOT); list, exists, make_dir and remove run one exact argv of the
--- sandbox's coreutils through `glsb-confine run` (no shell, an empty environment: the C locale's
--- messages, absolute program paths). The code can change its files, as it may, but not what these
--- calls say about them.
+Sandbox._upload = transfer.upload
+Sandbox._download = transfer.download
+Sandbox._files_write = transfer.files_write
+Sandbox._files_read = transfer.files_read
+Sandbox._files_list = transfer.files_list
+Sandbox._files_exists = transfer.files_exists
+Sandbox._files_make_dir = transfer.files_make_dir
+Sandbox._files_remove = transfer.files_remove
 
--- Runs argv through the helper's `run`. -> {code, signal, stdout, stderr} (the program's), or raises.
-local function helper_run(self, what, argv, timeout, max_out)
-  max_out = max_out or 1024 * 1024
-  local args = { "run", "--root", "/home/user", "--timeout", tostring(timeout or 0), "--max-output",
-    tostring(max_out), "--" }
-  for _, a in ipairs(argv) do args[#args + 1] = a end
-  -- the helper's own timeout ends the program; the channel's deadline is a backstop past it
-  local r, why = self._control:call(args, nil, { deadline = timeout and loop.now() + timeout + 5 or nil,
-    max_stdout = 2 * max_out + 64 * 1024 })
-  if not r then error(what .. ": " .. control_failure(self, why, timeout), 0) end
-  if r.cancelled then error(string.format("%s: timed out after %gs", what, timeout or 0), 0) end
-  local doc = helper_answer(r.stdout)
-  if not doc or doc.ok ~= true then error(what .. ": " .. helper_refusal(doc, r), 0) end
-  if doc.timed_out then error(string.format("%s: timed out after %gs", what, timeout or 0), 0) end
-  if doc.stdout_truncated then error(string.format("%s: the answer is larger than %d bytes", what, max_out), 0) end
-  return { code = math.tointeger(doc.exit_code), signal = math.tointeger(doc.signal),
-    stdout = core.b64decode(doc.stdout or "") or "", stderr = core.b64decode(doc.stderr or "") or "" }
-end
-
--- A failed coreutils run -> the error files.lua reports (reason = "not_found" when the path is missing).
-local function run_failure(what, r)
-  local msg = r.stderr:gsub("%s+$", "")
-  if msg == "" then msg = r.signal and ("killed by signal " .. r.signal) or ("exit code " .. tostring(r.code)) end
-  return { message = what .. ": " .. msg,
-    reason = msg:find("No such file or directory", 1, true) and "not_found" or nil }
-end
-
-function Sandbox:_files_write(path, data, opts)
-  self:_upload({ { path = path, data = data } }, { timeout = opts.timeout })
-end
-
-function Sandbox:_files_read(path, opts)
-  local deadline = opts.timeout and loop.now() + opts.timeout or nil
-  local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
-  local r, why = self._control:call({ "read", "--root", "/", "--follow", "--path-hex", hex(path:gsub("^/+", "")),
-    "--max-bytes", tostring(max) }, nil, { deadline = deadline, max_stdout = max + 4096, parts = true })
-  if not r then error("read: " .. control_failure(self, why, opts.timeout), 0) end
-  if r.cancelled then error(string.format("read: timed out after %gs", opts.timeout or 0), 0) end
-  if r.stdout_over then error(string.format("read: larger than max_download_bytes = %d", max), 0) end
-  local doc, data = helper_answer_parts(r.stdout_parts)
-  if doc and doc.ok == false and doc.error == "not_found" then
-    error({ message = "read: no such file: " .. path, reason = "not_found" }, 0)
-  end
-  if not doc or doc.ok ~= true then error("read: " .. helper_refusal(doc, r), 0) end
-  if math.tointeger(doc.bytes) ~= #data or r.code ~= 0 then
-    error(string.format("read: %d bytes arrived of %s (exit %s: %s)", #data, tostring(doc.bytes), tostring(r.code),
-      r.stderr:sub(1, 300)), 0)
-  end
-  return data
-end
-
-local FILE_TYPES = { f = "file", d = "dir", l = "symlink" }
-
--- GNU find, NUL-ended records (any name survives): depth, type, size, path. The path itself comes
--- first (depth 0; -H: followed when it is a symlink) and must be a directory.
-function Sandbox:_files_list(path, opts)
-  local r = helper_run(self, "list", { "/usr/bin/find", "-H", path, "-maxdepth", "1",
-    "-printf", "%d\\t%y\\t%s\\t%p\\0" }, opts.timeout, 16 * 1024 * 1024)
-  if r.code ~= 0 then error(run_failure("list", r), 0) end
-  local entries, top = {}, nil
-  for depth, t, size, full in r.stdout:gmatch("(%d)\t(%a)\t(%d+)\t([^%z]*)%z") do
-    if depth == "0" then
-      top = t
-    else
-      entries[#entries + 1] = { name = full:match("[^/]+$"), path = full, type = FILE_TYPES[t] or "other",
-        size = math.tointeger(tonumber(size)) }
-    end
-  end
-  if top ~= "d" then error({ message = "list: not a directory: " .. path }, 0) end
-  table.sort(entries, function(a, b) return a.path < b.path end)
-  return entries
-end
-
-function Sandbox:_files_exists(path, opts)
-  local r = helper_run(self, "exists", { "/usr/bin/test", "-e", path }, opts.timeout)
-  if r.code == 0 then return true end
-  if r.code == 1 then return false end
-  error(run_failure("exists", r), 0)
-end
-
--- mkdir -v names each directory it created: nothing printed means the path was a directory already.
-function Sandbox:_files_make_dir(path, opts)
-  local r = helper_run(self, "make_dir", { "/usr/bin/mkdir", "-p", "-v", "--", path }, opts.timeout)
-  if r.code ~= 0 then error(run_failure("make_dir", r), 0) end
-  return r.stdout ~= ""
-end
-
-function Sandbox:_files_remove(path, opts)
-  local r = helper_run(self, "remove", { "/usr/bin/rm", "-rf", "--", path }, opts.timeout)
-  if r.code ~= 0 then error(run_failure("remove", r), 0) end
-end
+---------------------------------------------------------------------------
+-- The lease, the workspace hooks, packages
+---------------------------------------------------------------------------
 
 function Sandbox:_set_timeout(seconds)
-  local why = unusable(self)
+  local why = agent.unusable(self)
   if why then error("set_timeout: " .. why, 0) end
   arm_lease(self, seconds)
 end
@@ -1357,7 +548,7 @@ function Sandbox:_exec_argv(argv, opts)
     local args = table.move(argv, 2, #argv, 1, {})
     local r, why = self._control:call(args, opts.stdin, {
       deadline = timeout and loop.now() + timeout or nil, max_stdout = cap })
-    if not r then error("local: the workspace helper failed: " .. control_failure(self, why, timeout), 0) end
+    if not r then error("local: the workspace helper failed: " .. transfer.control_failure(self, why, timeout), 0) end
     if r.error then
       error("local: the workspace helper could not run: " .. r.error .. ": " .. tostring(r.message), 0)
     end
@@ -1367,19 +558,19 @@ function Sandbox:_exec_argv(argv, opts)
     }
   end
   local deadline = timeout and loop.now() + timeout + self._grace or nil
-  local a = accumulator(cap)
-  local done, why = request(self, { op = "argv", argv = argv, timeout = timeout, max_out = cap }, {
+  local a = result.accumulator(cap)
+  local done, why = agent.request(self, { op = "argv", argv = argv, timeout = timeout, max_out = cap }, {
     deadline = deadline, interrupt = true, payload = opts.stdin ~= "" and opts.stdin or nil,
     keep = a.keep, on_event = a.on_event,
   })
   if not done then
-    error("local: running " .. tostring(argv[1]) .. " failed: " .. control_failure(self, why, timeout), 0)
+    error("local: running " .. tostring(argv[1]) .. " failed: " .. transfer.control_failure(self, why, timeout), 0)
   end
   if done.name then error("local: cannot run " .. tostring(argv[1]) .. ": " .. tostring(done.value), 0) end
   local t1 = a.truncated[1] or (tonumber(done.dropped_stdout) or 0) > 0
   local t2 = a.truncated[2] or (tonumber(done.dropped_stderr) or 0) > 0
   return {
-    exit_code = int(done.exit_code), timed_out = done.timeout == true,
+    exit_code = result.int(done.exit_code), timed_out = done.timeout == true,
     stdout = table.concat(a.parts[1]), stderr = table.concat(a.parts[2]),
     stdout_truncated = t1 or nil, stderr_truncated = t2 or nil,
   }
@@ -1408,9 +599,6 @@ function Sandbox:_install_packages(pkgs, opts)
   return r
 end
 
-function M.python_in_sandbox(opts)
-  return (opts and opts.python) or "/usr/bin/python3"
-end
 
 ---------------------------------------------------------------------------
 -- Templates

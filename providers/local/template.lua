@@ -48,6 +48,7 @@ local loop = require "glsb.loop"
 local process = require "glsb.process"
 local errors = require "glsb.errors"
 local template = require "glsb.template"
+local layout = require "glsb.providers.local.layout"
 local Stage = require("glsb.models").Stage
 
 local M = {}
@@ -294,8 +295,7 @@ end
 -- no --cleanup), with the parent layer (if any) read-only at /.glsb/base.
 -- Returns the build log or raises.
 local function run_build(self, scratch, spec, popts, pdir, pmeta)
-  local lp = require "glsb.providers.local"
-  local helper, herr = lp.find_helper(popts.confine)
+  local helper, herr = layout.find_helper(popts.confine)
   if not helper then fail(herr) end
   local stage = scratch .. "/stage"
   local ok, err = run({ "mkdir", "-m", "0755", stage })
@@ -304,12 +304,12 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
   local wok, werr = core.write_file_atomic(stage .. "/build.json", input, 420)
   if not wok then fail("cannot write the build input: " .. tostring(werr)) end
   run({ "chmod", "0755", scratch })
-  local ro = { { lp.agent_dir(), lp.AGENT_DIR }, { stage, "/.glsb/build" } }
-  if popts.pip_find_links then ro[#ro + 1] = { popts.pip_find_links, lp.FIND_LINKS_DIR } end
+  local ro = { { layout.agent_dir(), layout.AGENT_DIR }, { stage, "/.glsb/build" } }
+  if popts.pip_find_links then ro[#ro + 1] = { popts.pip_find_links, layout.FIND_LINKS_DIR } end
   if pdir then ro[#ro + 1] = { pdir, "/.glsb/base" } end
-  local argv, config = lp.confine_argv {
+  local argv, config = layout.confine_argv {
     helper = helper, workspace = scratch .. "/ws", cleanup = false,
-    program = { popts.python or "/usr/bin/python3", "-B", lp.AGENT_DIR .. "/build.py" },
+    program = { popts.python or "/usr/bin/python3", "-B", layout.AGENT_DIR .. "/build.py" },
     ro_binds = ro, env = { PYTHONDONTWRITEBYTECODE = "1" },
     opts = { network = popts.network, memory_mb = spec.memory_mb or popts.memory_mb,
       allow_degraded = popts.allow_degraded, disk_mb = popts.disk_mb, max_file_mb = popts.max_file_mb },
@@ -336,7 +336,7 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
     fail(string.format("the template build timed out after %gs%s", popts.build_timeout or 600,
       state.status and (" (at " .. state.status .. ")") or ""))
   end
-  local report = st.code ~= 0 and lp.read_report(p, loop.now() + 1) or nil
+  local report = st.code ~= 0 and layout.read_report(p, loop.now() + 1) or nil
   p:close()
   local cut = (st.dropped_stdout or 0) + (st.dropped_stderr or 0)
   local log = (cut > 0 and string.format("[glsb: the build log was cut: %d earlier bytes dropped]\n", cut) or "")

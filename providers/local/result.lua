@@ -1,0 +1,152 @@
+-- glsb.providers.local.result: what the agent's events of one call become: the output collected
+-- (capped, per-line callbacks), then the glsb.models.ExecutionResult, also for a call that got no
+-- "done" (agent.request's reasons: dead_result) and for a command's "done" (command_result).
+
+local loop = require "glsb.loop"
+local models = require "glsb.models"
+local output = require "glsb.output"
+local outcome = require "glsb.outcome"
+local agent = require "glsb.providers.local.agent"
+
+local Status = models.ExecutionStatus
+
+local M = {}
+
+-- Output of one call (glsb.output: per-line callbacks, the cap, the note). Frames of a stream already
+-- at the cap are dropped unread (keep), so what the host holds stays bounded whatever the sandbox sends.
+local STREAMS = { "stdout", "stderr" }
+
+local function collector(opts)
+  local out = output.capture(opts)
+  local sizes = { 0, 0 }
+  local c = { out = out }
+  c.keep = function(ev, n)
+    if ev.ev ~= "out" then return true end
+    local s = ev.s == 2 and 2 or 1
+    if sizes[s] >= out.cap then
+      out:dropped(STREAMS[s], n)
+      return false
+    end
+    return true
+  end
+  c.on_event = function(ev)
+    if ev.ev ~= "out" or not ev.data then return end
+    local s = ev.s == 2 and 2 or 1
+    sizes[s] = sizes[s] + #ev.data
+    out:push(STREAMS[s], ev.data)
+  end
+  -- -> the result's fields, with the agent's own drops noted
+  c.finish = function(done, fields)
+    if done then
+      out:dropped("stdout", tonumber(done.dropped_stdout))
+      out:dropped("stderr", tonumber(done.dropped_stderr))
+    end
+    return out:finish(fields)
+  end
+  return c
+end
+
+-- Whole output of a helper run, kept up to cap bytes per stream (no callbacks, no note).
+local function accumulator(cap)
+  local a = { parts = { {}, {} }, sizes = { 0, 0 }, truncated = { false, false } }
+  a.keep = function(ev, n)
+    if ev.ev ~= "out" then return true end
+    local s = ev.s == 2 and 2 or 1
+    if a.sizes[s] + n > cap then
+      a.truncated[s] = true
+      return false
+    end
+    a.sizes[s] = a.sizes[s] + n
+    return true
+  end
+  a.on_event = function(ev)
+    if ev.ev == "out" and ev.data then
+      local parts = a.parts[ev.s == 2 and 2 or 1]
+      parts[#parts + 1] = ev.data
+    end
+  end
+  return a
+end
+
+local function finish(c, done, fields)
+  return models.ExecutionResult.new(c.finish(done, fields))
+end
+
+-- The result of a call that got no "done" (see request for the reasons).
+local function dead_result(self, c, what, timeout, reason)
+  if reason == "unusable" then
+    -- provably never sent: a known outcome
+    return finish(c, nil, { status = Status.ERROR, error = what .. ": " .. agent.unusable(self),
+      failure = { exception_type = "SandboxNotInitializedError", retry_safe = true } })
+  end
+  if reason == "busy" then
+    return finish(c, nil, { status = Status.TIMEOUT,
+      error = string.format("%s: timed out after %gs waiting for another call on this sandbox to end "
+        .. "(nothing was sent)", what, timeout or 0),
+      failure = { exception_type = "Timeout", retry_safe = true } })
+  end
+  if reason == "lease" then
+    -- The call saw the agent go away while the lease's terminate is still finishing: let it finish,
+    -- so that the caller finds the sandbox terminated, as the message says.
+    local lease = self._lease_expired
+    if lease ~= loop.current() then pcall(lease.wait, lease) end
+    return finish(c, nil, { status = Status.TIMEOUT, error = string.format(
+      "%s: the sandbox lease expired during the call (after %gs) and the sandbox was terminated",
+      what, self._lease_seconds or 0) })
+  end
+  if reason == "exited" then
+    -- the interpreter (the sandbox's program) ended by itself: the code ran and ended it, or crashed it
+    -- The sandbox is gone: the GONE marker makes the base end the handle (is_running() false, later
+    -- calls raise SandboxNotInitializedError), as on every provider.
+    local e = self._end or {}
+    local r = finish(c, nil, { status = Status.ERROR, code = e.code,
+      error = string.format("%s: %s", what, self._dead or "the sandbox ended") .. " (create a new one)",
+      failure = { exception_type = outcome.GONE, retry_safe = false } })
+    r.error_name = "SandboxExited"
+    return r
+  end
+  local why = self._dead or "the sandbox is not running"
+  if reason == "killed" and timeout then
+    return finish(c, nil, { status = Status.TIMEOUT,
+      error = string.format("%s: timed out after %gs: %s", what, timeout, why),
+      failure = { exception_type = outcome.GONE, retry_safe = false } })
+  end
+  -- broken: the request may have been delivered and the outcome is unknown
+  return finish(c, nil, { status = Status.UNKNOWN, error = what .. ": " .. why,
+    failure = { exception_type = "ProtocolError", retry_safe = false } })
+end
+
+local function int(v)
+  if type(v) ~= "number" then return nil end
+  return math.tointeger(v) or v
+end
+
+-- The result of a command's "done" (execute_command, start_command).
+local function command_result(c, done, what, timeout)
+  if done.timeout then
+    return finish(c, done, { status = Status.TIMEOUT, code = int(done.exit_code),
+      error = string.format("%s: timed out after %gs (process group killed)", what, timeout or 0) })
+  end
+  if done.name then
+    return finish(c, done, { status = Status.ERROR, code = int(done.exit_code),
+      error = tostring(done.name) .. ": " .. tostring(done.value) })
+  end
+  local code = int(done.exit_code)
+  local sig = int(done.signal)
+  local err
+  if sig then
+    err = "command ended by signal: " .. (agent.SIGNAL_NAMES[sig] or ("signal " .. sig))
+  elseif code ~= 0 then
+    err = "command exited with code " .. tostring(code)
+  end
+  return finish(c, done, { status = code == 0 and Status.SUCCESS or Status.ERROR, code = code, error = err })
+end
+
+M.collector = collector
+M.accumulator = accumulator
+M.finish = finish
+M.dead_result = dead_result
+M.int = int
+M.command_result = command_result
+
+return M

@@ -1,0 +1,234 @@
+-- glsb.providers.local.transfer: uploads, downloads and sb.files, on glsb-confine's control channel
+-- (control.lua), never through the agent the code in the sandbox could rewrite. init.lua's hooks
+-- (_upload, _download, _files_*) are these functions; control_failure also words the workspace
+-- helper's failures (init.lua's _exec_argv).
+
+local core = require "glsb.core"
+local cjson = require "cjson.safe"
+local loop = require "glsb.loop"
+local agent = require "glsb.providers.local.agent"
+
+local mark_dead, unusable = agent.mark_dead, agent.unusable
+
+local M = {}
+
+M.DEFAULT_MAX_DOWNLOAD = 256 * 1024 * 1024
+
+-- Uploads, downloads and the workspace helper go through glsb-confine's control channel (control.lua):
+-- the supervisor runs `glsb-confine write|read|run` in a confined child the code in the sandbox cannot
+-- reach, so their results and byte counts cannot be forged by replacing the agent's handlers.
+
+-- Why a control call failed, for the errors of uploads, downloads and helper runs.
+local function control_failure(self, why, timeout)
+  if why == "busy" then
+    return string.format("timed out after %gs waiting for another transfer on this sandbox to end", timeout or 0)
+  end
+  if self._lease_expired then return "the sandbox lease expired and the sandbox was terminated" end
+  if why == "gone" then return self._dead or "the sandbox has ended" end
+  if why == "broken" then
+    local msg = "the control channel broke: " .. tostring(self._control.broken)
+    mark_dead(self, msg)
+    return msg
+  end
+  return self._dead or unusable(self) or tostring(why)
+end
+
+-- The writable root a sandbox path is in, and the path below it (relative paths: below /home/user).
+-- -> root, rel | nil, message
+local WRITABLE_ROOTS = { "/home/user", "/files", "/tmp" }
+
+local function split_root(path)
+  if path:sub(1, 1) ~= "/" then return "/home/user", path end
+  for _, root in ipairs(WRITABLE_ROOTS) do
+    if path:sub(1, #root + 1) == root .. "/" and #path > #root + 1 then return root, path:sub(#root + 2) end
+  end
+  return nil, "not below /home/user, /files or /tmp: " .. path
+end
+
+local function hex(s)
+  return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+
+-- The helper's one JSON line at the start of a call's stdout -> doc, the bytes after it.
+local function helper_answer(stdout)
+  local nl = stdout:find("\n", 1, true)
+  local doc = cjson.decode(nl and stdout:sub(1, nl - 1) or stdout)
+  if type(doc) ~= "table" then return nil end
+  return doc, nl and stdout:sub(nl + 1) or ""
+end
+
+-- The same from a call's stdout pieces (control:call with opts.parts): the bytes after the line are
+-- joined once, never copied again to cut the line off.
+local function helper_answer_parts(parts)
+  local head, i = {}, 1
+  while i <= #parts do
+    local nl = parts[i]:find("\n", 1, true)
+    if nl then
+      head[#head + 1] = parts[i]:sub(1, nl - 1)
+      local rest = { parts[i]:sub(nl + 1) }
+      table.move(parts, i + 1, #parts, 2, rest)
+      local doc = cjson.decode(table.concat(head))
+      if type(doc) ~= "table" then return nil end
+      return doc, #rest == 1 and rest[1] or table.concat(rest)
+    end
+    head[#head + 1] = parts[i]
+    i = i + 1
+  end
+  local doc = cjson.decode(table.concat(head))
+  if type(doc) ~= "table" then return nil end
+  return doc, ""
+end
+
+local function helper_refusal(doc, r)
+  if doc then return tostring(doc.error) .. ": " .. tostring(doc.message) end
+  if r.error then return tostring(r.error) .. ": " .. tostring(r.message) end
+  return string.format("the helper gave no answer (exit %s, signal %s): %s", tostring(r.code), tostring(r.signal),
+    r.stderr:sub(1, 300))
+end
+
+-- opts.timeout bounds the whole upload (the call is cancelled then).
+function M.upload(self, files, opts)
+  local deadline = opts.timeout and loop.now() + opts.timeout or nil
+  for _, f in ipairs(files) do
+    local root, rel = split_root(f.path)
+    if not root then error("upload of " .. f.path .. " failed: " .. rel, 0) end
+    local r, why = self._control:call({ "write", "--root", root, "--path-hex", hex(rel),
+      "--max-bytes", tostring(#f.data) }, f.data, { deadline = deadline, max_stdout = 64 * 1024 })
+    if not r then error("upload of " .. f.path .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
+    local doc = helper_answer(r.stdout)
+    if r.cancelled then error(string.format("upload of %s: timed out after %gs", f.path, opts.timeout or 0), 0) end
+    if not doc or doc.ok ~= true then error("upload of " .. f.path .. " failed: " .. helper_refusal(doc, r), 0) end
+    if math.tointeger(doc.bytes) ~= #f.data then
+      error(string.format("upload of %s: %s bytes written of %d", f.path, tostring(doc.bytes), #f.data), 0)
+    end
+  end
+end
+
+-- Downloads: `glsb-confine read` prints {"ok":true,"bytes":N} and the N bytes; the host keeps at most
+-- max_download_bytes (and the answer's line) whatever arrives.
+function M.download(self, path, opts)
+  local deadline = opts.timeout and loop.now() + opts.timeout or nil
+  local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
+  local root, rel = split_root(path)
+  if not root then error("download of " .. path .. ": " .. rel, 0) end
+  local r, why = self._control:call({ "read", "--root", root, "--path-hex", hex(rel), "--max-bytes", tostring(max) },
+    nil, { deadline = deadline, max_stdout = max + 4096, parts = true })
+  if not r then error("download of " .. path .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
+  if r.cancelled then error(string.format("download of %s: timed out after %gs", path, opts.timeout or 0), 0) end
+  if r.stdout_over then error(string.format("download of %s: larger than max_download_bytes = %d", path, max), 0) end
+  local doc, data = helper_answer_parts(r.stdout_parts)
+  if not doc or doc.ok ~= true then error("download of " .. path .. ": " .. helper_refusal(doc, r), 0) end
+  -- the helper announces the file's size, then streams it: a file that shrank meanwhile arrives short
+  -- and the helper exits 1 (src/confine/ws_read.c)
+  if math.tointeger(doc.bytes) ~= #data or r.code ~= 0 then
+    error(string.format("download of %s: %d bytes arrived of %s (exit %s: %s)", path, #data, tostring(doc.bytes),
+      tostring(r.code), r.stderr:sub(1, 300)), 0)
+  end
+  return data
+end
+
+-- sb.files (glsb.files hooks), on the control channel too
+
+-- Like uploads and downloads, sb.files never goes through the agent: what it reports comes from
+-- glsb-confine's helper in the supervisor's confined child, which the code in the sandbox cannot
+-- reach. write and read are the helper's own write / read (read follows symlinks, but only within
+-- the sandbox's root: RESOLVE_IN_ROOT); list, exists, make_dir and remove run one exact argv of the
+-- sandbox's coreutils through `glsb-confine run` (no shell, an empty environment: the C locale's
+-- messages, absolute program paths). The code can change its files, as it may, but not what these
+-- calls say about them.
+
+-- Runs argv through the helper's `run`. -> {code, signal, stdout, stderr} (the program's), or raises.
+local function helper_run(self, what, argv, timeout, max_out)
+  max_out = max_out or 1024 * 1024
+  local args = { "run", "--root", "/home/user", "--timeout", tostring(timeout or 0), "--max-output",
+    tostring(max_out), "--" }
+  for _, a in ipairs(argv) do args[#args + 1] = a end
+  -- the helper's own timeout ends the program; the channel's deadline is a backstop past it
+  local r, why = self._control:call(args, nil, { deadline = timeout and loop.now() + timeout + 5 or nil,
+    max_stdout = 2 * max_out + 64 * 1024 })
+  if not r then error(what .. ": " .. control_failure(self, why, timeout), 0) end
+  if r.cancelled then error(string.format("%s: timed out after %gs", what, timeout or 0), 0) end
+  local doc = helper_answer(r.stdout)
+  if not doc or doc.ok ~= true then error(what .. ": " .. helper_refusal(doc, r), 0) end
+  if doc.timed_out then error(string.format("%s: timed out after %gs", what, timeout or 0), 0) end
+  if doc.stdout_truncated then error(string.format("%s: the answer is larger than %d bytes", what, max_out), 0) end
+  return { code = math.tointeger(doc.exit_code), signal = math.tointeger(doc.signal),
+    stdout = core.b64decode(doc.stdout or "") or "", stderr = core.b64decode(doc.stderr or "") or "" }
+end
+
+-- A failed coreutils run -> the error files.lua reports (reason = "not_found" when the path is missing).
+local function run_failure(what, r)
+  local msg = r.stderr:gsub("%s+$", "")
+  if msg == "" then msg = r.signal and ("killed by signal " .. r.signal) or ("exit code " .. tostring(r.code)) end
+  return { message = what .. ": " .. msg,
+    reason = msg:find("No such file or directory", 1, true) and "not_found" or nil }
+end
+
+function M.files_write(self, path, data, opts)
+  self:_upload({ { path = path, data = data } }, { timeout = opts.timeout })
+end
+
+function M.files_read(self, path, opts)
+  local deadline = opts.timeout and loop.now() + opts.timeout or nil
+  local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
+  local r, why = self._control:call({ "read", "--root", "/", "--follow", "--path-hex", hex(path:gsub("^/+", "")),
+    "--max-bytes", tostring(max) }, nil, { deadline = deadline, max_stdout = max + 4096, parts = true })
+  if not r then error("read: " .. control_failure(self, why, opts.timeout), 0) end
+  if r.cancelled then error(string.format("read: timed out after %gs", opts.timeout or 0), 0) end
+  if r.stdout_over then error(string.format("read: larger than max_download_bytes = %d", max), 0) end
+  local doc, data = helper_answer_parts(r.stdout_parts)
+  if doc and doc.ok == false and doc.error == "not_found" then
+    error({ message = "read: no such file: " .. path, reason = "not_found" }, 0)
+  end
+  if not doc or doc.ok ~= true then error("read: " .. helper_refusal(doc, r), 0) end
+  if math.tointeger(doc.bytes) ~= #data or r.code ~= 0 then
+    error(string.format("read: %d bytes arrived of %s (exit %s: %s)", #data, tostring(doc.bytes), tostring(r.code),
+      r.stderr:sub(1, 300)), 0)
+  end
+  return data
+end
+
+local FILE_TYPES = { f = "file", d = "dir", l = "symlink" }
+
+-- GNU find, NUL-ended records (any name survives): depth, type, size, path. The path itself comes
+-- first (depth 0; -H: followed when it is a symlink) and must be a directory.
+function M.files_list(self, path, opts)
+  local r = helper_run(self, "list", { "/usr/bin/find", "-H", path, "-maxdepth", "1",
+    "-printf", "%d\\t%y\\t%s\\t%p\\0" }, opts.timeout, 16 * 1024 * 1024)
+  if r.code ~= 0 then error(run_failure("list", r), 0) end
+  local entries, top = {}, nil
+  for depth, t, size, full in r.stdout:gmatch("(%d)\t(%a)\t(%d+)\t([^%z]*)%z") do
+    if depth == "0" then
+      top = t
+    else
+      entries[#entries + 1] = { name = full:match("[^/]+$"), path = full, type = FILE_TYPES[t] or "other",
+        size = math.tointeger(tonumber(size)) }
+    end
+  end
+  if top ~= "d" then error({ message = "list: not a directory: " .. path }, 0) end
+  table.sort(entries, function(a, b) return a.path < b.path end)
+  return entries
+end
+
+function M.files_exists(self, path, opts)
+  local r = helper_run(self, "exists", { "/usr/bin/test", "-e", path }, opts.timeout)
+  if r.code == 0 then return true end
+  if r.code == 1 then return false end
+  error(run_failure("exists", r), 0)
+end
+
+-- mkdir -v names each directory it created: nothing printed means the path was a directory already.
+function M.files_make_dir(self, path, opts)
+  local r = helper_run(self, "make_dir", { "/usr/bin/mkdir", "-p", "-v", "--", path }, opts.timeout)
+  if r.code ~= 0 then error(run_failure("make_dir", r), 0) end
+  return r.stdout ~= ""
+end
+
+function M.files_remove(self, path, opts)
+  local r = helper_run(self, "remove", { "/usr/bin/rm", "-rf", "--", path }, opts.timeout)
+  if r.code ~= 0 then error(run_failure("remove", r), 0) end
+end
+
+M.control_failure = control_failure
+
+return M
