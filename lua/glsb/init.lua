@@ -43,8 +43,8 @@ end
 local function provider_name(name, what)
   if name == nil then return constants.DEFAULT_PROVIDER end
   if type(name) ~= "string" then
-    error(string.format("glsb.%s: provider name must be a string (or nil for %q), got %s",
-      what, constants.DEFAULT_PROVIDER, type(name)), 3)
+    require("glsb.options").arg_error("glsb.%s: provider name must be a string (or nil for %q), got %s",
+      what, constants.DEFAULT_PROVIDER, type(name))
   end
   return name
 end

@@ -8,7 +8,8 @@
 --
 -- Time: the public API takes relative timeouts in seconds (Task:wait(timeout), sleep(seconds)); the
 -- internal waits (wait, wait_fd, Condition:wait) take absolute deadlines on M.now()'s clock, computed
--- once at the top of an operation and passed down (lua-http's habit), nil meaning none.
+-- once at the top of an operation (M.deadline) and passed down (lua-http's habit), nil meaning none;
+-- each sub-step takes what is left (M.remaining).
 local core = require "glsb.core"
 
 local M = {}
@@ -225,6 +226,26 @@ function M.wait_fd(fd, events, deadline)
   core.unwatch(token)
   if not ok then error(reason, 0) end
   return reason
+end
+
+-- deadline(timeout) -> the absolute deadline on M.now()'s clock of a resolved timeout (seconds > 0), or
+-- nil for none (timeout nil: no limit). The one place an operation turns its budget into a deadline.
+function M.deadline(timeout)
+  if timeout == nil then return nil end
+  return core.now() + timeout
+end
+
+-- remaining(deadline) -> seconds left until deadline, never below a millisecond (so that a transport
+-- given it times out at once rather than read 0 as "no limit"), or nil for no deadline. What a sub-step
+-- of an operation (a request, a lock wait, one of several cells) gets as its own timeout.
+function M.remaining(deadline)
+  if deadline == nil then return nil end
+  return math.max(0.001, deadline - core.now())
+end
+
+-- expired(deadline) -> true when the deadline has passed (never for nil).
+function M.expired(deadline)
+  return deadline ~= nil and core.now() >= deadline
 end
 
 function M.sleep(seconds)

@@ -4,16 +4,20 @@
 -- type. The declarations are also the source of the README's option tables (options.markdown).
 --
 -- A schema maps option names to declarations:
---   name = { "type", "what it does, for the README", default = "shown default" (optional) }
+--   name = { "type", "what it does, for the README", default = "shown default" (optional),
+--            min = n, max = n (inclusive bounds of a number), integer = true (a whole number),
+--            values = { "a", "b" } (the only values accepted), required = true (nil is refused) }
 -- type is one of
 --   string, boolean, function, table, number, integer,
---   seconds     a number of seconds, not NaN (the function decides what <= 0 means)
---   positive    a number > 0, not NaN
+--   seconds     a number of seconds, not NaN. A timeout or a lease: <= 0 means no limit (M.timeout
+--               resolves it); every public timeout is declared so, and no other rule exists
+--   positive    a number > 0, not NaN (an interval or a TTL, which cannot be unbounded)
 --   count       an integer > 0
 --   string_map  a table of string keys to strings or numbers (env-style)
 --   string_list an array of strings
 --   any         anything (checked by the function itself)
--- or several joined by "|" ("string|table").
+-- or several joined by "|" ("string|table"). Bounds, integer and values apply to the values of the type
+-- they make sense for (numbers; values: any) and are shown in the README's type column.
 
 local M = {}
 
@@ -159,11 +163,83 @@ local function describe(v)
   return type(v)
 end
 
+local function shown_value(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  return tostring(v)
+end
+
+-- The words for a declaration's bounds ("an integer", ">= 0", "from 0 to 1"), or nil when it has none.
+local function bounds(decl)
+  if type(decl) ~= "table" then return nil end
+  local lo, hi = decl.min, decl.max
+  local range
+  if lo and hi then range = string.format("from %s to %s", shown_value(lo), shown_value(hi))
+  elseif lo then range = ">= " .. shown_value(lo)
+  elseif hi then range = "<= " .. shown_value(hi) end
+  if decl.integer then return range and ("an integer " .. range) or "an integer" end
+  return range
+end
+
+local function is_whole(v) return math.type(v) == "integer" or (v == math.floor(v) and v - v == 0) end
+
+-- The first broken constraint of a value of the right type (bounds, integer, values), as words, or nil.
+local function constraint(decl, v)
+  if type(decl) ~= "table" then return nil end
+  if type(v) == "number" then
+    if (decl.integer and not is_whole(v)) or (decl.min and v < decl.min) or (decl.max and v > decl.max) then
+      return bounds(decl)
+    end
+  end
+  local values = decl.values
+  if values then
+    for _, x in ipairs(values) do
+      if x == v then return nil end
+    end
+    local words = {}
+    for i, x in ipairs(values) do words[i] = shown_value(x) end
+    return "one of " .. table.concat(words, ", ")
+  end
+  return nil
+end
+
+-- Per schema, its required names (computed once: a schema is a declaration, never changed after).
+local required_of = setmetatable({}, { __mode = "k" })
+
+local function required(schema)
+  local list = required_of[schema]
+  if list == nil then
+    list = {}
+    for k, d in pairs(schema) do
+      if type(d) == "table" and d.required then list[#list + 1] = k end
+    end
+    table.sort(list)
+    required_of[schema] = list
+  end
+  return list
+end
+
+-- check_value(v, decl, what, name) -> v. The check of one value against one declaration (a positional
+-- argument declared like an option: pool:wait_idle's n and timeout); nil is accepted unless required.
+function M.check_value(v, decl, what, name)
+  if v == nil then
+    if type(decl) == "table" and decl.required then
+      M.arg_error("%s: option '%s' is required%s", what, name, decl[2] and (": " .. decl[2]) or "")
+    end
+    return v
+  end
+  if not matches(decl, v) then
+    M.arg_error("%s: option '%s' must be %s, got %s", what, name, M.expected(decl), describe(v))
+  end
+  local broken = constraint(decl, v)
+  if broken then M.arg_error("%s: option '%s' must be %s, got %s", what, name, broken, describe(v)) end
+  return v
+end
+
 -- check(opts, schema, what) -> opts (or {} for nil). Raises an argument error (arg_error: at the user's
--- line) for a non-table, an unknown key, or a value of the wrong type. nil values are always accepted
--- (they mean "the default").
+-- line) for a non-table, an unknown key, a value of the wrong type, out of its bounds or not one of its
+-- values, or a required key missing. nil values mean "the default".
 function M.check(opts, schema, what)
-  if opts == nil then return {} end
+  if opts == nil then opts = {} end
   if type(opts) ~= "table" then
     M.arg_error("%s: options must be a table, got %s", what, type(opts))
   end
@@ -176,11 +252,21 @@ function M.check(opts, schema, what)
       local near = M.closest(k, schema)
       M.arg_error("%s: unknown option '%s'%s", what, k, near and string.format(" (did you mean '%s'?)", near) or "")
     end
-    if not matches(decl, v) then
-      M.arg_error("%s: option '%s' must be %s, got %s", what, k, M.expected(decl), describe(v))
-    end
+    M.check_value(v, decl, what, k)
+  end
+  for _, k in ipairs(required(schema)) do
+    if opts[k] == nil then M.check_value(nil, schema[k], what, k) end
   end
   return opts
+end
+
+-- timeout(value, default) -> seconds > 0, or nil for no limit: the one time rule of every public
+-- timeout. nil takes the default (itself nil: no limit); <= 0 is no limit. value is a declared `seconds`
+-- (already checked: a number, not NaN).
+function M.timeout(value, default)
+  if value == nil then value = default end
+  if value == nil or value <= 0 then return nil end
+  return value
 end
 
 -- merge(a, b, ...) -> a new schema with every key of the given schemas (later ones win).
@@ -251,8 +337,20 @@ function M.markdown(schema)
     local d = schema[k]
     local doc = type(d) == "table" and (d[2] or d.doc) or ""
     local default = type(d) == "table" and d.default or nil
-    lines[#lines + 1] = string.format("| `%s` | %s | %s | %s |", k, shown(type_of(d)),
-      default and ("`" .. default .. "`") or "", doc)
+    local t = shown(type_of(d))
+    if type(d) == "table" then
+      if d.integer then t = t:gsub("^number", "integer") end
+      local range = bounds({ min = d.min, max = d.max })
+      if range then t = t .. " " .. range end
+      if d.values then
+        local words = {}
+        for i, x in ipairs(d.values) do words[i] = "`" .. tostring(x) .. "`" end
+        t = table.concat(words, " or ")
+      end
+    end
+    local shown_default = default and ("`" .. default .. "`")
+      or (type(d) == "table" and d.required and "required") or ""
+    lines[#lines + 1] = string.format("| `%s` | %s | %s | %s |", k, t, shown_default, doc)
   end
   return table.concat(lines, "\n")
 end

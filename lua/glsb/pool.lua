@@ -32,6 +32,7 @@ local models = require "glsb.models"
 local log = require "glsb.log"
 local registry = require "glsb.registry"
 local options = require "glsb.pool.options"
+local check = require "glsb.options"
 local trace_seam = require "glsb.trace.seam"
 
 local Stage = models.Stage
@@ -89,10 +90,10 @@ local function resolve_class(provider)
   elseif type(provider) == "table" and type(provider.Sandbox) == "table" then
     mod, name = provider, provider.name
   else
-    error("glsb.pool: provider must be a provider name (\"local\", \"e2b\", ...) or a provider module", 3)
+    check.arg_error("glsb.pool: provider must be a provider name (\"local\", \"e2b\", ...) or a provider module")
   end
   if type(mod.Sandbox) ~= "table" or type(mod.Sandbox.create) ~= "function" then
-    error(string.format("glsb.pool: provider '%s' has no Sandbox class", tostring(name)), 3)
+    check.arg_error("glsb.pool: provider '%s' has no Sandbox class", tostring(name))
   end
   return mod.Sandbox, tostring(name or mod.Sandbox.provider_name)
 end
@@ -101,15 +102,15 @@ local function open_store(o, provider, cls)
   local store, owned = o.store, true
   local shared = type(store) == "string" and store ~= "memory" or type(store) == "table" and store.shared
   if shared and (PROCESS_BOUND[provider] or cls.attach_unsupported) then
-    error(string.format("glsb.pool: provider '%s' cannot share sandboxes between processes (%s); use store = "
-      .. "\"memory\"", provider, cls.attach_unsupported or "its sandboxes belong to the process that created them"), 3)
+    check.arg_error("glsb.pool: provider '%s' cannot share sandboxes between processes (%s); use store = "
+      .. "\"memory\"", provider, cls.attach_unsupported or "its sandboxes belong to the process that created them")
   end
   if store == "memory" then
     store = require("glsb.pool.memory").new()
   elseif type(store) == "string" then
     if not (store:match("^rediss?://") or store:match("^unix://")) then
-      error("glsb.pool: opts.store must be \"memory\" or a redis://, rediss:// or unix:// URL, got "
-        .. require("glsb.pool.url").redact(store), 3)
+      check.arg_error("glsb.pool: option 'store' must be \"memory\" or a redis://, rediss:// or unix:// URL, got %s",
+        require("glsb.pool.url").redact(store))
     end
     store = require("glsb.pool.redis").new(store, { prefix = o.key_prefix, options = o.store_options })
   else
@@ -117,7 +118,9 @@ local function open_store(o, provider, cls)
     for _, m in ipairs({ "take_idle", "put_idle", "remove_idle", "try_acquire_primary_lock", "renew_primary_lock",
       "release_primary_lock", "reap_expired_idle", "idle_count", "get_max_idle", "set_max_idle",
       "set_idle_entry_ttl" }) do
-      if type(store[m]) ~= "function" then error("glsb.pool: opts.store object has no method " .. m, 3) end
+      if type(store[m]) ~= "function" then
+        check.arg_error("glsb.pool: option 'store': the object has no method %s", m)
+      end
     end
   end
   return store, owned
@@ -135,12 +138,12 @@ end
 -- M.new(provider, opts) -> a pool that is not started yet (glsb.pool).
 function M.new(provider, opts)
   local cls, provider_name = resolve_class(provider)
-  local o = options.check(opts, 2)
+  local o = options.check(opts)
   local store, owned = open_store(o, provider_name, cls)
   if store.shared and type(cls.connect) ~= "function" then
     if owned and store.close then store:close() end
-    error(string.format("glsb.pool: provider '%s' cannot reconnect to a sandbox (no Sandbox.connect), so it "
-      .. "cannot use a shared store; use store = \"memory\"", provider_name), 2)
+    check.arg_error("glsb.pool: provider '%s' cannot reconnect to a sandbox (no Sandbox.connect), so it "
+      .. "cannot use a shared store; use store = \"memory\"", provider_name)
   end
   local self = setmetatable({
     name = o.name, provider = provider_name, cls = cls, opts = o, store = store, owns_store = owned,
@@ -501,8 +504,7 @@ local function checkout(self, entry, deadline)
   local sb = entry.sandbox or self.handles[entry.id]
   if not sb then
     local copts = connect_opts(self)
-    local remaining = deadline - loop.now()
-    if remaining <= 0 then return nil, "the acquire timeout passed before the sandbox could be reached" end
+    if loop.expired(deadline) then return nil, "the acquire timeout passed before the sandbox could be reached" end
     local c = {}
     for k, v in pairs(copts) do c[k] = v end
     local ok, got = pcall(self.cls.connect, entry.ref, c)
@@ -564,32 +566,20 @@ local function acquire_body(self, policy, deadline, lease)
   return hand_over(self, direct_create(self, lease), nil)
 end
 
-local ACQUIRE_KEYS = { timeout = "number", policy = "string", sandbox_timeout = "number" }
-
--- pool:acquire(opts) -> a running sandbox the caller owns.
--- opts.timeout: seconds for reaching and checking an idle sandbox (default acquire_timeout, 30 s);
--- opts.policy: "direct_create" (default: create one when no idle sandbox is usable) or "fail_fast";
--- opts.sandbox_timeout: the lease of the acquired sandbox (default the create opts' timeout, else the
--- warm lease of idle_timeout is left as it is).
+-- pool:acquire(opts) -> a running sandbox the caller owns. opts (options.ACQUIRE): timeout (seconds for
+-- reaching and checking an idle sandbox; default acquire_timeout; <= 0: no limit), policy
+-- ("direct_create", the default: create one when no idle sandbox is usable, or "fail_fast"),
+-- sandbox_timeout (the lease of the acquired sandbox; default the create opts' timeout, else the warm
+-- lease of idle_timeout is left as it is).
 function Pool:acquire(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("pool:acquire: opts must be a table", 2) end
-  for k, v in pairs(opts) do
-    if not ACQUIRE_KEYS[k] then error("pool:acquire: unknown option " .. tostring(k), 2) end
-    if type(v) ~= ACQUIRE_KEYS[k] then
-      error(string.format("pool:acquire: opts.%s must be a %s", k, ACQUIRE_KEYS[k]), 2)
-    end
-  end
+  opts = check.check(opts, options.ACQUIRE, "pool:acquire")
   local policy = opts.policy or M.Policy.DIRECT_CREATE
-  if policy ~= M.Policy.DIRECT_CREATE and policy ~= M.Policy.FAIL_FAST then
-    error("pool:acquire: opts.policy must be \"direct_create\" or \"fail_fast\", got " .. tostring(policy), 2)
-  end
-  local timeout = opts.timeout or self.opts.acquire_timeout
-  if timeout <= 0 then error("pool:acquire: opts.timeout must be > 0", 2) end
+  local timeout = check.timeout(opts.timeout, self.opts.acquire_timeout)
   running(self, "acquire")
   local lease = opts.sandbox_timeout or self.opts.create.timeout
+  if type(lease) == "number" then lease = check.timeout(lease) end -- create checks its own timeout
   self.acquiring = self.acquiring + 1
-  local deadline = loop.now() + timeout
+  local deadline = loop.deadline(timeout)
   local res
   if trace_seam.on then -- tracing's choke point: a glsb.pool.acquire span (one field read when off)
     res = table.pack(pcall(trace_seam.operation, "glsb.pool.acquire", self,
@@ -636,9 +626,7 @@ end
 
 -- pool:resize(n): the new target (in a shared store, for every process of the pool).
 function Pool:resize(n)
-  if type(n) ~= "number" or n < 0 or n ~= math.floor(n) then
-    error("pool:resize: size must be an integer >= 0, got " .. tostring(n), 2)
-  end
+  check.check_value(n, options.SCHEMA.size, "pool:resize", "size")
   self.size = math.tointeger(n)
   local ok, err = loop.run(store_call, self, "set_max_idle", self.size)
   if not ok then error(err, 0) end
@@ -647,19 +635,20 @@ function Pool:resize(n)
 end
 
 -- pool:wait_idle([n], [timeout]) -> true once at least n (default: size) sandboxes are idle, false when
--- timeout seconds (default warmup_ready_timeout) passed first. With a shared store other processes' puts
--- are not seen as events: the count is then re-read every 0.2 s.
+-- timeout seconds (default warmup_ready_timeout; <= 0: no limit) passed first. With a shared store other
+-- processes' puts are not seen as events: the count is then re-read every 0.2 s.
 function Pool:wait_idle(n, timeout)
+  check.check_value(n, options.WAIT_IDLE.n, "pool:wait_idle", "n")
+  check.check_value(timeout, options.WAIT_IDLE.timeout, "pool:wait_idle", "timeout")
   n = n or self.size
-  timeout = timeout or self.opts.warmup_ready_timeout
-  local deadline = loop.now() + timeout
+  local deadline = loop.deadline(check.timeout(timeout, self.opts.warmup_ready_timeout))
   return loop.run(function()
     while true do
       local ok, count = store_call(self, "idle_count")
       if ok and count >= n then return true end
-      if loop.now() >= deadline then return false end
+      if loop.expired(deadline) then return false end
       local until_ = deadline
-      if self.store.shared or not ok then until_ = math.min(deadline, loop.now() + 0.2) end
+      if self.store.shared or not ok then until_ = math.min(deadline or math.huge, loop.now() + 0.2) end
       self.arrived:wait(until_)
     end
   end)
@@ -695,7 +684,7 @@ end
 -- them at once. The primary lock is released. release_idle (default: true for a memory store the pool
 -- made itself, whose idle sandboxes nobody else can use; false for a shared store) kills the idle ones.
 function Pool:shutdown(opts)
-  opts = opts or {}
+  opts = check.check(opts, options.SHUTDOWN, "pool:shutdown")
   if self.lifecycle == "stopped" or self.lifecycle == "new" then
     self.lifecycle = "stopped"
     return
@@ -706,17 +695,19 @@ function Pool:shutdown(opts)
   self.lifecycle = self.lifecycle == "destroyed" and "destroyed" or "draining"
   loop.run(function()
     self.wake:broadcast()
-    local deadline = loop.now() + (graceful and self.opts.drain_timeout or 0)
+    -- graceful: one drain budget for the reconciler and the work in flight (none: wait for them)
+    local deadline = loop.now()
+    if graceful then deadline = loop.deadline(self.opts.drain_timeout) end
     local r = self.reconciler
     if r and not r:done() then
-      if graceful then r:wait(math.max(0.001, deadline - loop.now())) end
+      if graceful then r:wait(loop.remaining(deadline)) end
       if not r:done() then
         self.abandon = true -- creates in flight finish, then kill what they made
         r:cancel()
-        pcall(r.wait, r, math.max(self.opts.drain_timeout, 0.001))
+        pcall(r.wait, r, self.opts.drain_timeout)
       end
     end
-    while graceful and in_flight_count(self) > 0 and loop.now() < deadline do
+    while graceful and in_flight_count(self) > 0 and not loop.expired(deadline) do
       self.settled:wait(deadline)
     end
     -- background work is kills (shielded: a cancel waits for them); never leave one half done

@@ -200,15 +200,16 @@ end
 -- lists the known ones; a provider that fails to load raises its own error.
 function M.get(name)
   if type(name) ~= "string" or not name:match(NAME_PATTERN) then
-    error("glsb: provider name must be a word (letters, digits, '_' or '-'), got " .. tostring(name), 0)
+    require("glsb.options").arg_error("glsb: provider name must be a word (letters, digits, '_' or '-'), got %s",
+      tostring(name))
   end
   local modname = PREFIX .. name
   local ok, mod = pcall(require, modname)
   if not ok then
     if type(mod) == "string" and mod:find("module '" .. modname .. "' not found", 1, true) then
       local known = M.known()
-      error(string.format("glsb: unknown provider '%s' (known: %s)", name,
-        #known > 0 and table.concat(known, ", ") or "none found; set GLSB_PATH"), 0)
+      require("glsb.options").arg_error("glsb: unknown provider '%s' (known: %s)", name,
+        #known > 0 and table.concat(known, ", ") or "none found; set GLSB_PATH")
     end
     error(mod, 0)
   end

@@ -21,6 +21,16 @@ local function opts(extra)
   return o
 end
 
+-- Calls fn, expects a plain argument error (a string) pointing at this file, matching `pattern`.
+local function misuse(pattern, fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert.is_false(ok, "expected an argument error matching " .. pattern)
+  assert.is_string(err, "misuse must be a plain Lua error, not a glsb error object: " .. tostring(err))
+  assert.matches("^spec/pool/pool_spec.lua:%d+: ", err)
+  assert.matches(pattern, err)
+  return err
+end
+
 local function idle_ids(pool)
   local ids = {}
   for _, e in ipairs(pool.store:idle_entries(pool.name)) do ids[e.id] = true end
@@ -41,27 +51,47 @@ describe("glsb.pool #pool #unit", function()
   end)
 
   describe("options", function()
-    it("requires name and size and names an unknown key with the closest one", function()
-      assert.has_error(function() glsb.pool("poolfake", { size = 1 }) end,
-        "glsb.pool: opts.name is required (the shared identity of the pool)")
-      assert.has_error(function() glsb.pool("poolfake", { name = "x" }) end,
-        "glsb.pool: opts.size is required (how many sandboxes to keep warm)")
-      local ok, err = pcall(glsb.pool, "poolfake", { name = "x", size = 1, idle_timout = 5 })
-      assert.is_false(ok)
-      assert.matches("unknown option idle_timout %(did you mean idle_timeout%?%)", err)
-      ok, err = pcall(glsb.pool, "poolfake", { name = "x", size = -1 })
-      assert.is_false(ok)
-      assert.matches("opts.size must be an integer >= 0", err)
+    it("requires name and size and names an unknown key with the closest one, at the caller's line", function()
+      misuse("glsb.pool: option 'name' is required: the pool's shared identity", glsb.pool, "poolfake", { size = 1 })
+      misuse("glsb.pool: option 'size' is required: how many sandboxes", glsb.pool, "poolfake", { name = "x" })
+      misuse("glsb.pool: option 'name' must not be empty", glsb.pool, "poolfake", { name = "", size = 1 })
+      misuse("glsb.pool: unknown option 'idle_timout' %(did you mean 'idle_timeout'%?%)", glsb.pool, "poolfake",
+        { name = "x", size = 1, idle_timout = 5 })
+      misuse("glsb.pool: option 'size' must be >= 0, got number %-1", glsb.pool, "poolfake", { name = "x", size = -1 })
+      misuse("glsb.pool: option 'size' must be an integer, got number 1.5", glsb.pool, "poolfake",
+        { name = "x", size = 1.5 })
+      misuse("glsb.pool: option 'warmup_concurrency' must be a positive integer, got number 0", glsb.pool, "poolfake",
+        { name = "x", size = 1, warmup_concurrency = 0 })
+      misuse("glsb.pool: option 'idle_timeout' must be a number > 0, got number 0", glsb.pool, "poolfake",
+        { name = "x", size = 1, idle_timeout = 0 })
+      misuse("glsb.pool: option 'prepare' must be a function, got string", glsb.pool, "poolfake",
+        { name = "x", size = 1, prepare = "x" })
+      misuse("glsb.pool: option 'store' must be \"memory\" or a redis://", glsb.pool, "poolfake",
+        { name = "x", size = 1, store = "memcached://x" })
+      misuse("glsb.pool: store_options: unknown option 'comand_timeout' %(did you mean 'command_timeout'%?%)",
+        glsb.pool, "poolfake", { name = "x", size = 1, store = "redis://127.0.0.1:1",
+          store_options = { comand_timeout = 1 } })
+      misuse("glsb.pool: provider name must be a string", glsb.pool, 42, { name = "x", size = 1 })
+      misuse("glsb: unknown provider .nope.", glsb.pool, "nope", { name = "x", size = 1 })
+    end)
+
+    it("the three waits follow the time rule: <= 0 is no limit", function()
+      local o = options.check({ name = "x", size = 1, acquire_timeout = 0, warmup_ready_timeout = -1,
+        drain_timeout = 0 })
+      assert.same({}, { o.acquire_timeout, o.warmup_ready_timeout, o.drain_timeout })
+      o = options.check({ name = "x", size = 1 })
+      assert.same({ 30, 30, 30 }, { o.acquire_timeout, o.warmup_ready_timeout, o.drain_timeout })
     end)
 
     it("refuses a minimum remaining TTL not below idle_timeout, and a tick not shorter than the lock", function()
       local ok, err = pcall(glsb.pool, "poolfake", { name = "x", size = 1, idle_timeout = 10,
         acquire_min_remaining_ttl = 10 })
       assert.is_false(ok)
-      assert.matches("must be smaller than opts.idle_timeout", err)
+      assert.matches("^spec/pool/pool_spec.lua:%d+: glsb.pool: option 'acquire_min_remaining_ttl' %(10%) must be "
+        .. "smaller than 'idle_timeout' %(10%)", err)
       ok, err = pcall(glsb.pool, "poolfake", { name = "x", size = 1, reconcile_interval = 60 })
       assert.is_false(ok)
-      assert.matches("must be shorter than opts.primary_lock_ttl", err)
+      assert.matches("option 'reconcile_interval' %(60%) must be shorter than 'primary_lock_ttl'", err)
     end)
 
     it("has OpenSandbox's defaults", function()
@@ -126,6 +156,24 @@ describe("glsb.pool #pool #unit", function()
     assert.is_nil(backend.live[sb.sandbox_id])
   end)
 
+  it("acquire{timeout = 0} and wait_idle(n, 0) mean no limit, as every public timeout's <= 0", function()
+    backend.start_delay = 0.05
+    pool = glsb.pool("poolfake", opts({ warmup_ready_timeout = 0 }))
+    pool:start()
+    assert.are.equal(0, pool:snapshot().idle, "nothing is warm yet: a wait with no limit has to wait")
+    assert.is_true(pool:wait_idle(3, 0))
+    local sb = pool:acquire({ timeout = 0 })
+    assert.are.equal(1, pool:snapshot().stats.hits, "served from idle")
+    sb:terminate()
+    assert.is_true(pool:wait_idle(3, -1))
+    assert.is_true(pool:wait_idle(), "warmup_ready_timeout = 0: no limit either")
+    sb = pool:acquire({ timeout = -5, sandbox_timeout = 0 })
+    assert.is_true(sb:is_running())
+    sb:terminate()
+    misuse("pool:wait_idle: option 'timeout' must be a number of seconds, got string", pool.wait_idle, pool, 1, "5")
+    misuse("pool:wait_idle: option 'n' must be >= 0", pool.wait_idle, pool, -1)
+  end)
+
   it("replenishes after an acquire made while a warm-up tick was busy (regression: a lost wake-up)", function()
     backend.start_delay = 0.1
     pool = glsb.pool("poolfake", opts({ size = 2, warmup_concurrency = 1, reconcile_interval = 10, primary_lock_ttl = 20 }))
@@ -168,8 +216,12 @@ describe("glsb.pool #pool #unit", function()
     local sb = pool:acquire({ policy = "direct_create" })
     assert.is_true(backend.live[sb.sandbox_id])
     assert.are.equal(1, pool:snapshot().stats.direct)
-    assert.has_error(function() pool:acquire({ policy = "wait" }) end,
-      "pool:acquire: opts.policy must be \"direct_create\" or \"fail_fast\", got wait")
+    misuse("pool:acquire: option 'policy' must be one of \"direct_create\", \"fail_fast\", got string \"wait\"",
+      pool.acquire, pool, { policy = "wait" })
+    misuse("pool:acquire: unknown option 'timout' %(did you mean 'timeout'%?%)", pool.acquire, pool, { timout = 1 })
+    misuse("pool:acquire: option 'timeout' must be a number of seconds, got NaN", pool.acquire, pool,
+      { timeout = 0 / 0 })
+    misuse("pool:acquire: options must be a table, got string", pool.acquire, pool, "fast")
   end)
 
   it("raises PoolNotRunningError before start and after shutdown", function()
@@ -290,7 +342,8 @@ describe("glsb.pool #pool #unit", function()
     assert.are.equal(1, pool:snapshot().idle)
     glsb.sleep(0.05)
     assert.are.equal(1, backend.live_count())
-    assert.has_error(function() pool:resize(-1) end, "pool:resize: size must be an integer >= 0, got -1")
+    misuse("pool:resize: option 'size' must be >= 0, got number %-1", pool.resize, pool, -1)
+    misuse("pool:resize: option 'size' must be an integer", pool.resize, pool, 2.5)
   end)
 
   it("release_all_idle kills every idle sandbox and says how many", function()
@@ -382,8 +435,8 @@ describe("glsb.pool #pool #unit", function()
     local p2 = glsb.pool("poolfake", opts({ store = store })):start()
     assert.are.equal(3, p2:release_all_idle())
     p2:shutdown()
-    assert.has_error(function() glsb.pool("poolfake", opts({ store = {} })) end,
-      "glsb.pool: opts.store object has no method take_idle")
+    misuse("glsb.pool: option 'store': the object has no method take_idle", glsb.pool, "poolfake",
+      opts({ store = {} }))
   end)
 
   it("is reachable as glsb.pool and prints itself", function()

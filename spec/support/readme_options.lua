@@ -3,7 +3,7 @@
 --   <!-- glsb-options: WHO WHAT -->   and   <!-- /glsb-options -->
 -- WHO = "base" (the common options, every provider) or a provider name; WHAT = create, connect, list,
 -- execute_code, execute_command, download_file, terminate, ref (the sandbox's), write_workspace_file,
--- run_workspace_command (glsb.workspace's), provider (a provider's
+-- run_workspace_command (glsb.workspace's), pool, pool_acquire, pool_shutdown (glsb.pool's), provider (a provider's
 -- own credentials/endpoints), template (a template builder's).
 --
 --   lua5.4 spec/support/readme_options.lua --write    regenerates every table in place
@@ -15,11 +15,16 @@ local function options() return require "glsb.options" end
 M.FILES = { "README.md", "providers/e2b/README.md", "providers/local/README.md", "providers/opensandbox/README.md",
   "providers/bedrock/README.md" }
 
+-- glsb.pool's declarations (lua/glsb/pool/options.lua) by marker.
+local POOL = { pool = "SCHEMA", pool_acquire = "ACQUIRE", pool_shutdown = "SHUTDOWN" }
+
 -- schema(who, what) -> the schema a marker names.
 function M.schema(who, what)
   local opts = options()
   if who == "base" then
     if what == "template" then return require("glsb.template").TemplateBuilder.options.builder end
+    local pool = POOL[what]
+    if pool then return require("glsb.pool.options")[pool] end
     local ws = require("glsb.workspace").OPTIONS[what]
     if ws then return ws end
     local sandbox = require "glsb.sandbox"

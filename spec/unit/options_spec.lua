@@ -43,10 +43,50 @@ describe("glsb.options #unit", function()
     misuse("f: option names must be strings", options.check, { 1 }, schema, "f")
   end)
 
+  it("checks declared bounds, whole numbers, values and required keys", function()
+    local schema = { n = { "number", min = 0, max = 1 }, i = { "integer", min = 1 }, w = { "number", integer = true },
+      p = { "string", values = { "a", "b" } }, r = { "string", "who it is", required = true } }
+    assert.same({ r = "x", n = 0, i = 1, w = 3.0, p = "b" }, options.check({ r = "x", n = 0, i = 1, w = 3.0, p = "b" },
+      schema, "f"))
+    assert.same({ r = "x", n = 1 }, options.check({ r = "x", n = 1 }, schema, "f"), "bounds are inclusive")
+    misuse("f: option 'n' must be from 0 to 1, got number 1.5", options.check, { r = "x", n = 1.5 }, schema, "f")
+    misuse("f: option 'n' must be from 0 to 1, got number %-0.1", options.check, { r = "x", n = -0.1 }, schema, "f")
+    misuse("f: option 'i' must be >= 1, got number 0", options.check, { r = "x", i = 0 }, schema, "f")
+    misuse("f: option 'i' must be an integer, got number 2.5", options.check, { r = "x", i = 2.5 }, schema, "f")
+    misuse("f: option 'w' must be an integer, got number inf", options.check, { r = "x", w = math.huge }, schema, "f")
+    misuse("f: option 'p' must be one of \"a\", \"b\", got string \"c\"", options.check, { r = "x", p = "c" },
+      schema, "f")
+    misuse("f: option 'r' is required: who it is", options.check, {}, schema, "f")
+    misuse("f: option 'r' is required", options.check, nil, schema, "f")
+    -- one value declared like an option (a positional argument)
+    assert.equal(2, options.check_value(2, schema.i, "g", "i"))
+    assert.is_nil(options.check_value(nil, schema.i, "g", "i"))
+    misuse("g: option 'i' must be >= 1, got number 0", options.check_value, 0, schema.i, "g", "i")
+  end)
+
+  it("has one time rule: nil is the default, <= 0 is no limit", function()
+    assert.equal(5, options.timeout(5, 30))
+    assert.equal(30, options.timeout(nil, 30))
+    assert.is_nil(options.timeout(nil, nil))
+    assert.is_nil(options.timeout(0, 30))
+    assert.is_nil(options.timeout(-1, 30))
+    assert.is_nil(options.timeout(nil, 0), "a default of 0 is no limit too")
+  end)
+
+  it("suggests only what is close: one Levenshtein for every checker", function()
+    assert.equal("command_timeout", options.closest("comand_timeout", { command_timeout = 1, tls_ca = 1 }))
+    assert.is_nil(options.closest("zzzzzzzz", { exporter = 1, endpoint = 1 }), "far from every key: no suggestion")
+    assert.equal("max_output_bytes", options.closest("max_output", { max_output_bytes = 1, timeout = 1 }))
+  end)
+
   it("renders a schema as the README's Markdown table", function()
     local md = options.markdown({ b = { "boolean", "flag", default = "false" }, a = { "string|count", "x" } })
     assert.equal("| option | type | default | meaning |\n|---|---|---|---|\n| `a` | string or integer > 0 |  | x |\n"
       .. "| `b` | boolean | `false` | flag |", md)
+    md = options.markdown({ n = { "number", "ratio", min = 0, max = 1 }, i = { "number", "count", integer = true,
+      min = 1 }, p = { "string", "mode", values = { "a", "b" }, default = "a" }, r = { "string", "name", required = true } })
+    assert.equal("| option | type | default | meaning |\n|---|---|---|---|\n| `i` | integer >= 1 |  | count |\n"
+      .. "| `n` | number from 0 to 1 |  | ratio |\n| `p` | `a` or `b` | `a` | mode |\n| `r` | string | required | name |", md)
   end)
 end)
 

@@ -1,114 +1,103 @@
--- glsb.pool.options: the checked options of glsb.pool(provider, opts) and their defaults.
+-- glsb.pool.options: the declared options of glsb.pool(provider, opts), of pool:acquire and
+-- pool:shutdown (glsb.options' form: checked by it, rendered into the README by it), and their defaults.
 --
 -- The defaults are OpenSandbox's pool defaults (shared/protocols/opensandbox.md §5.1): idle_timeout 24 h,
 -- acquire_min_remaining_ttl min(60 s, idle_timeout / 2), reconcile_interval 30 s, primary_lock_ttl 60 s,
 -- degraded_threshold 3, drain_timeout 30 s, acquire/warmup ready timeouts 30 s, warmup_concurrency
 -- max(1, ceil(0.2 * size)), backoff 30 s * 2^(n-1) capped at one day. glsb's own: replenish_delay (10 ms: how
 -- long a tick that an acquire asked for waits, so that the acquirer's first request is not slowed by a create).
+--
+-- The time rule is every public timeout's (glsb.options.timeout): acquire_timeout, warmup_ready_timeout,
+-- drain_timeout and acquire's timeout <= 0 mean no limit. idle_timeout, the intervals and TTLs are not
+-- waits: a warm sandbox always expires, a lock always lapses, so they must be > 0.
+local check = require "glsb.options"
 
 local M = {}
 
--- key -> the type it must have (checked before any default is applied).
-local KINDS = {
-  name = "string", size = "number", create = "table", connect = "table", store = "any",
-  key_prefix = "string", store_options = "table",
-  idle_timeout = "number", acquire_min_remaining_ttl = "number", reconcile_interval = "number",
-  primary_lock_ttl = "number", degraded_threshold = "number", drain_timeout = "number",
-  acquire_timeout = "number", warmup_ready_timeout = "number", warmup_concurrency = "number",
-  backoff_base = "number", backoff_max = "number", owner_id = "string", prepare = "function",
-  replenish_delay = "number",
+M.SCHEMA = {
+  name = { "string", "the pool's shared identity (every process with the same name and store shares it)",
+    required = true },
+  size = { "integer", "how many sandboxes to keep idle (OpenSandbox's `max_idle`)", required = true, min = 0 },
+  create = { "table", "create options of each sandbox (provider options: keys, URLs, template, ...)",
+    default = "{}" },
+  connect = { "table", "options for `glsb.connect` when another process's sandbox is acquired",
+    default = "from create" },
+  store = { "string|table", "`\"memory\"`, `\"redis://[user:pass@]host[:port][/db]\"`, `\"rediss://...\"` (TLS), "
+    .. "`\"unix://[:pass@]/path.sock[?db=N]\"`, or a store object", default = "\"memory\"" },
+  store_options = { "table", "Redis: `connect_timeout` (5 s), `command_timeout` (5 s), `tls_ca`, `tls_verify` "
+    .. "(true), `tls_servername`" },
+  key_prefix = { "string", "Redis key prefix", default = "\"glsb:pool\"" },
+  owner_id = { "string", "this process's name in the store's primary lock", default = "random" },
+  idle_timeout = { "positive", "lease of a warm sandbox and TTL of its idle entry (s)", default = "86400" },
+  acquire_min_remaining_ttl = { "number", "an idle sandbox with less left (s) is not handed out (it is killed)",
+    min = 0, default = "min(60, idle_timeout/2)" },
+  reconcile_interval = { "positive", "reconciler tick (s)", default = "30" },
+  primary_lock_ttl = { "positive", "primary lock lease (s)", default = "60" },
+  warmup_concurrency = { "count", "creates at a time", default = "max(1, ceil(0.2 * size))" },
+  degraded_threshold = { "count", "after that many failed creates in a row: DEGRADED, next try after "
+    .. "backoff_base * 2^(n-1) s, capped at backoff_max", default = "3" },
+  backoff_base = { "positive", "first backoff once DEGRADED (s)", default = "30" },
+  backoff_max = { "positive", "longest backoff (s)", default = "86400" },
+  acquire_timeout = { "seconds", "`pool:acquire`'s timeout when it gives none; `<= 0`: none", default = "30" },
+  warmup_ready_timeout = { "seconds", "`pool:wait_idle`'s timeout when it gives none; `<= 0`: none",
+    default = "30" },
+  drain_timeout = { "seconds", "how long a graceful shutdown waits for work in flight; `<= 0`: none",
+    default = "30" },
+  prepare = { "function", "`function(sb)` run on every new sandbox before it is offered (warm or created directly)" },
+  replenish_delay = { "number", "a tick an acquire asked for waits this long (s), so the acquirer's first call "
+    .. "goes first", min = 0, default = "0.01" },
 }
-M.KINDS = KINDS
 
--- Levenshtein distance, for "did you mean" on a misspelt key.
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
+M.ACQUIRE = {
+  timeout = { "seconds", "for reaching and checking an idle sandbox; `<= 0`: none", default = "acquire_timeout" },
+  policy = { "string", "what happens when no idle sandbox is usable", values = { "direct_create", "fail_fast" },
+    default = "direct_create" },
+  sandbox_timeout = { "seconds", "the lease of the acquired sandbox; `<= 0`: the warm lease is left as it is",
+    default = "create's timeout" },
+}
 
--- closest(key, known) -> the known key nearest to `key`, or nil when none is close.
-function M.closest(key, known)
-  local best, best_d
-  for k in pairs(known) do
-    local d = distance(key, k)
-    if not best_d or d < best_d or (d == best_d and k < best) then best, best_d = k, d end
-  end
-  if best_d and best_d <= math.max(2, #key // 3) then return best end
-  return nil
-end
+M.SHUTDOWN = {
+  graceful = { "boolean", "wait up to drain_timeout for work in flight (else cancel it at once)", default = "true" },
+  release_idle = { "boolean", "kill the idle sandboxes", default = "true for a memory store, false for Redis" },
+}
 
-local function fail(msg, level) error("glsb.pool: " .. msg, level + 1) end
+-- WAIT_IDLE: pool:wait_idle(n, timeout)'s two arguments, declared like options.
+M.WAIT_IDLE = {
+  n = { "integer", "how many idle sandboxes to wait for", min = 0 },
+  timeout = { "seconds", "`<= 0`: none" },
+}
 
-local function number_at_least(o, key, min, level, integer)
-  local v = o[key]
-  if v == nil then return end
-  if v ~= v or v < min or (integer and math.type(v) ~= "integer" and v ~= math.floor(v)) then
-    fail(string.format("opts.%s must be %s >= %s, got %s", key, integer and "an integer" or "a number", min,
-      tostring(v)), level + 1)
-  end
-end
-
--- check(opts, level) -> a new table of resolved options. Misuse raises a plain argument error naming the key.
-function M.check(opts, level)
-  level = (level or 1) + 1
-  if type(opts) ~= "table" then fail("opts must be a table with at least name and size", level) end
-  for k, v in pairs(opts) do
-    local kind = KINDS[k]
-    if kind == nil then
-      local near = type(k) == "string" and M.closest(k, KINDS)
-      fail(string.format("unknown option %s%s", tostring(k), near and (" (did you mean " .. near .. "?)") or ""), level)
-    end
-    if kind ~= "any" and type(v) ~= kind then
-      fail(string.format("opts.%s must be a %s, got %s", k, kind, type(v)), level)
-    end
-  end
-  if opts.name == nil or opts.name == "" then fail("opts.name is required (the shared identity of the pool)", level) end
-  if opts.size == nil then fail("opts.size is required (how many sandboxes to keep warm)", level) end
-  number_at_least(opts, "size", 0, level, true)
-  for _, k in ipairs({ "idle_timeout", "reconcile_interval", "primary_lock_ttl", "drain_timeout", "acquire_timeout",
-    "warmup_ready_timeout", "backoff_base", "backoff_max" }) do
-    number_at_least(opts, k, 0.001, level)
-  end
-  number_at_least(opts, "acquire_min_remaining_ttl", 0, level)
-  number_at_least(opts, "replenish_delay", 0, level)
-  number_at_least(opts, "degraded_threshold", 1, level, true)
-  number_at_least(opts, "warmup_concurrency", 1, level, true)
-  local store = opts.store
-  if store ~= nil and type(store) ~= "string" and type(store) ~= "table" then
-    fail("opts.store must be \"memory\", a redis:// / rediss:// / unix:// URL, or a store object", level)
+-- check(opts) -> a new table of resolved options. Misuse raises a plain argument error (glsb.options: at
+-- the user's line) naming the key.
+function M.check(opts)
+  check.check(opts, M.SCHEMA, "glsb.pool")
+  if opts.name == "" then
+    check.arg_error("glsb.pool: option 'name' must not be empty (the shared identity of the pool)")
   end
 
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
-  o.size = math.tointeger(o.size) or math.floor(o.size)
+  o.size = math.tointeger(o.size)
   o.create = o.create or {}
   o.store = o.store or "memory"
   o.key_prefix = o.key_prefix or "glsb:pool"
   o.idle_timeout = o.idle_timeout or 86400
   o.acquire_min_remaining_ttl = o.acquire_min_remaining_ttl or math.min(60, o.idle_timeout / 2)
   if o.acquire_min_remaining_ttl >= o.idle_timeout then
-    fail(string.format("opts.acquire_min_remaining_ttl (%g) must be smaller than opts.idle_timeout (%g)",
-      o.acquire_min_remaining_ttl, o.idle_timeout), level)
+    check.arg_error("glsb.pool: option 'acquire_min_remaining_ttl' (%g) must be smaller than 'idle_timeout' (%g)",
+      o.acquire_min_remaining_ttl, o.idle_timeout)
   end
   o.reconcile_interval = o.reconcile_interval or 30
   o.primary_lock_ttl = o.primary_lock_ttl or 60
   if o.reconcile_interval >= o.primary_lock_ttl then
-    fail(string.format("opts.reconcile_interval (%g) must be shorter than opts.primary_lock_ttl (%g), or the "
-      .. "primary's lock would lapse between two ticks", o.reconcile_interval, o.primary_lock_ttl), level)
+    check.arg_error("glsb.pool: option 'reconcile_interval' (%g) must be shorter than 'primary_lock_ttl' (%g), or "
+      .. "the primary's lock would lapse between two ticks", o.reconcile_interval, o.primary_lock_ttl)
   end
   o.degraded_threshold = o.degraded_threshold or 3
-  o.drain_timeout = o.drain_timeout or 30
-  o.acquire_timeout = o.acquire_timeout or 30
-  o.warmup_ready_timeout = o.warmup_ready_timeout or 30
+  -- the three waits, resolved once by the time rule: seconds > 0, or nil for no limit
+  o.drain_timeout = check.timeout(o.drain_timeout, 30)
+  o.acquire_timeout = check.timeout(o.acquire_timeout, 30)
+  o.warmup_ready_timeout = check.timeout(o.warmup_ready_timeout, 30)
   o.warmup_concurrency = o.warmup_concurrency or math.max(1, math.ceil(0.2 * o.size))
   o.backoff_base = o.backoff_base or 30
   o.backoff_max = o.backoff_max or 86400

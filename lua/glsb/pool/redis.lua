@@ -21,6 +21,7 @@ local cjson = require "cjson.safe"
 local core = require "glsb.core"
 local loop = require "glsb.loop"
 local url = require "glsb.pool.url"
+local options = require "glsb.options"
 local redis_conn = require "glsb.pool.redis_conn"
 
 local failure = redis_conn.failure
@@ -156,23 +157,27 @@ function M.key(prefix, name, suffix)
   return string.format("%s:{%s}:%s", prefix, core.b64encode(name, "url"), suffix)
 end
 
-local OPTION_KEYS = { connect_timeout = "number", command_timeout = "number", tls_ca = "string",
-  tls_verify = "boolean", tls_servername = "string" }
+-- glsb.pool's store_options for a Redis store (glsb.options' form). The two timeouts follow the time
+-- rule: <= 0 means no limit.
+M.OPTIONS = {
+  connect_timeout = { "seconds", "connecting (TCP, TLS, the scripts loaded); `<= 0`: none", default = "5" },
+  command_timeout = { "seconds", "one command or pipeline, a reconnect included; `<= 0`: none", default = "5" },
+  tls_ca = { "string", "a CA bundle for `rediss://`" },
+  tls_verify = { "boolean", "check the server's certificate and host name", default = "true" },
+  tls_servername = { "string", "the name the certificate must carry", default = "the URL's host" },
+}
 
 -- new(url, {prefix, options}) -> Store. Nothing is connected until the first call.
--- options (glsb.pool's store_options): connect_timeout (5 s), command_timeout (5 s), tls_ca, tls_verify
--- (default true), tls_servername (default the URL's host).
+-- options (glsb.pool's store_options, M.OPTIONS): connect_timeout (5 s), command_timeout (5 s), tls_ca,
+-- tls_verify (default true), tls_servername (default the URL's host).
 function M.new(u, o)
   o = o or {}
   local params, err = url.parse(u)
-  if not params then error("glsb.pool: " .. err, 4) end
-  local opts = o.options or {}
-  for k, v in pairs(opts) do
-    if not OPTION_KEYS[k] then error("glsb.pool: unknown store_options key " .. tostring(k), 4) end
-    if type(v) ~= OPTION_KEYS[k] then
-      error(string.format("glsb.pool: store_options.%s must be a %s", k, OPTION_KEYS[k]), 4)
-    end
-  end
+  if not params then options.arg_error("glsb.pool: %s", err) end
+  local opts = {}
+  for k, v in pairs(options.check(o.options, M.OPTIONS, "glsb.pool: store_options")) do opts[k] = v end
+  opts.connect_timeout = options.timeout(opts.connect_timeout, 5)
+  opts.command_timeout = options.timeout(opts.command_timeout, 5)
   return setmetatable({
     params = params, opts = opts, prefix = o.prefix or "glsb:pool", where = url.redact(u),
     conn = nil, shas = nil, lock = loop.lock(), retry_at = 0, backoff = 0.1, last_failure = nil,
@@ -188,7 +193,8 @@ local function connect(self, deadline)
   local hello = {}
   for i, name in ipairs(SCRIPT_NAMES) do hello[i] = { "SCRIPT", "LOAD", SCRIPTS[name] } end
   local ok, conn, replies = pcall(redis_conn.open, self.params, {
-    connect_timeout = math.min(self.opts.connect_timeout or 5, math.max(0.001, deadline - now)),
+    -- the earlier of connect_timeout and the command's own deadline (either may be none)
+    deadline = math.min(loop.deadline(self.opts.connect_timeout) or math.huge, deadline or math.huge),
     tls_ca = self.opts.tls_ca, tls_verify = self.opts.tls_verify, tls_servername = self.opts.tls_servername,
     hello = hello,
   })
@@ -229,7 +235,7 @@ local function conn_of(self, deadline)
   return conn
 end
 
-local function deadline_of(self) return loop.now() + (self.opts.command_timeout or 5) end
+local function deadline_of(self) return loop.deadline(self.opts.command_timeout) end
 
 local function check_reply(self, r)
   if type(r) == "table" and r.err then

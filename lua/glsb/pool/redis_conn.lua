@@ -44,11 +44,13 @@ local function drive_until_ready(c, deadline, what)
 end
 
 -- open(params, opts) -> Conn, ready, authenticated, on its database. params: from glsb.pool.url.parse.
--- opts: connect_timeout (seconds, default 5), tls_ca (CA file), tls_verify (default true), tls_servername,
--- hello (commands pipelined after AUTH/SELECT; their replies are returned as the second value).
+-- opts: connect_timeout (seconds, default 5) or deadline (absolute, on glsb.loop's clock; math.huge: none),
+-- tls_ca (CA file), tls_verify (default true), tls_servername, hello (commands pipelined after AUTH/SELECT;
+-- their replies are returned as the second value).
 function M.open(params, opts)
   opts = opts or {}
-  local deadline = loop.now() + (opts.connect_timeout or 5)
+  local deadline = opts.deadline or (loop.now() + (opts.connect_timeout or 5))
+  if deadline == math.huge then deadline = nil end
   local where = params.path or (params.host .. ":" .. tostring(params.port))
   local c, msg, code = core.redis_connect {
     path = params.path, host = params.host, port = params.port, tls = params.tls,
