@@ -172,6 +172,9 @@ install: all
 	install -m 755 $(BUILD)/glsb-confine $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb/glsb-confine
 	cp -R lua/glsb/. $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/
 	cp -R providers/. $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/providers/
+	@# glsb.pool and glsb.trace were pool.lua and trace.lua before they became pool/init.lua and
+	@# trace/init.lua: left by an older install, the file would shadow the folder (?.lua is searched first)
+	rm -f $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/pool.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/trace.lua
 
 # LuaRocks' layout (rockspec/gl-sandbox-scm-1.rockspec): INST_LIBDIR / INST_LUADIR / INST_BINDIR.
 install-rock: all
