@@ -8,7 +8,7 @@
 --            min = n, max = n (inclusive bounds of a number), integer = true (a whole number),
 --            values = { "a", "b" } (the only values accepted), required = true (nil is refused) }
 -- type is one of
---   string, boolean, function, table, number, integer,
+--   string, boolean, function, table, userdata, number, integer,
 --   seconds     a number of seconds, not NaN. A timeout or a lease: <= 0 means no limit (M.timeout
 --               resolves it); every public timeout is declared so, and no other rule exists
 --   positive    a number > 0, not NaN (an interval or a TTL, which cannot be unbounded)
@@ -112,6 +112,7 @@ local CHECK = {
   boolean = function(v) return type(v) == "boolean" end,
   ["function"] = function(v) return type(v) == "function" end,
   table = function(v) return type(v) == "table" end,
+  userdata = function(v) return type(v) == "userdata" end,
   number = function(v) return type(v) == "number" and v == v end,
   integer = function(v) return math.type(v) == "integer" or (type(v) == "number" and v == math.floor(v)) end,
   seconds = function(v) return type(v) == "number" and v == v end,
@@ -131,8 +132,8 @@ local CHECK = {
 local NAMES = {
   seconds = "a number of seconds", positive = "a number > 0", count = "a positive integer",
   integer = "an integer", string_map = "a table of string keys to strings", string_list = "an array of strings",
-  number = "a number", table = "a table", string = "a string", boolean = "a boolean", ["function"] = "a function",
-  any = "anything",
+  number = "a number", table = "a table", userdata = "a userdata (a file)", string = "a string",
+  boolean = "a boolean", ["function"] = "a function", any = "anything",
 }
 
 local function type_of(decl)

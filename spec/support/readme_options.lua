@@ -3,7 +3,8 @@
 --   <!-- glsb-options: WHO WHAT -->   and   <!-- /glsb-options -->
 -- WHO = "base" (the common options, every provider) or a provider name; WHAT = create, connect, list,
 -- execute_code, execute_command, download_file, terminate, ref (the sandbox's), write_workspace_file,
--- run_workspace_command (glsb.workspace's), pool, pool_acquire, pool_shutdown (glsb.pool's), provider (a provider's
+-- run_workspace_command (glsb.workspace's), pool, pool_acquire, pool_shutdown (glsb.pool's), trace
+-- (glsb.trace.configure's), provider (a provider's
 -- own credentials/endpoints), template (a template builder's).
 --
 --   lua5.4 spec/support/readme_options.lua --write    regenerates every table in place
@@ -23,6 +24,7 @@ function M.schema(who, what)
   local opts = options()
   if who == "base" then
     if what == "template" then return require("glsb.template").TemplateBuilder.options.builder end
+    if what == "trace" then return require("glsb.trace.config").OPTIONS end
     local pool = POOL[what]
     if pool then return require("glsb.pool.options")[pool] end
     local ws = require("glsb.workspace").OPTIONS[what]

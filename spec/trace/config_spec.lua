@@ -119,18 +119,32 @@ describe("glsb.trace settings #unit", function()
     assert.are.same({ traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", tracestate = "a=1" }, s.parent)
   end)
 
+  it("follow glsb's time rule for the two timeouts: <= 0 is no limit (nil), nil the default", function()
+    local s = resolve({ timeout = 0, export_timeout = -1 })
+    assert.is_nil(s.timeout)
+    assert.is_nil(s.export_timeout)
+    s = resolve()
+    assert.are.same({ 10, 30 }, { s.timeout, s.export_timeout })
+    assert.are.equal(4, math.tointeger(resolve({ max_queue_size = 4.0 }).max_queue_size))
+  end)
+
   it("reject a bad configure{} option as an argument error naming it", function()
     assert.has_error(function() config.check({ endpiont = "x" }) end,
       "glsb.trace.configure: unknown option 'endpiont' (did you mean 'endpoint'?)")
+    assert.has_error(function() config.check({ zzzzzzzz = "x" }) end,
+      "glsb.trace.configure: unknown option 'zzzzzzzz'", "far from every key: no suggestion")
     assert.has_error(function() config.check({ timeout = "10" }) end,
-      "glsb.trace.configure: option 'timeout' must be a number, got string")
+      "glsb.trace.configure: option 'timeout' must be a number of seconds, got string \"10\"")
     assert.has_error(function() config.check({ schedule_delay = 0 }) end,
-      "glsb.trace.configure: option 'schedule_delay' must be > 0 seconds, got 0")
+      "glsb.trace.configure: option 'schedule_delay' must be a number > 0, got number 0")
     assert.has_error(function() config.check({ max_queue_size = 1.5 }) end,
-      "glsb.trace.configure: option 'max_queue_size' must be an integer >= 1, got 1.5")
+      "glsb.trace.configure: option 'max_queue_size' must be an integer, got number 1.5")
+    assert.has_error(function() config.check({ max_queue_size = 0 }) end,
+      "glsb.trace.configure: option 'max_queue_size' must be >= 1, got number 0")
     assert.has_error(function() config.check({ sampler_arg = 3 }) end,
-      "glsb.trace.configure: option 'sampler_arg' must be a ratio in [0, 1], got 3")
-    assert.has_error(function() config.check("otlp") end, "glsb.trace.configure: options must be a table")
+      "glsb.trace.configure: option 'sampler_arg' must be from 0 to 1, got number 3")
+    assert.has_error(function() config.check("otlp") end,
+      "glsb.trace.configure: options must be a table, got string")
     assert.has_error(function() resolve({ exporter = "zipkin" }) end,
       "glsb.trace.configure: unknown exporter 'zipkin' (otlp, console, none)")
     assert.has_error(function() resolve({ protocol = "grpc" }) end,

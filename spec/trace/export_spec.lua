@@ -65,6 +65,13 @@ describe("glsb.trace OTLP export #trace", function()
     assert.are.equal("t1", got.requests[1].headers["x-tenant"])
   end)
 
+  it("exports with no limit when the timeouts are <= 0 (glsb's time rule), and flushes with force_flush(0)", function()
+    configure({ timeout = 0, export_timeout = 0 })
+    for i = 1, 3 do trace.start_span("n" .. i):finish() end
+    assert.is_true(trace.force_flush(0), "force_flush(0) is no limit, not a deadline already passed")
+    assert.are.equal(3, #rec:received().spans)
+  end)
+
   it("exports in batches of at most max_export_batch_size, a full batch without waiting the delay", function()
     configure({ max_export_batch_size = 4, schedule_delay = 30 })
     for i = 1, 10 do trace.start_span("s" .. i):finish() end

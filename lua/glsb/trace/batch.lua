@@ -17,7 +17,8 @@ local M = {}
 local Batch = {}
 Batch.__index = Batch
 
--- new{exporter, max_queue_size, max_export_batch_size, schedule_delay, export_timeout, warn, context}
+-- new{exporter, max_queue_size, max_export_batch_size, schedule_delay, export_timeout (nil: none), warn,
+-- context}
 -- context: optional {clear = fn()} run first in the worker task (no trace context of its own).
 function M.new(opts)
   return setmetatable({
@@ -85,7 +86,7 @@ local function worker_body(self)
     if self.worker ~= me or self:size() == 0 then break end
     local batch = take(self, self.max_batch)
     self.exporting = true
-    local ok, err = pcall(self._export, self, batch, loop.now() + self.export_timeout, self.failing and 1 or nil)
+    local ok, err = pcall(self._export, self, batch, loop.deadline(self.export_timeout), self.failing and 1 or nil)
     self.exporting = false
     if not ok then
       -- cancelled by a flush or shutdown: the batch goes back to the front, the flusher sends it
@@ -127,25 +128,26 @@ function Batch:on_end(span)
   end
 end
 
--- force_flush(timeout, attempts) -> true when every queued span was exported. Runs the exports in the caller
+-- force_flush(timeout, attempts) -> true when every queued span was exported. timeout: seconds (nil:
+-- export_timeout; <= 0: no limit, glsb's time rule). Runs the exports in the caller
 -- (a task or the main chunk). A worker waiting for its batch to fill is cancelled; one with an export in
 -- flight finishes it first (cancelling it could send spans the collector already has twice), unless it
 -- overruns the deadline: then it is cancelled and its batch put back.
 function Batch:force_flush(timeout, attempts)
-  local deadline = loop.now() + (timeout or self.export_timeout)
+  local deadline = loop.deadline(require("glsb.options").timeout(timeout, self.export_timeout))
   local w = self.worker
   self.worker = nil -- the worker leaves its loop after the export in hand
   self.flushing = true -- and on_end starts no other meanwhile: one export at a time
   if w and not w:done() then
-    if self.exporting then pcall(w.wait, w, math.max(0.001, deadline - loop.now())) end
+    if self.exporting then pcall(w.wait, w, loop.remaining(deadline)) end
     if not w:done() then
       w:cancel()
-      pcall(w.wait, w, math.max(0.001, deadline - loop.now())) -- lets it put its batch back
+      pcall(w.wait, w, loop.remaining(deadline)) -- lets it put its batch back
     end
   end
   local all = true
   local ok, err = pcall(function()
-    while self:size() > 0 and loop.now() < deadline do
+    while self:size() > 0 and not loop.expired(deadline) do
       local batch = take(self, self.max_batch)
       if not self:_export(batch, deadline, attempts or (self.failing and 1 or nil)) then
         all = false

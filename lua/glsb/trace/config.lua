@@ -4,77 +4,54 @@
 -- over the generic ones. A malformed variable is reported once as a warning and its default used (the
 -- specification's rule), never an error; a bad configure{} option is a Lua argument error naming it.
 local sampler = require "glsb.trace.sampler"
+local options = require "glsb.options"
 
 local M = {}
 
 local DEFAULT_BASE = "http://localhost:4318"
 
--- Option name -> expected Lua type(s) of configure{...}.
-local OPTIONS = {
-  disabled = "boolean", exporter = "string|table", endpoint = "string", traces_endpoint = "string",
-  headers = "table", protocol = "string", timeout = "number", service_name = "string", resource = "table",
-  sampler = "string|table", sampler_arg = "number", schedule_delay = "number", export_timeout = "number",
-  max_queue_size = "number", max_export_batch_size = "number", propagate = "boolean|table",
-  trace_into_sandbox = "boolean", console = "userdata|table", parent = "string|table",
-  export_retry = "table",
+-- configure{...}'s options, declared in glsb.options' form (checked by it: an unknown key names the
+-- closest one, a wrong type or range is an argument error at the caller's line). The two timeouts follow
+-- glsb's time rule (<= 0: no limit); the environment's are the specification's (a positive number of ms).
+M.OPTIONS = {
+  disabled = { "boolean", "true turns everything off (`OTEL_SDK_DISABLED`)", default = "false" },
+  exporter = { "string|string_list", "`otlp`, `console`, `none` or a list of them (`OTEL_TRACES_EXPORTER`)",
+    default = "otlp" },
+  endpoint = { "string", "collector base URL, `/v1/traces` appended (`OTEL_EXPORTER_OTLP_ENDPOINT`)",
+    default = DEFAULT_BASE },
+  traces_endpoint = { "string", "the whole traces URL (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`)" },
+  headers = { "string_map", "sent with each export (`OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`)" },
+  protocol = { "string", "`http/json`, the one supported (`OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`)",
+    default = "http/json" },
+  timeout = { "seconds", "per export request; `<= 0`: none (`OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`, in ms)",
+    default = "10" },
+  service_name = { "string", "`service.name` (`OTEL_SERVICE_NAME`)", default = "unknown_service:<program>" },
+  resource = { "table", "resource attributes (`OTEL_RESOURCE_ATTRIBUTES`)" },
+  sampler = { "string|table", "a standard sampler's name, or a table with `should_sample` (`OTEL_TRACES_SAMPLER`)",
+    default = "parentbased_always_on" },
+  sampler_arg = { "number", "the ratio of the ratio samplers (`OTEL_TRACES_SAMPLER_ARG`)", min = 0, max = 1 },
+  schedule_delay = { "positive", "seconds between two exports of a batch not yet full (`OTEL_BSP_SCHEDULE_DELAY`)",
+    default = "5" },
+  export_timeout = { "seconds", "one export, its retries included; `<= 0`: none (`OTEL_BSP_EXPORT_TIMEOUT`)",
+    default = "30" },
+  max_queue_size = { "integer", "spans queued at most; more are dropped and counted (`OTEL_BSP_MAX_QUEUE_SIZE`)",
+    min = 1, default = "2048" },
+  max_export_batch_size = { "integer", "spans per export (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`)", min = 1,
+    default = "512" },
+  propagate = { "boolean|table", "`traceparent`/`tracestate` on provider requests; or `{e2b = false, ...}`",
+    default = "true" },
+  trace_into_sandbox = { "boolean", "`TRACEPARENT`/`TRACESTATE` in `execute_code`/`execute_command`'s env",
+    default = "false" },
+  console = { "userdata|table", "where the console exporter writes", default = "io.stderr" },
+  parent = { "string|table", "a traceparent or SpanContext that roots every glsb span (`TRACEPARENT`)" },
+  export_retry = { "table", "retry policy fields of an export", default = "{attempts = 5, base_delay = 1, ...}" },
 }
-M.OPTIONS = OPTIONS
 
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
+local WHAT = "glsb.trace.configure"
 
-local function closest(name)
-  local best, best_d
-  for k in pairs(OPTIONS) do
-    local d = distance(name, k)
-    if not best_d or d < best_d or (d == best_d and k < best) then best, best_d = k, d end
-  end
-  return best
-end
-
--- check(opts, level): argument errors for unknown keys and wrong types.
-function M.check(opts, level)
-  level = (level or 1) + 1
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error("glsb.trace.configure: options must be a table", level) end
-  for k, v in pairs(opts) do
-    if type(k) ~= "string" or not OPTIONS[k] then
-      error(string.format("glsb.trace.configure: unknown option '%s' (did you mean '%s'?)", tostring(k),
-        closest(tostring(k))), level)
-    end
-    local want = OPTIONS[k]
-    if not ("|" .. want .. "|"):find("|" .. type(v) .. "|", 1, true) then
-      error(string.format("glsb.trace.configure: option '%s' must be a %s, got %s", k, want:gsub("|", " or "),
-        type(v)), level)
-    end
-  end
-  for _, k in ipairs({ "timeout", "schedule_delay", "export_timeout" }) do
-    if opts[k] ~= nil and (opts[k] ~= opts[k] or opts[k] <= 0) then
-      error(string.format("glsb.trace.configure: option '%s' must be > 0 seconds, got %s", k, tostring(opts[k])), level)
-    end
-  end
-  for _, k in ipairs({ "max_queue_size", "max_export_batch_size" }) do
-    if opts[k] ~= nil and (math.type(opts[k]) ~= "integer" or opts[k] < 1) then
-      error(string.format("glsb.trace.configure: option '%s' must be an integer >= 1, got %s", k, tostring(opts[k])),
-        level)
-    end
-  end
-  if opts.sampler_arg ~= nil and not (opts.sampler_arg >= 0 and opts.sampler_arg <= 1) then
-    error("glsb.trace.configure: option 'sampler_arg' must be a ratio in [0, 1], got " .. tostring(opts.sampler_arg),
-      level)
-  end
-  return opts
+-- check(opts) -> opts: argument errors (at the caller's line) for unknown keys, wrong types and ranges.
+function M.check(opts)
+  return options.check(opts, M.OPTIONS, WHAT)
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -213,7 +190,7 @@ function M.resolve(opts, env, warn)
       s.exporters[#s.exporters + 1] = name
     elseif name ~= "none" then
       if opts.exporter then
-        error("glsb.trace.configure: unknown exporter '" .. tostring(name) .. "' (otlp, console, none)", 3)
+        options.arg_error("%s: unknown exporter '%s' (otlp, console, none)", WHAT, tostring(name))
       end
       warn("OTEL_TRACES_EXPORTER: unsupported exporter '" .. tostring(name) .. "' ignored (otlp, console, none)")
     end
@@ -237,12 +214,13 @@ function M.resolve(opts, env, warn)
   s.protocol = pick(opts.protocol, env.protocol, "http/json")
   if s.protocol ~= "http/json" then
     if opts.protocol then
-      error("glsb.trace.configure: protocol '" .. opts.protocol .. "' is not supported (http/json)", 3)
+      options.arg_error("%s: protocol '%s' is not supported (http/json)", WHAT, opts.protocol)
     end
     warn("OTEL_EXPORTER_OTLP_PROTOCOL=" .. s.protocol .. " is not supported; sending http/json")
     s.protocol = "http/json"
   end
-  s.timeout = pick(opts.timeout, env.timeout, 10)
+  -- the time rule: nil = the default, <= 0 = no limit (nil from here on)
+  s.timeout = options.timeout(pick(opts.timeout, env.timeout, 10))
 
   s.resource = { ["telemetry.sdk.name"] = "glsb", ["telemetry.sdk.language"] = "lua" }
   for k, v in pairs(env.resource or {}) do s.resource[k] = v end
@@ -253,7 +231,7 @@ function M.resolve(opts, env, warn)
 
   if type(opts.sampler) == "table" then
     if type(opts.sampler.should_sample) ~= "function" then
-      error("glsb.trace.configure: option 'sampler' must be a sampler name or a table with should_sample", 3)
+      options.arg_error("%s: option 'sampler' must be a sampler name or a table with should_sample", WHAT)
     end
     s.sampler = opts.sampler
   else
@@ -262,7 +240,7 @@ function M.resolve(opts, env, warn)
     if arg == nil and opts.sampler == nil then arg = env.sampler_arg end
     local smp, why = sampler.from_name(name, arg)
     if not smp then
-      if opts.sampler or opts.sampler_arg then error("glsb.trace.configure: " .. why, 3) end
+      if opts.sampler or opts.sampler_arg then options.arg_error("%s: %s", WHAT, why) end
       warn(why .. "; using parentbased_always_on")
       smp = sampler.from_name("parentbased_always_on")
     end
@@ -270,9 +248,9 @@ function M.resolve(opts, env, warn)
   end
 
   s.schedule_delay = pick(opts.schedule_delay, env.schedule_delay, 5)
-  s.export_timeout = pick(opts.export_timeout, env.export_timeout, 30)
-  s.max_queue_size = pick(opts.max_queue_size, env.max_queue_size, 2048)
-  s.max_export_batch_size = pick(opts.max_export_batch_size, env.max_export_batch_size, 512)
+  s.export_timeout = options.timeout(pick(opts.export_timeout, env.export_timeout, 30))
+  s.max_queue_size = math.tointeger(pick(opts.max_queue_size, env.max_queue_size, 2048))
+  s.max_export_batch_size = math.tointeger(pick(opts.max_export_batch_size, env.max_export_batch_size, 512))
   if s.max_export_batch_size > s.max_queue_size then
     -- the specification: the batch size must not exceed the queue size
     s.max_export_batch_size = s.max_queue_size

@@ -6,22 +6,8 @@
 --   local tp, ts = trace.inject()                 -- traceparent/tracestate of the current span
 --   trace.shutdown()                              -- flush (also done when the Lua state closes)
 --
--- configure{...} options (each overrides its OTEL_* environment variable; seconds, not ms):
---   exporter        "otlp" | "console" | "none" | a list of them       OTEL_TRACES_EXPORTER
---   endpoint        collector base URL, /v1/traces appended             OTEL_EXPORTER_OTLP_ENDPOINT
---   traces_endpoint the whole traces URL                                OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
---   headers         {name = value} sent with each export                OTEL_EXPORTER_OTLP_[TRACES_]HEADERS
---   protocol        "http/json" (the one supported)                     OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL
---   timeout         seconds per export request (10)                     OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT
---   service_name, resource = {k = v}                                    OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
---   sampler, sampler_arg                                                OTEL_TRACES_SAMPLER[_ARG]
---   schedule_delay (5), export_timeout (30), max_queue_size (2048), max_export_batch_size (512)  OTEL_BSP_*
---   export_retry    {attempts = 5, base_delay = 1, factor = 1.5, max_delay = 5, jitter = 0.2}
---   propagate       true (default): traceparent/tracestate on provider requests; false; or {e2b = false, ...}
---   trace_into_sandbox  false (default): true puts TRACEPARENT/TRACESTATE in execute_code/execute_command's env
---   parent          a traceparent string or SpanContext that roots every glsb span   TRACEPARENT/TRACESTATE
---   console         where the console exporter writes (io.stderr)
---   disabled        true turns everything off                          OTEL_SDK_DISABLED
+-- configure{...} options: declared in glsb.trace.config (M.OPTIONS, checked by glsb.options), each with
+-- the OTEL_* environment variable it overrides (seconds, not ms); README.md's table is rendered from them.
 -- Without a configure call, tracing starts by itself when the environment asks for it
 -- (OTEL_TRACES_EXPORTER other than none, or an OTLP endpoint variable), unless OTEL_SDK_DISABLED=true.
 --
@@ -105,14 +91,14 @@ end
 -- configure(opts) -> true when spans are being made. Replaces any earlier configuration (whose queued
 -- spans are flushed first). Misuse (an unknown option, a wrong type) raises an argument error.
 function M.configure(opts)
-  opts = config.check(opts, 2)
+  opts = config.check(opts)
   local env = config.from_env(os.getenv, warn)
   local s = config.resolve(opts, env, warn)
   if state.builtin then M.shutdown() end
   state.settings = s
   state.root_parent = resolve_parent(s.parent)
   if s.parent ~= nil and not state.root_parent and opts.parent ~= nil then
-    error("glsb.trace.configure: option 'parent' is not a valid traceparent", 2)
+    require("glsb.options").arg_error("glsb.trace.configure: option 'parent' is not a valid traceparent")
   end
   if s.disabled then
     state.builtin = nil
@@ -142,10 +128,10 @@ end
 -- pipeline (or turns tracing off when there is none).
 function M.set_tracer(t)
   if t ~= nil and (type(t) ~= "table" and type(t) ~= "userdata") then
-    error("glsb.trace.set_tracer: expected a tracer (a table with start_span) or nil", 2)
+    require("glsb.options").arg_error("glsb.trace.set_tracer: expected a tracer (a table with start_span) or nil")
   end
   if t ~= nil and type(t.start_span) ~= "function" then
-    error("glsb.trace.set_tracer: the tracer has no start_span method", 2)
+    require("glsb.options").arg_error("glsb.trace.set_tracer: the tracer has no start_span method")
   end
   state.external = t
   if t and not state.settings then
@@ -166,7 +152,7 @@ function M.force_flush(timeout)
   return ok
 end
 
--- shutdown(timeout): flushes the queued spans (within timeout seconds, default 5) and turns the
+-- shutdown(timeout): flushes the queued spans (within timeout seconds, default 5; <= 0: no limit) and turns the
 -- built-in pipeline off. Called by itself when the Lua state closes (the end of a glsb-lua script,
 -- or lua_close); os.exit without closing the state skips it.
 function M.shutdown(timeout)
@@ -174,7 +160,7 @@ function M.shutdown(timeout)
   if not b then return true end
   local ok = true
   for _, p in ipairs(b.processors) do
-    ok = p:shutdown(timeout or math.min(5, state.settings.export_timeout)) and ok
+    ok = p:shutdown(timeout or math.min(5, state.settings.export_timeout or 5)) and ok
   end
   state.builtin = nil
   state.settings = state.external and state.settings or nil

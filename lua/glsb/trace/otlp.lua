@@ -29,14 +29,15 @@ function M.random() return string.unpack("<I2", ids.bytes(2)) / 65536 end
 local Exporter = {}
 Exporter.__index = Exporter
 
--- new{url, headers, timeout, resource, scope, retry, warn} -> exporter
+-- new{url, headers, timeout, resource, scope, retry, warn} -> exporter. timeout: seconds per request, nil
+-- for none (resolved by the caller: glsb.trace.config).
 function M.new(opts)
   local retry = {}
   for k, v in pairs(M.DEFAULT_RETRY) do retry[k] = v end
   for k, v in pairs(opts.retry or {}) do retry[k] = v end
   local headers = { ["Content-Type"] = "application/json" }
   for k, v in pairs(opts.headers or {}) do headers[k] = v end
-  return setmetatable({ url = opts.url, headers = headers, timeout = opts.timeout or 10,
+  return setmetatable({ url = opts.url, headers = headers, timeout = opts.timeout,
     resource = opts.resource, scope = opts.scope, retry = retry, warn = opts.warn,
     random = opts.random or M.random, stats = { requests = 0, retries = 0 } }, Exporter)
 end
@@ -46,11 +47,12 @@ local function now() return loop.now() end
 
 -- One POST. -> "ok" | "retry" | "fail", reason, retry_after
 function Exporter:_post(body, deadline)
-  local budget = math.min(self.timeout, deadline - now())
-  if budget <= 0 then return "fail", "export deadline passed" end
+  if loop.expired(deadline) then return "fail", "export deadline passed" end
+  -- the request's own timeout within what is left of the export (either may be none)
+  local budget = math.min(self.timeout or math.huge, loop.remaining(deadline) or math.huge)
   self.stats.requests = self.stats.requests + 1
   local res = http.request { method = "POST", url = self.url, headers = self.headers, body = body,
-    timeout = budget, connect_timeout = math.min(budget, 5), trace = false }
+    timeout = budget < math.huge and budget or 0, connect_timeout = math.min(budget, 5), trace = false }
   if res.error then
     return "retry", (res.error.code or "transport") .. ": " .. tostring(res.error.message)
   end
@@ -72,7 +74,7 @@ function Exporter:_post(body, deadline)
 end
 
 -- export(spans, deadline[, attempts]) -> true, note | false, reason. deadline: absolute loop.now()
--- seconds; attempts overrides the retry policy's count (the batch processor's single attempt while the
+-- seconds (nil: none); attempts overrides the retry policy's count (the batch processor's single attempt while the
 -- collector keeps failing, and at shutdown).
 function Exporter:export(spans, deadline, attempts)
   local body = otlp_json.encode(spans, self.resource, self.scope)
@@ -86,7 +88,7 @@ function Exporter:export(spans, deadline, attempts)
     local delay = math.min(r.base_delay * r.factor ^ (attempt - 1), r.max_delay)
     delay = delay * (1 + r.jitter * (2 * self.random() - 1))
     if retry_after then delay = retry_after end
-    if now() + delay >= deadline then
+    if deadline and now() + delay >= deadline then
       return false, reason .. (retry_after and string.format(" (Retry-After %ds is past the export deadline)",
         retry_after) or "")
     end
