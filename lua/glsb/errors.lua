@@ -11,6 +11,8 @@
 -- and `transient`, which is NOT stored: reading it walks the cause chain through
 -- errors.classify, so a wrapper never disagrees with what it wraps.
 
+local time = require "glsb.time"
+
 local M = {}
 
 ---------------------------------------------------------------------------
@@ -403,41 +405,14 @@ end
 
 local MAX_BODY_IN_MESSAGE = 300
 
-local MONTHS = { Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10,
-  Nov = 11, Dec = 12 }
-
--- Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's days_from_civil).
-local function days_from_civil(y, m, d)
-  if m <= 2 then y = y - 1 end
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return era * 146097 + doe - 719468
-end
-
--- errors.parse_retry_after(value[, now]) -> seconds to wait (>= 0) or nil. RFC 9110: delay-seconds or
--- an IMF-fixdate (now: the wall clock in epoch seconds, default os.time()); anything else is nil.
-function M.parse_retry_after(value, now)
-  if type(value) ~= "string" then return nil end
-  local secs = value:match("^%s*(%d+%.?%d*)%s*$")
-  if secs then return tonumber(secs) end
-  local d, mon, y, hh, mm, ss = value:match("^%s*%a+,%s*(%d+)%s+(%a+)%s+(%d+)%s+(%d+):(%d+):(%d+)%s+GMT%s*$")
-  if not d or not MONTHS[mon] then return nil end
-  local at = days_from_civil(tonumber(y), MONTHS[mon], tonumber(d)) * 86400 + tonumber(hh) * 3600
-    + tonumber(mm) * 60 + tonumber(ss)
-  return math.max(0, at - (now or os.time()))
-end
-
 -- errors.retry_after_of(headers) -> seconds or nil: what a response asks a client to wait. The
 -- non-standard retry-after-ms (milliseconds; the OpenAI and Anthropic SDKs read it first) wins over
--- Retry-After.
+-- Retry-After (seconds, or an HTTP date counted from the answer's own Date header: glsb.time).
 function M.retry_after_of(headers)
   local ms = header(headers, "retry-after-ms")
   ms = type(ms) == "string" and tonumber(ms:match("^%s*(%d+%.?%d*)%s*$") or "")
   if ms then return ms / 1000 end
-  local ra = header(headers, "retry-after")
-  return M.parse_retry_after(type(ra) == "number" and tostring(ra) or ra)
+  return time.retry_after(header(headers, "retry-after"), time.parse_http_date(header(headers, "date")))
 end
 
 -- errors.http_failure(status, headers, body) -> a cause table describing a

@@ -67,6 +67,7 @@ local log = require "glsb.log"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local options = require "glsb.options"
+local time = require "glsb.time"
 local trace_seam = require "glsb.trace.seam"
 
 local Stage = models.Stage
@@ -502,7 +503,7 @@ local function do_create(self, sopts, retry_override)
   local lease = self._lease_remaining or sopts.timeout
   self._lease_remaining = nil
   self._lease_ends = lease and started + lease or nil
-  self._started_wall = os.time()
+  self._started_wall = time.wall()
   M.track(self)
   self:_after_start(sopts)
   return self
@@ -846,8 +847,6 @@ function BaseSandbox:get_host(port)
   return self:_get_host(math.tointeger(port))
 end
 
-local function iso(t) return t and os.date("!%Y-%m-%dT%H:%M:%SZ", t) or nil end
-
 -- sb:info() -> {provider, sandbox_id, state, template_id, metadata, started_at, ends_at, ...}: what this
 -- handle knows, and what the provider reports (_info) while it runs. state: "running", "expired" (its
 -- lease ended), "terminated", "gone" (ended outside this handle), "new". Times are ISO 8601 UTC.
@@ -855,8 +854,8 @@ function BaseSandbox:info()
   if self._state == "running" and lease_over(self) then mark_ended(self, "expired") end
   local t = {
     provider = self.provider, sandbox_id = self.sandbox_id, state = self._state, template_id = self.template_id,
-    metadata = self.metadata, language = self.language, started_at = iso(self._started_wall),
-    ends_at = self._lease_ends and iso(os.time() + math.floor(self._lease_ends - now() + 0.5)) or nil,
+    metadata = self.metadata, language = self.language, started_at = time.iso(self._started_wall),
+    ends_at = self._lease_ends and time.iso(time.wall() + (self._lease_ends - now()) + 0.5) or nil,
   }
   if self._state == "running" and type(self._info) == "function" then
     local ok, extra = pcall(guarded, self, self._info)

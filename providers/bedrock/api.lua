@@ -154,8 +154,10 @@ function M.aws_failure(res, creds)
     f.reason = json.reason
     f.field_list = json.fieldList
   end
-  local ra = tonumber(res.headers and (res.headers["x-amz-retry-after"] or res.headers["retry-after"]))
-  if ra then f.retry_after = ra > 100 and ra / 1000 or ra end
+  -- x-amz-retry-after is whole milliseconds (smithy-rs aws-runtime/src/retries/classifiers.rs,
+  -- AmzRetryAfterHeaderClassifier); Retry-After, which errors.http_failure read, is seconds or a date
+  local ms = math.tointeger(tonumber(res.headers and res.headers["x-amz-retry-after"]))
+  if ms and ms >= 0 then f.retry_after = ms / 1000 end
   return f
 end
 

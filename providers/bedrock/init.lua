@@ -15,6 +15,7 @@ local models = require "glsb.models"
 local outcome = require "glsb.outcome"
 local packages = require "glsb.packages"
 local http = require "glsb.http"
+local time = require "glsb.time"
 local core = require "glsb.core"
 local api = require "glsb.providers.bedrock.api"
 local cell = require "glsb.providers.bedrock.cell"
@@ -464,9 +465,9 @@ function Sandbox:_attach(ref, opts)
   end
   self.sandbox_id = ref.sandbox_id
   self.session_timeout = math.tointeger(j.sessionTimeoutSeconds)
-  local created = require("glsb.aws.credentials").parse_time(j.createdAt)
+  local created = time.parse_iso(j.createdAt)
   if created and self.session_timeout then
-    self._lease_remaining = math.max(0, created + self.session_timeout - os.time())
+    self._lease_remaining = math.max(0, created + self.session_timeout - time.wall())
   end
 end
 

@@ -17,6 +17,7 @@ local sandbox = require "glsb.sandbox"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local http = require "glsb.http"
+local time = require "glsb.time"
 local core = require "glsb.core"
 local log = require "glsb.log"
 local registry = require "glsb.registry"
@@ -339,28 +340,6 @@ end
 -- Handles that outlive a process: ref, connect (POST /v2/sandboxes/{id}/connect), list
 ---------------------------------------------------------------------------
 
--- ISO 8601 UTC ("2025-01-02T03:04:05.678Z") and HTTP dates ("Thu, 02 Jan 2025 03:04:05 GMT") to
--- seconds on one scale (os.time reads both as local time: only their difference is used).
-local MONTHS = { Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10,
-  Nov = 11, Dec = 12 }
-
-local function iso_time(s)
-  if type(s) ~= "string" then return nil end
-  local y, mo, d, h, mi, sec = s:match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)")
-  if not y then return nil end
-  return os.time { year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
-    min = tonumber(mi), sec = tonumber(sec), isdst = false }
-end
-
-local function http_time(s)
-  if type(s) ~= "string" then return nil end
-  local d, mon, y, h, mi, sec = s:match("(%d+) (%a+) (%d+) (%d+):(%d+):(%d+)")
-  if not d or not MONTHS[mon] then return nil end
-  return os.time { year = tonumber(y), month = MONTHS[mon], day = tonumber(d), hour = tonumber(h),
-    min = tonumber(mi), sec = tonumber(sec), isdst = false }
-end
-
-
 -- GET /sandboxes/{id}: SandboxDetail (state, startedAt, endAt, metadata, cpuCount, memoryMB, ...).
 -- -> detail, seconds left in its lease, its age in seconds (both by the server's own Date header)
 --    | nil, error
@@ -370,8 +349,8 @@ function Sandbox:_detail(timeout)
   if e then return nil, e end
   local j = res.json
   if type(j) ~= "table" then return nil, "E2B sandbox info: no JSON answer" end
-  local ends, server_now = iso_time(clean(j.endAt)), http_time(header(res.headers, "date"))
-  local started = iso_time(clean(j.startedAt))
+  local ends, server_now = time.parse_iso(clean(j.endAt)), time.parse_http_date(header(res.headers, "date"))
+  local started = time.parse_iso(clean(j.startedAt))
   return j, (ends and server_now) and math.max(0, ends - server_now) or nil,
     (started and server_now) and math.max(0, server_now - started) or nil
 end

@@ -17,6 +17,7 @@ local errors = require "glsb.errors"
 local models = require "glsb.models"
 local core = require "glsb.core"
 local http = require "glsb.http"
+local time = require "glsb.time"
 local log = require "glsb.log"
 local registry = require "glsb.registry"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
@@ -321,9 +322,9 @@ end
 -- Seconds left in a lease, by the server's clock: expiresAt against the answer's Date header.
 local function lease_left(res)
   local j = res.json
-  local ends = type(j) == "table" and lifecycle.parse_iso(j.expiresAt)
+  local ends = type(j) == "table" and time.parse_iso(j.expiresAt)
   if not ends then return nil end
-  local now = lifecycle.parse_http_date(res.headers and res.headers.date) or os.time()
+  local now = time.parse_http_date(res.headers and res.headers.date) or time.wall()
   return math.max(0, ends - now)
 end
 

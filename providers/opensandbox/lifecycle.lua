@@ -10,6 +10,7 @@
 
 local http = require "glsb.http"
 local errors = require "glsb.errors"
+local time = require "glsb.time"
 
 local M = {}
 
@@ -157,43 +158,13 @@ function M.metadata_filter(t)
   return table.concat(parts, "&")
 end
 
--- iso(epoch_seconds) -> RFC 3339 UTC.
-function M.iso(t)
-  return os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(t))
-end
-
 -- expires_in(seconds) -> RFC 3339 UTC with milliseconds, `seconds` from now by the wall clock (as the
 -- SDK's `new Date(Date.now() + s * 1e3).toISOString()`). Whole seconds would not do: os.time() + 1
 -- can be a millisecond ahead, and the server refuses an expiry that has passed when the request
 -- arrives ("New expiration time must be in the future").
 function M.expires_in(seconds)
-  local ms = require("glsb.core").realtime_ns() // 1000000 + math.ceil(seconds * 1000)
-  return os.date("!%Y-%m-%dT%H:%M:%S", ms // 1000) .. string.format(".%03dZ", ms % 1000)
-end
-
--- parse_iso("2026-01-02T03:04:05.123Z") -> epoch seconds (UTC), or nil.
-function M.parse_iso(s)
-  if type(s) ~= "string" then return nil end
-  local y, mo, d, h, mi, sec = s:match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)")
-  if not y then return nil end
-  -- os.time reads a table as local time; correct by the offset of local time from UTC at that instant
-  local t = { year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
-    min = tonumber(mi), sec = tonumber(sec), isdst = false }
-  local lt = os.time(t)
-  local utc = os.date("!*t", lt)
-  utc.isdst = false
-  return lt + (lt - os.time(utc))
-end
-
-local MONTHS = { Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10,
-  Nov = 11, Dec = 12 }
-
--- parse_http_date("Tue, 01 Dec 2026 06:14:26 GMT") -> epoch seconds, or nil.
-function M.parse_http_date(s)
-  if type(s) ~= "string" then return nil end
-  local d, mon, y, h, mi, sec = s:match("(%d+) (%a%a%a) (%d+) (%d+):(%d+):(%d+)")
-  if not d or not MONTHS[mon] then return nil end
-  return M.parse_iso(string.format("%04d-%02d-%02dT%s:%s:%s", tonumber(y), MONTHS[mon], tonumber(d), h, mi, sec))
+  local ms = math.floor(time.wall() * 1000) + math.ceil(seconds * 1000)
+  return time.iso(ms / 1000, true)
 end
 
 return M

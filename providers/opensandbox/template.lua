@@ -23,6 +23,7 @@
 
 local template = require "glsb.template"
 local errors = require "glsb.errors"
+local time = require "glsb.time"
 local models = require "glsb.models"
 local packages = require "glsb.packages"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
@@ -121,7 +122,7 @@ end
 
 -- One build log entry: to on_log and the progress line (the base class's _log).
 function Template:_say(message, level, step)
-  self:_log { timestamp = os.date("!%Y-%m-%dT%H:%M:%SZ"), level = level or "info", message = message, step = step }
+  self:_log { timestamp = time.iso(time.wall()), level = level or "info", message = message, step = step }
 end
 
 -- The newest Ready snapshot built from exactly this content.

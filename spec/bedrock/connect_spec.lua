@@ -54,10 +54,10 @@ describe("bedrock connect, ref and list #bedrock", function()
     local by_id = glsb.connect("bedrock", sb.sandbox_id, emu:opts())
     assert.are.equal(sb.sandbox_id, by_id.sandbox_id)
     -- the lease is the session's own: created + 600 s, not a new one
-    local left = require("glsb.aws.credentials").parse_time(by_id:info().ends_at) - os.time()
+    local left = require("glsb.time").parse_iso(by_id:info().ends_at) - os.time()
     assert.is_true(left > 590 and left <= 601, "lease left: " .. tostring(left))
     local bumped = glsb.connect("bedrock", sb.sandbox_id, emu:opts { timeout = 5000 })
-    left = require("glsb.aws.credentials").parse_time(bumped:info().ends_at) - os.time()
+    left = require("glsb.time").parse_iso(bumped:info().ends_at) - os.time()
     assert.is_true(left <= 601, "connect cannot extend a session's TTL")
   end)
 

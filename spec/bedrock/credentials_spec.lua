@@ -103,15 +103,6 @@ describe("AWS credential chain #unit #bedrock", function()
     assert.are.equal("AKIDREAL\tenvironment\tus-west-1\n", out)
   end)
 
-  it("parses ISO-8601 expirations", function()
-    assert.are.equal(0, credentials.parse_time("1970-01-01T00:00:00Z"))
-    assert.are.equal(951782400, credentials.parse_time("2000-02-29T00:00:00Z"))
-    assert.are.equal(1752660000, credentials.parse_time("2025-07-16T10:00:00Z"))
-    assert.are.equal(1752660000, credentials.parse_time("2025-07-16T10:00:00.123Z"))
-    assert.are.equal(1752660000, credentials.parse_time("2025-07-16T12:00:00+02:00"))
-    assert.is_nil(credentials.parse_time("yesterday"))
-  end)
-
   describe("from the container and instance metadata endpoints", function()
     local srv
     local function admin(method, body)

@@ -101,7 +101,7 @@ io.write(sb:execute_code("print(kept * 2)").stdout)]]):format(sb.sandbox_id))))
     local again = glsb.connect("opensandbox", sb.sandbox_id, provider_opts { timeout = 900 })
     assert.equal("Running", emu:api("GET", "/sandboxes/" .. sb.sandbox_id).status.state)
     assert.equal("paused and back", again:execute_code("x").text)
-    local expires = require("glsb.providers.opensandbox.lifecycle").parse_iso(
+    local expires = require("glsb.time").parse_iso(
       emu:api("GET", "/sandboxes/" .. sb.sandbox_id).expiresAt)
     assert.is_true(expires - os.time() > 800)
     sb:terminate()

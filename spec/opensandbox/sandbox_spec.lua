@@ -78,7 +78,7 @@ describe("opensandbox adapter #opensandbox", function()
       local sb = create { timeout = 5 }
       finally(function() sb:terminate() end)
       local info = emu:api("GET", "/sandboxes/" .. sb.sandbox_id)
-      local left = lifecycle.parse_iso(info.expiresAt) - os.time()
+      local left = require("glsb.time").parse_iso(info.expiresAt) - os.time()
       assert.is_true(left <= 6 and left >= 3, "expires in " .. left .. " s")
     end)
 
@@ -92,7 +92,7 @@ describe("opensandbox adapter #opensandbox", function()
         assert.is_true(sb:set_timeout(1))
         local after = core.realtime_ns() // 1000000
         local iso = emu:api("GET", "/sandboxes/" .. sb.sandbox_id).expiresAt
-        local ms = lifecycle.parse_iso(iso) * 1000 + tonumber(iso:match("%.(%d%d%d)") or "0")
+        local ms = require("glsb.time").parse_iso(iso) * 1000 + tonumber(iso:match("%.(%d%d%d)") or "0")
         assert.is_true(ms >= before + 1000 and ms <= after + 1000, ("expires at %s: %d ms after the call began")
           :format(iso, ms - before))
         glsb.sleep(0.37) -- another fraction of a second the next time

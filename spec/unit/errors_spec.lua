@@ -115,11 +115,18 @@ describe("glsb.errors #unit", function()
     assert.are.equal(9, E.http_failure(429, { ["retry-after-ms"] = "soon", ["retry-after"] = "9" }, "").retry_after)
     assert.are.equal(1.5, E.retry_after_of({ ["Retry-After"] = "1.5" }))
     local utc_now = 1445412480 -- 2015-10-21T07:28:00Z
-    assert.are.equal(30, E.parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", utc_now))
-    assert.are.equal(0, E.parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", utc_now))
-    assert.is_nil(E.parse_retry_after("tomorrow"))
+    assert.are.equal(30, require("glsb.time").retry_after("Wed, 21 Oct 2015 07:28:30 GMT", utc_now))
+    assert.are.equal(0, require("glsb.time").retry_after("Wed, 21 Oct 2015 07:27:00 GMT", utc_now))
+    assert.is_nil(require("glsb.time").retry_after("tomorrow"))
     assert.is_nil(E.retry_after_of({ ["retry-after"] = "-3" }))
     assert.is_nil(E.retry_after_of(nil))
+  end)
+
+  it("reads a Retry-After HTTP date against the answer's own Date header", function()
+    local f = E.http_failure(503, { ["retry-after"] = "Tue, 01 Dec 2026 06:15:00 GMT",
+      date = "Tue, 01 Dec 2026 06:14:26 GMT" })
+    assert.are.equal(34, f.retry_after)
+    assert.is_nil(E.http_failure(503, { ["retry-after"] = "whenever" }).retry_after)
   end)
 
   it("renders class, stage, message, transient and the cause chain", function()

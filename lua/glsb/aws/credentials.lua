@@ -28,6 +28,7 @@
 -- "AwsCredentials(AKID…, source=…)", errors name the source and the status, never a body, and
 -- redact(text, creds) scrubs a secret out of text that came from elsewhere (a server's message).
 local http = require "glsb.http"
+local time = require "glsb.time"
 local loop = require "glsb.loop"
 local errors = require "glsb.errors"
 
@@ -47,7 +48,7 @@ local Credentials = {}
 Credentials.__index = Credentials
 Credentials.__name = "glsb.aws.Credentials"
 Credentials.__tostring = function(c)
-  local exp = c.expiration and (", expires " .. os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(c.expiration))) or ""
+  local exp = c.expiration and (", expires " .. time.iso(c.expiration)) or ""
   return string.format("AwsCredentials(%s, source=%s%s%s)", tostring(c.access_key_id), tostring(c.source),
     c.session_token and ", temporary" or "", exp)
 end
@@ -85,36 +86,6 @@ end
 local function nonempty(v)
   if type(v) == "string" and v ~= "" then return v end
   return nil
-end
-
----------------------------------------------------------------------------
--- Time: ISO-8601 "2025-07-16T10:00:00Z" (or with fractions / +00:00) -> epoch seconds
----------------------------------------------------------------------------
-
-local function days_from_civil(y, m, d)
-  y = m <= 2 and y - 1 or y
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return era * 146097 + doe - 719468
-end
-
-function M.parse_time(s)
-  if type(s) ~= "string" then return nil end
-  local y, mo, d, h, mi, sec, rest = s:match("^(%d%d%d%d)%-(%d%d)%-(%d%d)T(%d%d):(%d%d):(%d%d)(.*)$")
-  if not y then return nil end
-  local t = days_from_civil(tonumber(y), tonumber(mo), tonumber(d)) * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60
-    + tonumber(sec)
-  rest = rest:gsub("^%.%d+", "")
-  local sign, oh, om = rest:match("^([+-])(%d%d):?(%d%d)$")
-  if sign then
-    local off = tonumber(oh) * 3600 + tonumber(om) * 60
-    t = sign == "+" and t - off or t + off
-  elseif rest ~= "Z" and rest ~= "" then
-    return nil
-  end
-  return t
 end
 
 ---------------------------------------------------------------------------
@@ -236,7 +207,7 @@ local function from_document(doc, source)
   end
   local id, secret = nonempty(doc.AccessKeyId), nonempty(doc.SecretAccessKey)
   if not id or not secret then error(fail(source, "the answer has no AccessKeyId/SecretAccessKey"), 0) end
-  local expiration = doc.Expiration and M.parse_time(doc.Expiration)
+  local expiration = doc.Expiration and time.parse_iso(doc.Expiration)
   if doc.Expiration and not expiration then error(fail(source, "the answer's Expiration is not ISO-8601"), 0) end
   return M.new { access_key_id = id, secret_access_key = secret, session_token = nonempty(doc.Token),
     expiration = expiration, source = source }

@@ -8,6 +8,7 @@
 -- processor's export deadline.
 local http = require "glsb.http"
 local loop = require "glsb.loop"
+local errors = require "glsb.errors"
 local otlp_json = require "glsb.trace.otlp_json"
 local ids = require "glsb.trace.ids"
 
@@ -18,9 +19,6 @@ local RETRYABLE = { [429] = true, [502] = true, [503] = true, [504] = true }
 -- Backoff between attempts of one export: the JS SDK's shape (1 s, x1.5, at most 5 s, +/-20 % jitter,
 -- 5 attempts), every wait cut to what is left of the deadline.
 M.DEFAULT_RETRY = { attempts = 5, base_delay = 1, factor = 1.5, max_delay = 5, jitter = 0.2 }
-
--- retry_after(value) -> seconds to wait (>= 0) or nil. RFC 9110: delay-seconds or an IMF-fixdate.
-M.retry_after = require("glsb.errors").parse_retry_after
 
 -- A fraction in [0, 1) for the jitter, from the id source: math.random belongs to the user's script
 -- (a seeded sequence it relies on must not shift because a span was exported).
@@ -68,7 +66,7 @@ function Exporter:_post(body, deadline)
   end
   local reason = "HTTP " .. status
   if RETRYABLE[status] then
-    return "retry", reason, M.retry_after(res.headers and res.headers["retry-after"])
+    return "retry", reason, errors.retry_after_of(res.headers)
   end
   return "fail", reason
 end
