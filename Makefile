@@ -4,7 +4,7 @@
 #   make test       install deps, build, run every spec (C tests, busted, conformance)
 #   make test-live  the contract suite against real OpenSandbox / E2B when credentials are set (not in make test)
 #   make check-c    C tests under ASan+UBSan, then valgrind (zero leaks), then fuzzers
-#   make lint       luacheck + cppcheck + check-layers (no include or symbol cycle in src/core)
+#   make lint       luacheck + cppcheck + check-layers (no include or symbol cycle in src/core, src/confine)
 #   make bench      every benchmark, then one table of figures beside their references (bench/results/summary.md);
 #                   make bench ONLY="startup scale_e2b" runs only those
 #   make install PREFIX=/usr/local
@@ -154,9 +154,18 @@ test-live: all
 check-c: deps
 	@scripts/check-c
 
-# src/core's parts form layers: no include or symbol cycle between files (scripts/check-layers).
-check-layers: $(CORE_OBJ)
-	@scripts/check-layers $(OBJ)/core
+# src/core's and src/confine's parts form layers: no include or symbol cycle between files
+# (scripts/check-layers). The confine objects are made for the check only (the helper is built in one
+# step above).
+CONFINE_OBJ := $(CONFINE_SRC:src/confine/%.c=$(OBJ)/confine/%.o)
+$(OBJ)/confine/%.o: src/confine/%.c $(CONFINE_HDR) $(KINC)/.stamp
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(CONFINE_CFLAGS) -c $< -o $@
+
+check-layers: $(CORE_OBJ) $(CONFINE_OBJ)
+	@scripts/check-layers $(OBJ)/core src/core
+	@rm -f $(filter-out $(CONFINE_OBJ),$(wildcard $(OBJ)/confine/*.o))
+	@scripts/check-layers $(OBJ)/confine src/confine
 
 lint: deps
 	@$(MAKE) --no-print-directory check-layers

@@ -10,19 +10,20 @@
 
 #include "confine.h"
 #include "sbkit.h"
+#include "text.h"
 
 static char reasons[2048];
 
 static void reason(const char *feature, const char *why)
 {
-	struct glsb_ws_buf b = {0};
-	glsb_ws_buf_printf(&b, "%s\"%s\":", reasons[0] ? "," : "", feature);
-	glsb_ws_json_cstr(&b, why);
-	glsb_ws_buf_put(&b, "", 1);
+	struct glsb_jbuf b = {0};
+	glsb_jbuf_printf(&b, "%s\"%s\":", reasons[0] ? "," : "", feature);
+	glsb_json_cstr(&b, why);
+	glsb_jbuf_put(&b, "", 1);
 	size_t len = strlen(reasons);
 	if (!b.failed)
-		glsb_sb_fmt(reasons + len, sizeof reasons - len, "%s", b.p);
-	glsb_ws_buf_free(&b);
+		glsb_fmt(reasons + len, sizeof reasons - len, "%s", b.p);
+	glsb_jbuf_free(&b);
 }
 
 /* In a child: no_new_privs, then the sandbox's own seccomp filter. Exit code says how far. */
@@ -51,7 +52,7 @@ static int probe_seccomp(int *nnp, int *filter, int *err)
 
 int glsb_cmd_doctor(int argc, char **argv)
 {
-	struct glsb_ws_buf b = {0};
+	struct glsb_jbuf b = {0};
 	int required_ok = 1;
 
 	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -66,14 +67,14 @@ int glsb_cmd_doctor(int argc, char **argv)
 		      stdout);
 		return 0;
 	}
-	glsb_ws_buf_printf(&b, "{");
+	glsb_jbuf_printf(&b, "{");
 	for (int i = 0; i < glsb_sb_namespace_count; i++) {
 		const struct glsb_sb_ns *ns = &glsb_sb_namespaces[i];
 		int e = glsb_sb_probe_ns(ns->flag);
-		glsb_ws_buf_printf(&b, "%s\"%s\":%s", i ? "," : "", ns->name, e ? "false" : "true");
+		glsb_jbuf_printf(&b, "%s\"%s\":%s", i ? "," : "", ns->name, e ? "false" : "true");
 		if (e) {
 			char why[128];
-			glsb_sb_fmt(why, sizeof why, "unshare: %s", strerror(e));
+			glsb_fmt(why, sizeof why, "unshare: %s", strerror(e));
 			reason(ns->name, why);
 			if (ns->flag != CLONE_NEWCGROUP && ns->flag != CLONE_NEWTIME)
 				required_ok = 0;
@@ -82,7 +83,7 @@ int glsb_cmd_doctor(int argc, char **argv)
 
 	int abi = glsb_sb_landlock_abi();
 	int ll_errno = errno;
-	glsb_ws_buf_printf(&b, ",\"landlock_abi\":%d", abi);
+	glsb_jbuf_printf(&b, ",\"landlock_abi\":%d", abi);
 	if (abi <= 0) {
 		reason("landlock_abi", ll_errno == EOPNOTSUPP ? "Landlock disabled at boot (lsm=)"
 				       : ll_errno == ENOSYS ? "kernel built without Landlock"
@@ -93,7 +94,7 @@ int glsb_cmd_doctor(int argc, char **argv)
 	int nnp = 0, filter = 0, code = 0;
 	if (probe_seccomp(&nnp, &filter, &code) < 0)
 		code = -1;
-	glsb_ws_buf_printf(&b, ",\"seccomp_filter\":%s,\"no_new_privs\":%s", filter ? "true" : "false",
+	glsb_jbuf_printf(&b, ",\"seccomp_filter\":%s,\"no_new_privs\":%s", filter ? "true" : "false",
 			   nnp ? "true" : "false");
 	if (!nnp)
 		reason("no_new_privs", "prctl(PR_SET_NO_NEW_PRIVS) failed");
@@ -104,28 +105,28 @@ int glsb_cmd_doctor(int argc, char **argv)
 
 	struct glsb_open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH};
 	long fd = glsb_sys_openat2(AT_FDCWD, ".", &how);
-	glsb_ws_buf_printf(&b, ",\"openat2\":%s", fd >= 0 ? "true" : "false");
+	glsb_jbuf_printf(&b, ",\"openat2\":%s", fd >= 0 ? "true" : "false");
 	if (fd >= 0)
 		close((int)fd);
 	else
 		reason("openat2", strerror(errno));
 	fd = glsb_sys_pidfd_open(getpid(), 0);
-	glsb_ws_buf_printf(&b, ",\"pidfd\":%s", fd >= 0 ? "true" : "false");
+	glsb_jbuf_printf(&b, ",\"pidfd\":%s", fd >= 0 ? "true" : "false");
 	if (fd >= 0)
 		close((int)fd);
 	else
 		reason("pidfd", strerror(errno));
 
-	glsb_ws_buf_printf(&b, ",");
+	glsb_jbuf_printf(&b, ",");
 	glsb_sb_cgroup_describe(&b);
 	/* What `sandbox` would get: create a leaf exactly as it does, then remove it. */
 	struct glsb_sb_cgroup cg;
 	char name[64];
-	glsb_sb_fmt(name, sizeof name, "sb-%d-doctor", (int)getpid());
+	glsb_fmt(name, sizeof name, "sb-%d-doctor", (int)getpid());
 	struct glsb_sb_limits lim = {.memory_mb = 64, .pids = 16, .cpu_quota_us = 50000,
 				     .cpu_period_us = 100000};
 	if (glsb_sb_cgroup_create(&cg, name, &lim) == 0) {
-		glsb_ws_buf_printf(&b, ",\"cgroup_limits\":\"v%d\",\"cgroup_cpu\":%s,\"cgroup_sockets\":%s",
+		glsb_jbuf_printf(&b, ",\"cgroup_limits\":\"v%d\",\"cgroup_cpu\":%s,\"cgroup_sockets\":%s",
 				   cg.version, cg.cpu ? "true" : "false", cg.sockets ? "true" : "false");
 		if (!cg.cpu)
 			reason("cgroup_cpu", cg.cpu_why);
@@ -134,18 +135,18 @@ int glsb_cmd_doctor(int argc, char **argv)
 					      "(v1 without memory.kmem.tcp.limit_in_bytes)");
 		glsb_sb_cgroup_remove(&cg);
 	} else {
-		glsb_ws_buf_printf(&b, ",\"cgroup_limits\":false,\"cgroup_cpu\":false,\"cgroup_sockets\":false");
+		glsb_jbuf_printf(&b, ",\"cgroup_limits\":false,\"cgroup_cpu\":false,\"cgroup_sockets\":false");
 		reason("cgroup_limits", cg.why);
 		reason("cgroup_cpu", cg.why);
 		reason("cgroup_sockets", cg.why);
 	}
-	glsb_ws_buf_printf(&b, ",\"sandbox_ready\":%s,\"reasons\":{%s}}\n",
+	glsb_jbuf_printf(&b, ",\"sandbox_ready\":%s,\"reasons\":{%s}}\n",
 			   required_ok ? "true" : "false", reasons);
 	if (b.failed) {
 		fputs("glsb-confine doctor: out of memory\n", stderr);
 		return 1;
 	}
 	fwrite(b.p, 1, b.len, stdout);
-	glsb_ws_buf_free(&b);
+	glsb_jbuf_free(&b);
 	return 0;
 }

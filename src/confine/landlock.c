@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "sbkit.h"
+#include "text.h"
 
 int glsb_sb_landlock_abi(void)
 {
@@ -119,29 +120,29 @@ int glsb_sb_landlock_sandbox(int abi, const struct glsb_sb_ll_path *extra, int n
 	 * TCP connect would also break loopback servers inside the sandbox. Abstract unix sockets
 	 * are per net namespace; with the host's (--network), the scope keeps them out too. */
 	if (glsb_sb_landlock_begin(&ll, abi, GLSB_LL_SCOPE) < 0) {
-		glsb_sb_fmt(why, whylen, "landlock ruleset (ABI %d): %s", abi, strerror(errno));
+		glsb_fmt(why, whylen, "landlock ruleset (ABI %d): %s", abi, strerror(errno));
 		return -1;
 	}
 	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
 		if (glsb_sb_landlock_allow(&ll, rules[i].path, rules[i].access) < 0) {
-			glsb_sb_fmt(why, whylen, "landlock rule %s: %s", rules[i].path, strerror(errno));
+			glsb_fmt(why, whylen, "landlock rule %s: %s", rules[i].path, strerror(errno));
 			goto fail;
 		}
 	for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) {
 		struct stat st;
 		if (lstat(top[i], &st) == 0 && S_ISDIR(st.st_mode) &&
 		    glsb_sb_landlock_allow(&ll, top[i], GLSB_LL_RX) < 0) {
-			glsb_sb_fmt(why, whylen, "landlock rule %s: %s", top[i], strerror(errno));
+			glsb_fmt(why, whylen, "landlock rule %s: %s", top[i], strerror(errno));
 			goto fail;
 		}
 	}
 	for (int i = 0; i < nextra; i++)
 		if (glsb_sb_landlock_allow(&ll, extra[i].path, extra[i].access) < 0) {
-			glsb_sb_fmt(why, whylen, "landlock rule %s: %s", extra[i].path, strerror(errno));
+			glsb_fmt(why, whylen, "landlock rule %s: %s", extra[i].path, strerror(errno));
 			goto fail;
 		}
 	if (glsb_sb_landlock_enforce(&ll) < 0) {
-		glsb_sb_fmt(why, whylen, "landlock restrict_self: %s", strerror(errno));
+		glsb_fmt(why, whylen, "landlock restrict_self: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -157,13 +158,13 @@ int glsb_sb_landlock_confine_writes(int rootfd, int abi, char *why, size_t whyle
 	struct glsb_sb_landlock ll;
 
 	if (abi < 3) {
-		glsb_sb_fmt(why, whylen, "Landlock ABI %d is too old (3 or newer handles REFER and TRUNCATE)", abi);
+		glsb_fmt(why, whylen, "Landlock ABI %d is too old (3 or newer handles REFER and TRUNCATE)", abi);
 		return -1;
 	}
 	/* Everything is handled (TCP bind/connect too from ABI 4, signals and abstract sockets
 	 * scoped from ABI 6); the only rule is what a write needs beneath the root. */
 	if (glsb_sb_landlock_begin(&ll, abi, GLSB_LL_HANDLE_NET | GLSB_LL_SCOPE) < 0) {
-		glsb_sb_fmt(why, whylen, "landlock_create_ruleset: %s", strerror(errno));
+		glsb_fmt(why, whylen, "landlock_create_ruleset: %s", strerror(errno));
 		return -1;
 	}
 	const uint64_t access = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
@@ -171,11 +172,11 @@ int glsb_sb_landlock_confine_writes(int rootfd, int abi, char *why, size_t whyle
 				LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_REFER |
 				LANDLOCK_ACCESS_FS_TRUNCATE;
 	if (glsb_sb_landlock_allow_fd(&ll, rootfd, access) < 0) {
-		glsb_sb_fmt(why, whylen, "landlock_add_rule on the root: %s", strerror(errno));
+		glsb_fmt(why, whylen, "landlock_add_rule on the root: %s", strerror(errno));
 	} else if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		glsb_sb_fmt(why, whylen, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
+		glsb_fmt(why, whylen, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
 	} else if (glsb_sb_landlock_enforce(&ll) < 0) {
-		glsb_sb_fmt(why, whylen, "landlock_restrict_self: %s", strerror(errno));
+		glsb_fmt(why, whylen, "landlock_restrict_self: %s", strerror(errno));
 		return -1;
 	} else {
 		return 0;

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "confine.h"
-#include "sbutil.h"
+#include "proc.h"
 
 static const struct {
 	const char *name;

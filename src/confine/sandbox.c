@@ -1,7 +1,7 @@
 /* sandbox.c: `glsb-confine sandbox`: run PROGRAM in fresh namespaces on a private read-only
  * root, with Landlock, seccomp, no capabilities, rlimits and cgroup limits, under a small
  * supervisor that outlives it, reports what was applied and cleans up. This file is the list
- * of steps (the supervisor's, then the child's); each step lives with its concern (sandbox.h). */
+ * of steps (the supervisor's, then the child's); each step lives with its concern (sb.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "confine.h"
-#include "sandbox.h"
+#include "sb.h"
+#include "proc.h"
+#include "text.h"
 
 /* Wait for the supervisor's next go-ahead on the sync pipe ('1' ids mapped, '2' cgroup joined). */
 static void wait_for_supervisor(struct sb *sb)
@@ -25,32 +27,6 @@ static void wait_for_supervisor(struct sb *sb)
 	char ok;
 	if (read(sb->sync_rd, &ok, 1) != 1)
 		_exit(EXIT_SETUP);
-}
-
-/* The environment: exactly --env plus defaults. */
-static int env_has(const struct sb *sb, const char *key)
-{
-	size_t kl = strlen(key);
-	for (int i = 0; i < sb->opt.nenv; i++)
-		if (!strncmp(sb->opt.env[i], key, kl) && sb->opt.env[i][kl] == '=')
-			return 1;
-	return 0;
-}
-
-char **glsb_sb_program_env(const struct sb *sb)
-{
-	static char *envp[260];
-	int ne = 0;
-	for (int i = 0; i < sb->opt.nenv; i++)
-		envp[ne++] = (char *)sb->opt.env[i];
-	if (!env_has(sb, "HOME"))
-		envp[ne++] = "HOME=" SANDBOX_HOME;
-	if (!env_has(sb, "PATH"))
-		envp[ne++] = "PATH=/usr/local/bin:/usr/bin:/bin";
-	if (!env_has(sb, "LANG"))
-		envp[ne++] = "LANG=C.UTF-8";
-	envp[ne] = NULL;
-	return envp;
 }
 
 /* Landlock, then seccomp; each required unless --allow-degraded (then listed as missing). */
@@ -177,7 +153,7 @@ static int send_go(int fd, const char *what, char *err, size_t errcap)
 {
 	if (write(fd, what, 1) == 1)
 		return 0;
-	glsb_sb_fmt(err, errcap, "sync: %s", strerror(errno));
+	glsb_fmt(err, errcap, "sync: %s", strerror(errno));
 	return -1;
 }
 
@@ -233,7 +209,7 @@ int glsb_cmd_sandbox(int argc, char **argv)
 		goto fail;
 	if (sb->root_mode)
 		glsb_sb_give_stdio(sb);
-	glsb_sb_fmt(name, sizeof name, "sb-%d-%ld", (int)getpid(), (long)time(NULL));
+	glsb_fmt(name, sizeof name, "sb-%d-%ld", (int)getpid(), (long)time(NULL));
 	struct glsb_sb_limits lim = {.memory_mb = sb->opt.memory_mb, .pids = sb->opt.nproc,
 				     .cpu_quota_us = (long)(sb->opt.cpus * 100000 + 0.5),
 				     .cpu_period_us = 100000};
@@ -246,7 +222,7 @@ int glsb_cmd_sandbox(int argc, char **argv)
 		if (!sb->cgroup.sockets)
 			glsb_sb_add_missing(sb, "cgroup_sockets", 0);
 		if (glsb_sb_cgroup_prepare_join(&sb->cgroup) < 0) {
-			glsb_sb_fmt(err, sizeof err, "cgroup %s: %s", sb->cgroup.dirs[0], strerror(errno));
+			glsb_fmt(err, sizeof err, "cgroup %s: %s", sb->cgroup.dirs[0], strerror(errno));
 			goto fail;
 		}
 		glsb_sb_cgroup_test_hold();
@@ -255,7 +231,7 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	}
 	if (pipe2(pipes[0], O_CLOEXEC) < 0 || pipe2(pipes[1], O_CLOEXEC) < 0 ||
 	    (sb->sup_sfd = signalfd(-1, &sigs, SFD_CLOEXEC)) < 0) {
-		glsb_sb_fmt(err, sizeof err, "pipe/signalfd: %s", strerror(errno));
+		glsb_fmt(err, sizeof err, "pipe/signalfd: %s", strerror(errno));
 		goto fail;
 	}
 	pid = glsb_sb_start_child(sb, pipes, child_main, err, sizeof err);
@@ -278,7 +254,7 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	 * root, which allocates next to nothing. */
 	if (sb->have_cgroup && !sb->born_in_cgroup && sb->cgroup.tasks_fds[0] < 0 &&
 	    glsb_sb_cgroup_attach(&sb->cgroup, pid) < 0) {
-		glsb_sb_fmt(err, sizeof err, "joining cgroup %s: %s", sb->cgroup.dirs[0], strerror(errno));
+		glsb_fmt(err, sizeof err, "joining cgroup %s: %s", sb->cgroup.dirs[0], strerror(errno));
 		goto kill_fail;
 	}
 	if (send_go(pipes[0][1], "2", err, sizeof err) < 0)

@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "confine.h"
-#include "sandbox.h"
+#include "sb.h"
+#include "proc.h"
+#include "text.h"
 
 extern char **environ;
 
@@ -37,10 +39,10 @@ int glsb_sb_call_open_namespaces(struct sb *sb, pid_t pid, char *err, size_t err
 	for (int i = 0; i < SB_NS_FDS; i++) {
 		if (!(sb->clone_flags & flags[i]))
 			continue; /* it shares ours (--network): nothing to join */
-		glsb_sb_fmt(path, sizeof path, "/proc/%d/ns/%s", (int)pid, glsb_sb_ns_fd_names[i]);
+		glsb_fmt(path, sizeof path, "/proc/%d/ns/%s", (int)pid, glsb_sb_ns_fd_names[i]);
 		sb->ns_fds[i] = open(path, O_RDONLY | O_CLOEXEC);
 		if (sb->ns_fds[i] < 0) {
-			glsb_sb_fmt(err, errcap, "opening %s: %s", path, strerror(errno));
+			glsb_fmt(err, errcap, "opening %s: %s", path, strerror(errno));
 			return -1;
 		}
 	}
@@ -194,6 +196,6 @@ pid_t glsb_sb_call_start(struct sb *sb, int argc, char **argv, int fds[3], char 
 	if (pid == 0)
 		call_child(sb, argc, argv, fds, born);
 	if (pid < 0)
-		glsb_sb_fmt(err, errcap, "%s", errno == ENOMEM ? "the sandbox has ended" : strerror(errno));
+		glsb_fmt(err, errcap, "%s", errno == ENOMEM ? "the sandbox has ended" : strerror(errno));
 	return pid;
 }

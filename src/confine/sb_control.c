@@ -15,7 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox.h"
+#include "sb.h"
+#include "text.h"
 
 #define HEADER_MAX 256
 #define MAX_ARGS 4096
@@ -31,7 +32,9 @@
 
 enum in_state { IN_HEADER, IN_ARGS, IN_STDIN, IN_CLOSED };
 
-static struct {
+/* The channel's whole state: a supervisor serves one channel, so it is one file-scope value,
+ * `chan` (every use reads chan.<field>). */
+static struct control_channel {
 	int in, out;          /* the channel; -1 when closed */
 	int report_fd;        /* the report's descriptor (may be out): not ours to close */
 	enum in_state state;
@@ -47,7 +50,7 @@ static struct {
 	int no_splice;  /* splice(2) socket -> pipe failed once: stdin bytes are copied through stage */
 	int wait_pipe;  /* the last splice found the call's stdin pipe full: wait for it, not the host */
 	/* replies */
-	struct glsb_ws_buf reply;
+	struct glsb_jbuf reply;
 	size_t reply_off;
 	/* a stdout frame on its way by splice(2) pipe -> channel: its header, then sf_left bytes
 	 * taken straight from the call's stdout pipe (they were there when the header was made).
@@ -64,7 +67,7 @@ static struct {
 	unsigned long long err_relayed, err_dropped;
 	long oom_before;
 	long long kill_at_ms; /* SIGKILL deadline after a cancel, or 0 */
-} c = {.in = -1, .out = -1, .report_fd = -1, .pid = -1, .fd_in = -1, .fd_out = -1, .fd_err = -1};
+} chan = {.in = -1, .out = -1, .report_fd = -1, .pid = -1, .fd_in = -1, .fd_out = -1, .fd_err = -1};
 
 static long long now_ms(void)
 {
@@ -84,58 +87,58 @@ static void close_fd(int *fd)
 
 static size_t reply_pending(void)
 {
-	return c.reply.len - c.reply_off;
+	return chan.reply.len - chan.reply_off;
 }
 
-static void reply_line(struct glsb_ws_buf *line)
+static void reply_line(struct glsb_jbuf *line)
 {
-	glsb_ws_buf_put(line, "\n", 1);
+	glsb_jbuf_put(line, "\n", 1);
 	if (!line->failed)
-		glsb_ws_buf_put(&c.reply, line->p, line->len);
-	glsb_ws_buf_free(line);
+		glsb_jbuf_put(&chan.reply, line->p, line->len);
+	glsb_jbuf_free(line);
 }
 
 static void reply_data(const char *ev, const void *data, size_t n)
 {
-	struct glsb_ws_buf line = {0};
-	glsb_ws_buf_printf(&line, "{\"id\":%llu,\"ev\":\"%s\",\"len\":%zu}", c.call_id, ev, n);
+	struct glsb_jbuf line = {0};
+	glsb_jbuf_printf(&line, "{\"id\":%llu,\"ev\":\"%s\",\"len\":%zu}", chan.call_id, ev, n);
 	reply_line(&line);
-	glsb_ws_buf_put(&c.reply, data, n);
+	glsb_jbuf_put(&chan.reply, data, n);
 }
 
 static void reply_error(unsigned long long id, const char *code, const char *msg)
 {
-	struct glsb_ws_buf line = {0};
-	glsb_ws_buf_printf(&line, "{\"id\":%llu,\"ev\":\"error\",\"error\":\"%s\",\"message\":", id, code);
-	glsb_ws_json_cstr(&line, msg);
-	glsb_ws_buf_puts(&line, "}");
+	struct glsb_jbuf line = {0};
+	glsb_jbuf_printf(&line, "{\"id\":%llu,\"ev\":\"error\",\"error\":\"%s\",\"message\":", id, code);
+	glsb_json_cstr(&line, msg);
+	glsb_jbuf_puts(&line, "}");
 	reply_line(&line);
 }
 
 static void protocol_error(struct sb *sb, const char *msg)
 {
-	struct glsb_ws_buf line = {0};
+	struct glsb_jbuf line = {0};
 	(void)sb;
-	glsb_ws_buf_puts(&line, "{\"ev\":\"protocol_error\",\"message\":");
-	glsb_ws_json_cstr(&line, msg);
-	glsb_ws_buf_puts(&line, "}");
+	glsb_jbuf_puts(&line, "{\"ev\":\"protocol_error\",\"message\":");
+	glsb_json_cstr(&line, msg);
+	glsb_jbuf_puts(&line, "}");
 	reply_line(&line);
-	c.state = IN_CLOSED;
-	if (c.in != c.out)
-		close_fd(&c.in);
+	chan.state = IN_CLOSED;
+	if (chan.in != chan.out)
+		close_fd(&chan.in);
 	else
-		c.in = -1; /* the socket stays open for the replies */
+		chan.in = -1; /* the socket stays open for the replies */
 }
 
 static int sf_pending(void)
 {
-	return c.sf_head_off < c.sf_head_len || c.sf_left > 0;
+	return chan.sf_head_off < chan.sf_head_len || chan.sf_left > 0;
 }
 
 static void sf_clear(void)
 {
-	c.sf_head_len = c.sf_head_off = 0;
-	c.sf_left = 0;
+	chan.sf_head_len = chan.sf_head_off = 0;
+	chan.sf_left = 0;
 }
 
 /* The spliced frame's rest, moved into reply in front of what waits there: when the channel takes
@@ -145,89 +148,89 @@ static void sf_materialize(void)
 {
 	if (!sf_pending())
 		return;
-	struct glsb_ws_buf nb = {0};
-	glsb_ws_buf_put(&nb, c.sf_head + c.sf_head_off, c.sf_head_len - c.sf_head_off);
+	struct glsb_jbuf nb = {0};
+	glsb_jbuf_put(&nb, chan.sf_head + chan.sf_head_off, chan.sf_head_len - chan.sf_head_off);
 	unsigned char buf[CHUNK];
-	while (c.sf_left > 0 && c.fd_out >= 0) {
-		ssize_t n = read(c.fd_out, buf, c.sf_left < sizeof buf ? (size_t)c.sf_left : sizeof buf);
+	while (chan.sf_left > 0 && chan.fd_out >= 0) {
+		ssize_t n = read(chan.fd_out, buf, chan.sf_left < sizeof buf ? (size_t)chan.sf_left : sizeof buf);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
-		glsb_ws_buf_put(&nb, buf, (size_t)n);
-		c.sf_left -= (size_t)n;
+		glsb_jbuf_put(&nb, buf, (size_t)n);
+		chan.sf_left -= (size_t)n;
 	}
-	if (c.sf_left > 0 && c.out >= 0) {
+	if (chan.sf_left > 0 && chan.out >= 0) {
 		/* the pipe did not hold them all (it always does): the frame cannot be completed, and
 		 * the host's framing would go out of step. End the channel (the host sees it end)
 		 * rather than send bytes that are not the helper's. */
-		shutdown(c.out, SHUT_RDWR);
-		if (c.in == c.out)
-			c.in = -1;
-		if (c.out == c.report_fd)
-			c.out = -1; /* the report's: glsb_sb_report_exit closes it */
+		shutdown(chan.out, SHUT_RDWR);
+		if (chan.in == chan.out)
+			chan.in = -1;
+		if (chan.out == chan.report_fd)
+			chan.out = -1; /* the report's: glsb_sb_report_exit closes it */
 		else
-			close_fd(&c.out);
-		c.state = IN_CLOSED;
+			close_fd(&chan.out);
+		chan.state = IN_CLOSED;
 	}
-	glsb_ws_buf_put(&nb, c.reply.p + c.reply_off, reply_pending());
-	glsb_ws_buf_free(&c.reply);
-	c.reply = nb;
-	c.reply_off = 0;
+	glsb_jbuf_put(&nb, chan.reply.p + chan.reply_off, reply_pending());
+	glsb_jbuf_free(&chan.reply);
+	chan.reply = nb;
+	chan.reply_off = 0;
 	sf_clear();
 }
 
 /* Write what the host will take. A broken channel drops every later reply. */
 static void flush_replies(void)
 {
-	while (c.out >= 0 && sf_pending()) {
+	while (chan.out >= 0 && sf_pending()) {
 		ssize_t n;
-		if (c.sf_head_off < c.sf_head_len)
-			n = write(c.out, c.sf_head + c.sf_head_off, c.sf_head_len - c.sf_head_off);
+		if (chan.sf_head_off < chan.sf_head_len)
+			n = write(chan.out, chan.sf_head + chan.sf_head_off, chan.sf_head_len - chan.sf_head_off);
 		else
-			n = splice(c.fd_out, NULL, c.out, NULL, c.sf_left > FRAME_MAX ? FRAME_MAX : (size_t)c.sf_left,
+			n = splice(chan.fd_out, NULL, chan.out, NULL, chan.sf_left > FRAME_MAX ? FRAME_MAX : (size_t)chan.sf_left,
 				   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return;
-		if (n < 0 && c.sf_head_off == c.sf_head_len && (errno == EINVAL || errno == ENOSYS)) {
-			c.no_out_splice = 1; /* copy from now on, this frame's rest too */
+		if (n < 0 && chan.sf_head_off == chan.sf_head_len && (errno == EINVAL || errno == ENOSYS)) {
+			chan.no_out_splice = 1; /* copy from now on, this frame's rest too */
 			sf_materialize();
 			break;
 		}
 		if (n <= 0) {
 			sf_clear();
-			if (c.in == c.out)
-				c.in = -1;
-			close_fd(&c.out);
-			c.state = IN_CLOSED;
+			if (chan.in == chan.out)
+				chan.in = -1;
+			close_fd(&chan.out);
+			chan.state = IN_CLOSED;
 			break;
 		}
-		if (c.sf_head_off < c.sf_head_len)
-			c.sf_head_off += (size_t)n;
+		if (chan.sf_head_off < chan.sf_head_len)
+			chan.sf_head_off += (size_t)n;
 		else
-			c.sf_left -= (size_t)n;
+			chan.sf_left -= (size_t)n;
 		if (!sf_pending())
 			sf_clear();
 	}
-	while (c.out >= 0 && reply_pending() && !sf_pending()) {
-		ssize_t n = write(c.out, c.reply.p + c.reply_off, reply_pending());
+	while (chan.out >= 0 && reply_pending() && !sf_pending()) {
+		ssize_t n = write(chan.out, chan.reply.p + chan.reply_off, reply_pending());
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return;
 		if (n <= 0) {
-			if (c.in == c.out)
-				c.in = -1;
-			close_fd(&c.out);
-			c.state = IN_CLOSED;
+			if (chan.in == chan.out)
+				chan.in = -1;
+			close_fd(&chan.out);
+			chan.state = IN_CLOSED;
 			break;
 		}
-		c.reply_off += (size_t)n;
+		chan.reply_off += (size_t)n;
 	}
-	if (c.reply_off == c.reply.len || c.out < 0)
-		c.reply.len = c.reply_off = 0;
+	if (chan.reply_off == chan.reply.len || chan.out < 0)
+		chan.reply.len = chan.reply_off = 0;
 }
 
 /* --- the call ----------------------------------------------------------------------------- */
@@ -245,48 +248,48 @@ static void start_call(struct sb *sb)
 	int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
 	size_t k = 0;
 
-	for (size_t off = 0; off < c.args_len && k < c.nargs; k++) {
-		argv[k] = c.args + off;
-		off += strlen(c.args + off) + 1;
+	for (size_t off = 0; off < chan.args_len && k < chan.nargs; k++) {
+		argv[k] = chan.args + off;
+		off += strlen(chan.args + off) + 1;
 	}
 	argv[k] = NULL;
 	if (k == 0 || !glsb_sb_call_allowed(argv[0])) {
-		reply_error(c.id, "not_allowed", "the first argument must be write, run or read");
-		c.refused = 1;
+		reply_error(chan.id, "not_allowed", "the first argument must be write, run or read");
+		chan.refused = 1;
 		return;
 	}
 	if (nonblocking_pipe(pin) < 0 || nonblocking_pipe(pout) < 0 || nonblocking_pipe(perr) < 0) {
-		glsb_sb_fmt(err, sizeof err, "pipes: %s", strerror(errno));
+		glsb_fmt(err, sizeof err, "pipes: %s", strerror(errno));
 		goto fail;
 	}
 	int child_fds[3] = {pin[0], pout[1], perr[1]};
-	c.oom_before = sb->have_cgroup ? glsb_sb_cgroup_oom_kills(&sb->cgroup) : -1;
-	c.pid = glsb_sb_call_start(sb, (int)k, argv, child_fds, err, sizeof err);
-	if (c.pid < 0)
+	chan.oom_before = sb->have_cgroup ? glsb_sb_cgroup_oom_kills(&sb->cgroup) : -1;
+	chan.pid = glsb_sb_call_start(sb, (int)k, argv, child_fds, err, sizeof err);
+	if (chan.pid < 0)
 		goto fail;
 	close(pin[0]);
 	close(pout[1]);
 	close(perr[1]);
-	c.fd_in = pin[1];
-	c.fd_out = pout[0];
-	c.fd_err = perr[0];
+	chan.fd_in = pin[1];
+	chan.fd_out = pout[0];
+	chan.fd_err = perr[0];
 	for (int i = 0; i < 3; i++)
-		fcntl((int[]){c.fd_in, c.fd_out, c.fd_err}[i], F_SETFL, O_NONBLOCK);
+		fcntl((int[]){chan.fd_in, chan.fd_out, chan.fd_err}[i], F_SETFL, O_NONBLOCK);
 	/* A larger stdin pipe for large stdin: fewer wake-ups of the helper and of us per MiB
 	 * moved. Only then: the user's pipe pages count against pipe-user-pages-soft, beyond which
 	 * every new pipe of the user gets small. Best effort (a refusal leaves 64 KiB, which works,
 	 * only slower). */
-	if (c.stdin_left >= PIPE_SIZE)
-		fcntl(c.fd_in, F_SETPIPE_SZ, PIPE_SIZE);
+	if (chan.stdin_left >= PIPE_SIZE)
+		fcntl(chan.fd_in, F_SETPIPE_SZ, PIPE_SIZE);
 	if (!strcmp(argv[0], "read")) /* a download: its stdout frames are what the pipe holds */
-		fcntl(c.fd_out, F_SETPIPE_SZ, PIPE_SIZE);
-	c.wait_pipe = 0;
-	c.call_id = c.id;
-	c.reaped = 0;
-	c.err_relayed = c.err_dropped = 0;
-	c.kill_at_ms = 0;
-	if (c.stdin_left == 0)
-		close_fd(&c.fd_in);
+		fcntl(chan.fd_out, F_SETPIPE_SZ, PIPE_SIZE);
+	chan.wait_pipe = 0;
+	chan.call_id = chan.id;
+	chan.reaped = 0;
+	chan.err_relayed = chan.err_dropped = 0;
+	chan.kill_at_ms = 0;
+	if (chan.stdin_left == 0)
+		close_fd(&chan.fd_in);
 	return;
 fail:
 	for (int i = 0; i < 2; i++) {
@@ -297,37 +300,37 @@ fail:
 		if (perr[i] >= 0)
 			close(perr[i]);
 	}
-	c.pid = -1;
-	reply_error(c.id, errno == ENOMEM || !strcmp(err, "the sandbox has ended") ? "sandbox_gone" : "start_failed",
+	chan.pid = -1;
+	reply_error(chan.id, errno == ENOMEM || !strcmp(err, "the sandbox has ended") ? "sandbox_gone" : "start_failed",
 		    err);
-	c.refused = 1;
+	chan.refused = 1;
 }
 
 /* The call is over once it was reaped and its output pipes reached end of file. */
 static void finish_call_if_done(struct sb *sb)
 {
-	if (c.pid < 0 || !c.reaped || c.fd_out >= 0 || c.fd_err >= 0)
+	if (chan.pid < 0 || !chan.reaped || chan.fd_out >= 0 || chan.fd_err >= 0)
 		return;
 	long oom = sb->have_cgroup ? glsb_sb_cgroup_oom_kills(&sb->cgroup) : -1;
-	struct glsb_ws_buf line = {0};
-	glsb_ws_buf_printf(&line, "{\"id\":%llu,\"ev\":\"exit\",\"code\":", c.call_id);
-	if (WIFEXITED(c.status))
-		glsb_ws_buf_printf(&line, "%d", WEXITSTATUS(c.status));
+	struct glsb_jbuf line = {0};
+	glsb_jbuf_printf(&line, "{\"id\":%llu,\"ev\":\"exit\",\"code\":", chan.call_id);
+	if (WIFEXITED(chan.status))
+		glsb_jbuf_printf(&line, "%d", WEXITSTATUS(chan.status));
 	else
-		glsb_ws_buf_puts(&line, "null");
-	glsb_ws_buf_puts(&line, ",\"signal\":");
-	if (WIFSIGNALED(c.status))
-		glsb_ws_buf_printf(&line, "%d", WTERMSIG(c.status));
+		glsb_jbuf_puts(&line, "null");
+	glsb_jbuf_puts(&line, ",\"signal\":");
+	if (WIFSIGNALED(chan.status))
+		glsb_jbuf_printf(&line, "%d", WTERMSIG(chan.status));
 	else
-		glsb_ws_buf_puts(&line, "null");
-	glsb_ws_buf_printf(&line, ",\"stderr_dropped\":%llu,\"oom_kills\":", c.err_dropped);
-	if (oom >= 0 && c.oom_before >= 0)
-		glsb_ws_buf_printf(&line, "%ld}", oom - c.oom_before);
+		glsb_jbuf_puts(&line, "null");
+	glsb_jbuf_printf(&line, ",\"stderr_dropped\":%llu,\"oom_kills\":", chan.err_dropped);
+	if (oom >= 0 && chan.oom_before >= 0)
+		glsb_jbuf_printf(&line, "%ld}", oom - chan.oom_before);
 	else
-		glsb_ws_buf_puts(&line, "null}");
+		glsb_jbuf_puts(&line, "null}");
 	reply_line(&line);
-	close_fd(&c.fd_in);
-	c.pid = -1;
+	close_fd(&chan.fd_in);
+	chan.pid = -1;
 }
 
 static void relay(int *fd, const char *ev);
@@ -338,18 +341,18 @@ static void relay(int *fd, const char *ev);
  * takes its place in order). */
 static void relay_stdout(void)
 {
-	if (c.no_out_splice || c.out < 0)
-		return relay(&c.fd_out, "stdout");
+	if (chan.no_out_splice || chan.out < 0)
+		return relay(&chan.fd_out, "stdout");
 	if (sf_pending() || reply_pending())
 		return;
 	int avail = 0;
-	if (ioctl(c.fd_out, FIONREAD, &avail) < 0 || avail <= 0)
-		return relay(&c.fd_out, "stdout"); /* end of file (or bytes that came just now) */
-	c.sf_left = (unsigned long long)(avail < FRAME_MAX ? avail : FRAME_MAX);
-	int hl = snprintf(c.sf_head, sizeof c.sf_head, "{\"id\":%llu,\"ev\":\"stdout\",\"len\":%llu}\n",
-			  c.call_id, c.sf_left);
-	c.sf_head_len = (size_t)hl;
-	c.sf_head_off = 0;
+	if (ioctl(chan.fd_out, FIONREAD, &avail) < 0 || avail <= 0)
+		return relay(&chan.fd_out, "stdout"); /* end of file (or bytes that came just now) */
+	chan.sf_left = (unsigned long long)(avail < FRAME_MAX ? avail : FRAME_MAX);
+	int hl = snprintf(chan.sf_head, sizeof chan.sf_head, "{\"id\":%llu,\"ev\":\"stdout\",\"len\":%llu}\n",
+			  chan.call_id, chan.sf_left);
+	chan.sf_head_len = (size_t)hl;
+	chan.sf_head_off = 0;
 }
 
 /* Relay what the call wrote (stdout only while the host keeps up). 1 at end of file. */
@@ -369,13 +372,13 @@ static void relay(int *fd, const char *ev)
 			return;
 		}
 		if (!strcmp(ev, "stderr")) {
-			size_t keep = c.err_relayed >= STDERR_RELAYED ? 0
-				      : (size_t)n < STDERR_RELAYED - c.err_relayed ? (size_t)n
-				      : (size_t)(STDERR_RELAYED - c.err_relayed);
+			size_t keep = chan.err_relayed >= STDERR_RELAYED ? 0
+				      : (size_t)n < STDERR_RELAYED - chan.err_relayed ? (size_t)n
+				      : (size_t)(STDERR_RELAYED - chan.err_relayed);
 			if (keep)
 				reply_data(ev, buf, keep);
-			c.err_relayed += keep;
-			c.err_dropped += (size_t)n - keep;
+			chan.err_relayed += keep;
+			chan.err_dropped += (size_t)n - keep;
 		} else {
 			reply_data(ev, buf, (size_t)n);
 		}
@@ -402,53 +405,53 @@ static void handle_header(struct sb *sb)
 	char *w[6];
 	int n = 0;
 	char *save = NULL;
-	c.header[c.hlen] = '\0';
-	for (char *t = strtok_r(c.header, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
+	chan.header[chan.hlen] = '\0';
+	for (char *t = strtok_r(chan.header, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
 		w[n++] = t;
 	unsigned long long id;
 	if (n < 2 || parse_u64(w[1], 1ULL << 53, &id) < 0)
 		return protocol_error(sb, "a request is VERB ID ...");
 	if (!strcmp(w[0], "call") && n == 5) {
-		if (parse_u64(w[2], MAX_ARGS, &c.nargs) < 0 || parse_u64(w[3], MAX_ARGBYTES, &c.argbytes) < 0 ||
-		    parse_u64(w[4], MAX_STDIN, &c.stdin_left) < 0)
+		if (parse_u64(w[2], MAX_ARGS, &chan.nargs) < 0 || parse_u64(w[3], MAX_ARGBYTES, &chan.argbytes) < 0 ||
+		    parse_u64(w[4], MAX_STDIN, &chan.stdin_left) < 0)
 			return protocol_error(sb, "call ID NARGS ARGBYTES STDINBYTES: a number is missing or too large");
-		c.id = id;
-		c.args = malloc(c.argbytes + 1);
-		if (!c.args)
+		chan.id = id;
+		chan.args = malloc(chan.argbytes + 1);
+		if (!chan.args)
 			return protocol_error(sb, "out of memory for the arguments");
-		c.args_len = 0;
-		c.refused = c.pid >= 0;
-		if (c.refused)
+		chan.args_len = 0;
+		chan.refused = chan.pid >= 0;
+		if (chan.refused)
 			reply_error(id, "busy", "another call is running");
-		c.state = IN_ARGS;
+		chan.state = IN_ARGS;
 	} else if (!strcmp(w[0], "cancel") && n == 2) {
-		if (c.pid >= 0 && c.call_id == id && !c.reaped) {
-			kill(c.pid, SIGTERM);
-			c.kill_at_ms = now_ms() + KILL_AFTER_MS;
+		if (chan.pid >= 0 && chan.call_id == id && !chan.reaped) {
+			kill(chan.pid, SIGTERM);
+			chan.kill_at_ms = now_ms() + KILL_AFTER_MS;
 		}
 	} else if (!strcmp(w[0], "stats") && n == 2) {
 		long long cur = -1, peak = -1;
 		long oom = sb->have_cgroup ? glsb_sb_cgroup_oom_kills(&sb->cgroup) : -1;
 		if (sb->have_cgroup)
 			glsb_sb_cgroup_memory(&sb->cgroup, &cur, &peak);
-		struct glsb_ws_buf line = {0};
-		glsb_ws_buf_printf(&line, "{\"id\":%llu,\"ev\":\"stats\"", id);
+		struct glsb_jbuf line = {0};
+		glsb_jbuf_printf(&line, "{\"id\":%llu,\"ev\":\"stats\"", id);
 		if (oom >= 0)
-			glsb_ws_buf_printf(&line, ",\"oom_kills\":%ld", oom);
+			glsb_jbuf_printf(&line, ",\"oom_kills\":%ld", oom);
 		else
-			glsb_ws_buf_puts(&line, ",\"oom_kills\":null");
+			glsb_jbuf_puts(&line, ",\"oom_kills\":null");
 		if (cur >= 0)
-			glsb_ws_buf_printf(&line, ",\"memory_bytes\":%lld", cur);
+			glsb_jbuf_printf(&line, ",\"memory_bytes\":%lld", cur);
 		else
-			glsb_ws_buf_puts(&line, ",\"memory_bytes\":null");
+			glsb_jbuf_puts(&line, ",\"memory_bytes\":null");
 		if (peak >= 0)
-			glsb_ws_buf_printf(&line, ",\"memory_peak_bytes\":%lld}", peak);
+			glsb_jbuf_printf(&line, ",\"memory_peak_bytes\":%lld}", peak);
 		else
-			glsb_ws_buf_puts(&line, ",\"memory_peak_bytes\":null}");
+			glsb_jbuf_puts(&line, ",\"memory_peak_bytes\":null}");
 		reply_line(&line);
 	} else if (!strcmp(w[0], "ping") && n == 2) {
-		struct glsb_ws_buf line = {0};
-		glsb_ws_buf_printf(&line, "{\"id\":%llu,\"ev\":\"pong\"}", id);
+		struct glsb_jbuf line = {0};
+		glsb_jbuf_printf(&line, "{\"id\":%llu,\"ev\":\"pong\"}", id);
 		reply_line(&line);
 	} else {
 		return protocol_error(sb, "unknown request (call, cancel, stats, ping)");
@@ -458,36 +461,36 @@ static void handle_header(struct sb *sb)
 /* The request's arguments are complete: check and start the call. */
 static void handle_args(struct sb *sb)
 {
-	c.args[c.args_len] = '\0';
+	chan.args[chan.args_len] = '\0';
 	size_t k = 0;
-	for (size_t i = 0; i < c.args_len; i++)
-		k += c.args[i] == '\0';
-	if (!c.refused) {
-		if (k != c.nargs || (c.args_len && c.args[c.args_len - 1] != '\0'))
+	for (size_t i = 0; i < chan.args_len; i++)
+		k += chan.args[i] == '\0';
+	if (!chan.refused) {
+		if (k != chan.nargs || (chan.args_len && chan.args[chan.args_len - 1] != '\0'))
 			return protocol_error(sb, "call: ARGBYTES must hold exactly NARGS NUL-terminated arguments");
 		start_call(sb);
 	}
-	free(c.args);
-	c.args = NULL;
-	c.state = c.stdin_left ? IN_STDIN : IN_HEADER;
+	free(chan.args);
+	chan.args = NULL;
+	chan.state = chan.stdin_left ? IN_STDIN : IN_HEADER;
 }
 
 /* Read from the host what the current state can take. */
 static void read_requests(struct sb *sb)
 {
-	while (c.in >= 0 && c.state != IN_CLOSED && reply_pending() < OUT_HIGH) {
-		if (c.state == IN_STDIN && !c.refused && c.fd_in >= 0 && !c.no_splice &&
-		    c.stage_len == c.stage_off) {
+	while (chan.in >= 0 && chan.state != IN_CLOSED && reply_pending() < OUT_HIGH) {
+		if (chan.state == IN_STDIN && !chan.refused && chan.fd_in >= 0 && !chan.no_splice &&
+		    chan.stage_len == chan.stage_off) {
 			/* stdin bytes straight from the socket into the call's pipe: splice(2) moves
 			 * them in the kernel, never through our memory. The count is ours (stdin_left):
 			 * at most what the header announced is taken from the socket. */
-			size_t want = c.stdin_left < SPLICE_MAX ? (size_t)c.stdin_left : SPLICE_MAX;
-			ssize_t n = splice(c.in, NULL, c.fd_in, NULL, want, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+			size_t want = chan.stdin_left < SPLICE_MAX ? (size_t)chan.stdin_left : SPLICE_MAX;
+			ssize_t n = splice(chan.in, NULL, chan.fd_in, NULL, want, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 			if (n > 0) {
-				c.stdin_left -= (size_t)n;
-				if (!c.stdin_left) {
-					close_fd(&c.fd_in);
-					c.state = IN_HEADER;
+				chan.stdin_left -= (size_t)n;
+				if (!chan.stdin_left) {
+					close_fd(&chan.fd_in);
+					chan.state = IN_HEADER;
 				}
 				continue;
 			}
@@ -498,80 +501,80 @@ static void read_requests(struct sb *sb)
 			if (errno == EAGAIN) {
 				/* the host has sent nothing more, or the pipe is full: wait for the one
 				 * that holds us up (polling the socket while the pipe is full would spin) */
-				struct pollfd q = {c.fd_in, POLLOUT, 0};
-				c.wait_pipe = poll(&q, 1, 0) == 0;
+				struct pollfd q = {chan.fd_in, POLLOUT, 0};
+				chan.wait_pipe = poll(&q, 1, 0) == 0;
 				return;
 			}
 			if (errno == EPIPE) { /* the call stopped reading: drop the rest */
-				close_fd(&c.fd_in);
+				close_fd(&chan.fd_in);
 				continue;
 			}
-			c.no_splice = 1; /* no splice between these descriptors: copy through stage */
+			chan.no_splice = 1; /* no splice between these descriptors: copy through stage */
 			continue;
 		}
-		if (c.state == IN_STDIN) {
+		if (chan.state == IN_STDIN) {
 			/* stdin bytes: staged, then into the call's pipe (or dropped) */
-			if (c.stage_len > c.stage_off)
+			if (chan.stage_len > chan.stage_off)
 				return; /* the pipe has not taken the last ones yet */
-			size_t want = c.stdin_left < sizeof c.stage ? (size_t)c.stdin_left : sizeof c.stage;
-			ssize_t n = read(c.in, c.stage, want);
+			size_t want = chan.stdin_left < sizeof chan.stage ? (size_t)chan.stdin_left : sizeof chan.stage;
+			ssize_t n = read(chan.in, chan.stage, want);
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n < 0 && errno == EAGAIN)
 				return;
 			if (n <= 0)
 				return protocol_error(sb, "the channel ended inside a call's stdin");
-			c.stdin_left -= (size_t)n;
-			c.stage_len = (size_t)n;
-			c.stage_off = 0;
-			if (c.refused || c.fd_in < 0)
-				c.stage_len = 0;
-			if (!c.stdin_left && !c.stage_len)
-				close_fd(&c.fd_in);
-			if (!c.stdin_left)
-				c.state = IN_HEADER;
+			chan.stdin_left -= (size_t)n;
+			chan.stage_len = (size_t)n;
+			chan.stage_off = 0;
+			if (chan.refused || chan.fd_in < 0)
+				chan.stage_len = 0;
+			if (!chan.stdin_left && !chan.stage_len)
+				close_fd(&chan.fd_in);
+			if (!chan.stdin_left)
+				chan.state = IN_HEADER;
 			return; /* the poll loop feeds the pipe */
 		}
-		if (c.state == IN_ARGS) {
-			if (c.args_len == c.argbytes) {
+		if (chan.state == IN_ARGS) {
+			if (chan.args_len == chan.argbytes) {
 				handle_args(sb);
 				continue;
 			}
-			ssize_t n = read(c.in, c.args + c.args_len, c.argbytes - c.args_len);
+			ssize_t n = read(chan.in, chan.args + chan.args_len, chan.argbytes - chan.args_len);
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n < 0 && errno == EAGAIN)
 				return;
 			if (n <= 0)
 				return protocol_error(sb, "the channel ended inside a call's arguments");
-			c.args_len += (size_t)n;
+			chan.args_len += (size_t)n;
 			continue;
 		}
 		/* IN_HEADER: one byte at a time up to the newline (a header is short, and nothing of
 		 * the payload that follows may be consumed here) */
 		char ch;
-		ssize_t n = read(c.in, &ch, 1);
+		ssize_t n = read(chan.in, &ch, 1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return;
 		if (n == 0) { /* the host closed its side: no more requests */
-			if (c.in != c.out)
-				close_fd(&c.in);
+			if (chan.in != chan.out)
+				close_fd(&chan.in);
 			else
-				c.in = -1;
-			c.state = IN_CLOSED;
+				chan.in = -1;
+			chan.state = IN_CLOSED;
 			return;
 		}
 		if (n < 0)
 			return protocol_error(sb, "reading the channel failed");
 		if (ch == '\n') {
 			handle_header(sb);
-			c.hlen = 0;
-		} else if (c.hlen >= HEADER_MAX) {
+			chan.hlen = 0;
+		} else if (chan.hlen >= HEADER_MAX) {
 			return protocol_error(sb, "a request header is longer than 256 bytes");
 		} else {
-			c.header[c.hlen++] = ch;
+			chan.header[chan.hlen++] = ch;
 		}
 	}
 }
@@ -579,22 +582,22 @@ static void read_requests(struct sb *sb)
 /* Give the call the stdin bytes staged. */
 static void feed_stdin(void)
 {
-	while (c.fd_in >= 0 && c.stage_len > c.stage_off) {
-		ssize_t n = write(c.fd_in, c.stage + c.stage_off, c.stage_len - c.stage_off);
+	while (chan.fd_in >= 0 && chan.stage_len > chan.stage_off) {
+		ssize_t n = write(chan.fd_in, chan.stage + chan.stage_off, chan.stage_len - chan.stage_off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return;
 		if (n < 0) { /* the call stopped reading: drop the rest */
-			close_fd(&c.fd_in);
+			close_fd(&chan.fd_in);
 			break;
 		}
-		c.stage_off += (size_t)n;
+		chan.stage_off += (size_t)n;
 	}
-	if (c.stage_off >= c.stage_len) {
-		c.stage_len = c.stage_off = 0;
-		if (c.state != IN_STDIN)
-			close_fd(&c.fd_in); /* all of it was given */
+	if (chan.stage_off >= chan.stage_len) {
+		chan.stage_len = chan.stage_off = 0;
+		if (chan.state != IN_STDIN)
+			close_fd(&chan.fd_in); /* all of it was given */
 	}
 }
 
@@ -604,20 +607,20 @@ int glsb_sb_control_open(struct sb *sb, char *err, size_t errcap)
 {
 	if (sb->opt.control_in < 0)
 		return 0;
-	c.in = sb->opt.control_in;
-	c.out = sb->opt.control_out;
-	c.report_fd = sb->opt.report_fd;
-	c.state = IN_HEADER;
-	if (fcntl(c.in, F_SETFL, fcntl(c.in, F_GETFL) | O_NONBLOCK) < 0 ||
-	    fcntl(c.out, F_SETFL, fcntl(c.out, F_GETFL) | O_NONBLOCK) < 0) {
-		glsb_sb_fmt(err, errcap, "--control-fd: %s", strerror(errno));
+	chan.in = sb->opt.control_in;
+	chan.out = sb->opt.control_out;
+	chan.report_fd = sb->opt.report_fd;
+	chan.state = IN_HEADER;
+	if (fcntl(chan.in, F_SETFL, fcntl(chan.in, F_GETFL) | O_NONBLOCK) < 0 ||
+	    fcntl(chan.out, F_SETFL, fcntl(chan.out, F_GETFL) | O_NONBLOCK) < 0) {
+		glsb_fmt(err, errcap, "--control-fd: %s", strerror(errno));
 		return -1;
 	}
 	/* Replies (a download's bytes) move in larger steps through a larger send buffer: fewer
 	 * wake-ups of the host per MiB. Best effort (capped by net.core.wmem_max; not a socket:
 	 * nothing to do). */
 	int sndbuf = 4 << 20;
-	setsockopt(c.out, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+	setsockopt(chan.out, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
 	return 0;
 }
 
@@ -630,21 +633,21 @@ int glsb_sb_control_pollfds(struct sb *sb, struct pollfd *p, int *idx)
 		return 0; /* requests wait for the sandbox to be up */
 	/* requests only while the host takes the replies: a host that sends and never reads
 	 * costs at most OUT_HIGH of our memory */
-	int pipe_full = c.state == IN_STDIN && c.fd_in >= 0 && c.wait_pipe;
-	if (c.in >= 0 && c.state != IN_CLOSED && !(c.state == IN_STDIN && c.stage_len > c.stage_off) &&
+	int pipe_full = chan.state == IN_STDIN && chan.fd_in >= 0 && chan.wait_pipe;
+	if (chan.in >= 0 && chan.state != IN_CLOSED && !(chan.state == IN_STDIN && chan.stage_len > chan.stage_off) &&
 	    !pipe_full && reply_pending() < OUT_HIGH)
-		p[idx[0] = n++] = (struct pollfd){c.in, POLLIN, 0};
-	if (c.out >= 0 && (reply_pending() || sf_pending()))
-		p[idx[1] = n++] = (struct pollfd){c.out, POLLOUT, 0};
-	if (c.fd_in >= 0 && (c.stage_len > c.stage_off || pipe_full))
-		p[idx[2] = n++] = (struct pollfd){c.fd_in, POLLOUT, 0};
+		p[idx[0] = n++] = (struct pollfd){chan.in, POLLIN, 0};
+	if (chan.out >= 0 && (reply_pending() || sf_pending()))
+		p[idx[1] = n++] = (struct pollfd){chan.out, POLLOUT, 0};
+	if (chan.fd_in >= 0 && (chan.stage_len > chan.stage_off || pipe_full))
+		p[idx[2] = n++] = (struct pollfd){chan.fd_in, POLLOUT, 0};
 	/* stdout: copied while the host keeps up; spliced one frame at a time, when the last one and
 	 * every reply before it are gone (else a readable pipe would wake us without end) */
-	int splicing = !c.no_out_splice && c.out >= 0;
-	if (c.fd_out >= 0 && (splicing ? !sf_pending() && !reply_pending() : reply_pending() < OUT_HIGH))
-		p[idx[3] = n++] = (struct pollfd){c.fd_out, POLLIN, 0};
-	if (c.fd_err >= 0)
-		p[idx[4] = n++] = (struct pollfd){c.fd_err, POLLIN, 0};
+	int splicing = !chan.no_out_splice && chan.out >= 0;
+	if (chan.fd_out >= 0 && (splicing ? !sf_pending() && !reply_pending() : reply_pending() < OUT_HIGH))
+		p[idx[3] = n++] = (struct pollfd){chan.fd_out, POLLIN, 0};
+	if (chan.fd_err >= 0)
+		p[idx[4] = n++] = (struct pollfd){chan.fd_err, POLLIN, 0};
 	return n;
 }
 
@@ -652,48 +655,48 @@ void glsb_sb_control_events(struct sb *sb, const struct pollfd *p, const int *id
 {
 	int pipe_ready = idx[2] >= 0 && p[idx[2]].revents;
 	if (pipe_ready) {
-		c.wait_pipe = 0;
+		chan.wait_pipe = 0;
 		feed_stdin();
 	}
 	/* Requests before output: relaying refills the replies up to OUT_HIGH, and requests are
 	 * read only below it, so a host that reads slower than the helper writes would otherwise
 	 * have its cancel wait as long as the output lasts. */
-	if ((idx[0] >= 0 && p[idx[0]].revents) || (pipe_ready && c.state == IN_STDIN))
+	if ((idx[0] >= 0 && p[idx[0]].revents) || (pipe_ready && chan.state == IN_STDIN))
 		read_requests(sb);
 	if (idx[3] >= 0 && p[idx[3]].revents)
 		relay_stdout();
 	if (idx[4] >= 0 && p[idx[4]].revents)
-		relay(&c.fd_err, "stderr");
+		relay(&chan.fd_err, "stderr");
 	feed_stdin();
 	finish_call_if_done(sb);
-	if (c.kill_at_ms && c.pid >= 0 && !c.reaped && now_ms() >= c.kill_at_ms) {
-		kill(c.pid, SIGKILL);
-		c.kill_at_ms = 0;
+	if (chan.kill_at_ms && chan.pid >= 0 && !chan.reaped && now_ms() >= chan.kill_at_ms) {
+		kill(chan.pid, SIGKILL);
+		chan.kill_at_ms = 0;
 	}
 	flush_replies();
 }
 
 int glsb_sb_control_timeout_ms(void)
 {
-	if (!c.kill_at_ms || c.pid < 0 || c.reaped)
+	if (!chan.kill_at_ms || chan.pid < 0 || chan.reaped)
 		return -1;
-	long long left = c.kill_at_ms - now_ms();
+	long long left = chan.kill_at_ms - now_ms();
 	return left < 0 ? 0 : (int)left;
 }
 
 void glsb_sb_control_reap(struct sb *sb)
 {
-	if (c.pid < 0 || c.reaped)
+	if (chan.pid < 0 || chan.reaped)
 		return;
 	int st;
-	if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
-		c.status = st;
-		c.reaped = 1;
+	if (waitpid(chan.pid, &st, WNOHANG) == chan.pid) {
+		chan.status = st;
+		chan.reaped = 1;
 		/* what it wrote before it ended is in the pipes: take it, then see end of file */
-		if (c.fd_out >= 0)
+		if (chan.fd_out >= 0)
 			relay_stdout();
-		if (c.fd_err >= 0)
-			relay(&c.fd_err, "stderr");
+		if (chan.fd_err >= 0)
+			relay(&chan.fd_err, "stderr");
 		finish_call_if_done(sb);
 		flush_replies();
 	}
@@ -701,47 +704,47 @@ void glsb_sb_control_reap(struct sb *sb)
 
 void glsb_sb_control_finish(struct sb *sb)
 {
-	if (c.in < 0 && c.out < 0)
+	if (chan.in < 0 && chan.out < 0)
 		return;
 	/* The sandbox has ended, and the call with it (it was in its pid namespace). */
-	if (c.pid >= 0) {
-		if (!c.reaped) {
-			kill(c.pid, SIGKILL);
-			if (waitpid(c.pid, &c.status, 0) == c.pid)
-				c.reaped = 1;
+	if (chan.pid >= 0) {
+		if (!chan.reaped) {
+			kill(chan.pid, SIGKILL);
+			if (waitpid(chan.pid, &chan.status, 0) == chan.pid)
+				chan.reaped = 1;
 		}
-		for (int tries = 0; tries < 100 && (c.fd_out >= 0 || c.fd_err >= 0); tries++) {
-			if (c.fd_out >= 0)
+		for (int tries = 0; tries < 100 && (chan.fd_out >= 0 || chan.fd_err >= 0); tries++) {
+			if (chan.fd_out >= 0)
 				relay_stdout();
-			if (c.fd_err >= 0)
-				relay(&c.fd_err, "stderr");
-			if (c.fd_out >= 0 || c.fd_err >= 0)
+			if (chan.fd_err >= 0)
+				relay(&chan.fd_err, "stderr");
+			if (chan.fd_out >= 0 || chan.fd_err >= 0)
 				flush_replies(), nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
 		}
 		sf_materialize(); /* the pipe closes now: a frame on its way takes its bytes first */
-		close_fd(&c.fd_out);
-		close_fd(&c.fd_err);
+		close_fd(&chan.fd_out);
+		close_fd(&chan.fd_err);
 		finish_call_if_done(sb);
 	}
 	/* The host gets what is pending, within a bound: it may have stopped reading. */
 	sf_materialize();
 	long long until = now_ms() + 2000;
-	while (c.out >= 0 && reply_pending() && now_ms() < until) {
-		struct pollfd p = {c.out, POLLOUT, 0};
+	while (chan.out >= 0 && reply_pending() && now_ms() < until) {
+		struct pollfd p = {chan.out, POLLOUT, 0};
 		poll(&p, 1, 100);
 		flush_replies();
 	}
-	free(c.args);
-	c.args = NULL;
-	glsb_ws_buf_free(&c.reply);
-	if (c.in >= 0 && c.in != c.out)
-		close(c.in);
-	c.in = -1;
+	free(chan.args);
+	chan.args = NULL;
+	glsb_jbuf_free(&chan.reply);
+	if (chan.in >= 0 && chan.in != chan.out)
+		close(chan.in);
+	chan.in = -1;
 	/* One socket for both (--control-fd N = --report-fd N): the exit line is still to come on it, and
 	 * glsb_sb_report_exit closes it. */
-	if (c.out >= 0 && c.out == sb->opt.report_fd)
-		c.out = -1;
+	if (chan.out >= 0 && chan.out == sb->opt.report_fd)
+		chan.out = -1;
 	else
-		close_fd(&c.out);
-	close_fd(&c.fd_in);
+		close_fd(&chan.out);
+	close_fd(&chan.fd_in);
 }

@@ -17,27 +17,29 @@
 
 #include <linux/capability.h>
 
-#include "sandbox.h"
+#include "sb.h"
+#include "files.h"
+#include "text.h"
 
 int glsb_sb_prepare_workspace(struct sb *sb, char *err, size_t errcap)
 {
 	static const char *const sub[] = {"home", "files"};
 	char p[PATH_MAX + 16];
 
-	if (glsb_sb_mkdirs(sb->opt.workspace, 0700) < 0 || !realpath(sb->opt.workspace, sb->ws_real)) {
-		glsb_sb_fmt(err, errcap, "workspace %s: %s", sb->opt.workspace, strerror(errno));
+	if (glsb_mkdirs(sb->opt.workspace, 0700) < 0 || !realpath(sb->opt.workspace, sb->ws_real)) {
+		glsb_fmt(err, errcap, "workspace %s: %s", sb->opt.workspace, strerror(errno));
 		return -1;
 	}
 	for (int i = 0; i < 2 && !sb->opt.private_storage; i++) {
 		struct stat st;
-		glsb_sb_fmt(p, sizeof p, "%s/%s", sb->ws_real, sub[i]);
+		glsb_fmt(p, sizeof p, "%s/%s", sb->ws_real, sub[i]);
 		if ((mkdir(p, 0700) < 0 && errno != EEXIST) || lstat(p, &st) < 0 ||
 		    (!S_ISDIR(st.st_mode) && (errno = ENOTDIR))) {
-			glsb_sb_fmt(err, errcap, "workspace %s: %s", p, strerror(errno));
+			glsb_fmt(err, errcap, "workspace %s: %s", p, strerror(errno));
 			return -1;
 		}
 		if (sb->root_mode && lchown(p, (uid_t)sb->host_uid, (gid_t)sb->host_gid) < 0) {
-			glsb_sb_fmt(err, errcap, "workspace %s: chown: %s", p, strerror(errno));
+			glsb_fmt(err, errcap, "workspace %s: chown: %s", p, strerror(errno));
 			return -1;
 		}
 	}
@@ -66,29 +68,29 @@ int glsb_sb_write_id_maps(struct sb *sb, pid_t pid, char *err, size_t errcap)
 	char path[64], map[128];
 
 	if (sb->root_mode) {
-		glsb_sb_fmt(map, sizeof map, "0 %ld 1\n%d %ld 1\n", sb->opt.id_base, SANDBOX_UID,
+		glsb_fmt(map, sizeof map, "0 %ld 1\n%d %ld 1\n", sb->opt.id_base, SANDBOX_UID,
 			    sb->host_uid);
 	} else {
 		/* Unprivileged, only our own id can be mapped, and setgroups must be denied. */
-		glsb_sb_fmt(path, sizeof path, "/proc/%d/setgroups", (int)pid);
-		if (glsb_sb_write_knob(path, "deny") < 0 && errno != ENOENT)
+		glsb_fmt(path, sizeof path, "/proc/%d/setgroups", (int)pid);
+		if (glsb_write_knob(path, "deny") < 0 && errno != ENOENT)
 			goto fail;
-		glsb_sb_fmt(map, sizeof map, "%d %ld 1\n", SANDBOX_UID, sb->host_uid);
+		glsb_fmt(map, sizeof map, "%d %ld 1\n", SANDBOX_UID, sb->host_uid);
 	}
-	glsb_sb_fmt(path, sizeof path, "/proc/%d/uid_map", (int)pid);
-	if (glsb_sb_write_knob(path, map) < 0)
+	glsb_fmt(path, sizeof path, "/proc/%d/uid_map", (int)pid);
+	if (glsb_write_knob(path, map) < 0)
 		goto fail;
 	if (sb->root_mode)
-		glsb_sb_fmt(map, sizeof map, "0 %ld 1\n%d %ld 1\n", sb->opt.id_base, SANDBOX_UID,
+		glsb_fmt(map, sizeof map, "0 %ld 1\n%d %ld 1\n", sb->opt.id_base, SANDBOX_UID,
 			    sb->host_gid);
 	else
-		glsb_sb_fmt(map, sizeof map, "%d %ld 1\n", SANDBOX_UID, sb->host_gid);
-	glsb_sb_fmt(path, sizeof path, "/proc/%d/gid_map", (int)pid);
-	if (glsb_sb_write_knob(path, map) < 0)
+		glsb_fmt(map, sizeof map, "%d %ld 1\n", SANDBOX_UID, sb->host_gid);
+	glsb_fmt(path, sizeof path, "/proc/%d/gid_map", (int)pid);
+	if (glsb_write_knob(path, map) < 0)
 		goto fail;
 	return 0;
 fail:
-	glsb_sb_fmt(err, errcap, "writing %s: %s", path, strerror(errno));
+	glsb_fmt(err, errcap, "writing %s: %s", path, strerror(errno));
 	return -1;
 }
 
@@ -148,7 +150,7 @@ static int open_lock_dir(char *err, size_t errcap)
 	}
 	return dir;
 fail:
-	glsb_sb_fmt(err, errcap, "id slots in /%s: %s", "run/glsb-confine/ids", strerror(errno));
+	glsb_fmt(err, errcap, "id slots in /%s: %s", "run/glsb-confine/ids", strerror(errno));
 	if (dir >= 0)
 		close(dir);
 	return -1;
@@ -164,7 +166,7 @@ int glsb_sb_claim_id_slot(struct sb *sb, char *err, size_t errcap)
 	long start = (long)(((unsigned long)getpid() * 2654435761UL) % (unsigned long)n);
 	for (long i = 0; i < n; i++) {
 		long k = (start + i) % n;
-		glsb_sb_fmt(name, sizeof name, "slot-%ld", k);
+		glsb_fmt(name, sizeof name, "slot-%ld", k);
 		int fd = openat(dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0)
 			continue;
@@ -179,6 +181,6 @@ int glsb_sb_claim_id_slot(struct sb *sb, char *err, size_t errcap)
 		return 0;
 	}
 	close(dir);
-	glsb_sb_fmt(err, errcap, "no free id slot: %ld sandboxes started by root run now (--id-slots)", n);
+	glsb_fmt(err, errcap, "no free id slot: %ld sandboxes started by root run now (--id-slots)", n);
 	return -1;
 }

@@ -8,7 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox.h"
+#include "sb.h"
+#include "files.h"
 
 void glsb_sb_run_init(struct sb *sb, const char *prog, char **envp)
 {
@@ -40,7 +41,7 @@ void glsb_sb_run_init(struct sb *sb, const char *prog, char **envp)
 		char msg[512];
 		int n = snprintf(msg, sizeof msg, "glsb-confine sandbox: exec %s: %s\n", prog,
 				 strerror(errno));
-		glsb_sb_write_all(2, msg, (size_t)n);
+		glsb_write_all(2, msg, (size_t)n);
 		_exit(127);
 	}
 	for (;;) {
@@ -60,7 +61,7 @@ void glsb_sb_run_init(struct sb *sb, const char *prog, char **envp)
 			if (w == pid) {
 				char line[32];
 				int n = snprintf(line, sizeof line, "X%d\n", st);
-				glsb_sb_write_all(sb->status_wr, line, (size_t)n);
+				glsb_write_all(sb->status_wr, line, (size_t)n);
 				code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 				_exit(code);
 			}

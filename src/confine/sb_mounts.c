@@ -13,7 +13,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sandbox.h"
+#include "sb.h"
+#include "files.h"
+#include "text.h"
 
 /* --- the plan (supervisor) ----------------------------------------------------------------- */
 
@@ -24,7 +26,7 @@ static int plan_add(struct sb *sb, enum sb_mkind kind, const char *src, const ch
 	struct stat st;
 
 	if (sb->nplan >= (int)(sizeof sb->plan / sizeof sb->plan[0])) {
-		glsb_sb_fmt(err, errcap, "too many mounts");
+		glsb_fmt(err, errcap, "too many mounts");
 		return -1;
 	}
 	m = &sb->plan[sb->nplan];
@@ -38,7 +40,7 @@ static int plan_add(struct sb *sb, enum sb_mkind kind, const char *src, const ch
 		return 0;
 	}
 	if (strlen(src) >= sizeof m->src || (follow ? stat(src, &st) : lstat(src, &st)) < 0) {
-		glsb_sb_fmt(err, errcap, "cannot use %s: %s", src,
+		glsb_fmt(err, errcap, "cannot use %s: %s", src,
 			    strlen(src) >= sizeof m->src ? "path too long" : strerror(errno));
 		return -1;
 	}
@@ -117,7 +119,7 @@ int glsb_sb_plan_mounts(struct sb *sb, char *err, size_t errcap)
 	for (int i = 0; i < sb->opt.nbinds; i++) {
 		char real[PATH_MAX];
 		if (!realpath(sb->opt.binds[i].src, real)) {
-			glsb_sb_fmt(err, errcap, "bind source %s: %s", sb->opt.binds[i].src, strerror(errno));
+			glsb_fmt(err, errcap, "bind source %s: %s", sb->opt.binds[i].src, strerror(errno));
 			return -1;
 		}
 		snprintf(dst, sizeof dst, "%s", sb->opt.binds[i].dst);
@@ -163,7 +165,7 @@ int glsb_sb_open_mount_sources(struct sb *sb, char *err, size_t errcap)
 					     (m->follow ? 0 : O_NOFOLLOW));
 		}
 		if (m->fd < 0) {
-			glsb_sb_fmt(err, errcap, "open %s: %s", m->src, strerror(errno));
+			glsb_fmt(err, errcap, "open %s: %s", m->src, strerror(errno));
 			return -1;
 		}
 	}
@@ -172,7 +174,7 @@ int glsb_sb_open_mount_sources(struct sb *sb, char *err, size_t errcap)
 
 static void mkdirs_or_fail(struct sb *sb, const char *path)
 {
-	if (glsb_sb_mkdirs(path, 0755) < 0)
+	if (glsb_mkdirs(path, 0755) < 0)
 		glsb_sb_child_fail(sb, "mkdir %s: %s", path, strerror(errno));
 }
 
@@ -249,7 +251,7 @@ static void do_copy(struct sb *sb, const struct sb_mount *m, const char *dst)
 			break;
 		total += (size_t)n;
 		/* A file that grew past the cap since the plan: refuse rather than fill the root. */
-		if (total > SB_COPY_MAX || glsb_sb_write_all(out, buf, (size_t)n) < 0)
+		if (total > SB_COPY_MAX || glsb_write_all(out, buf, (size_t)n) < 0)
 			glsb_sb_child_fail(sb, "copy %s: %s", m->src, total > SB_COPY_MAX ? "too large" : strerror(errno));
 	}
 	close(out);
@@ -271,7 +273,7 @@ static void generate_etc(struct sb *sb)
 
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
 		snprintf(p, sizeof p, NEWROOT "/etc/%s", files[i].name);
-		if (glsb_sb_write_file(p, files[i].text, 0644) < 0)
+		if (glsb_write_file(p, files[i].text, 0644) < 0)
 			glsb_sb_child_fail(sb, "write /etc/%s: %s", files[i].name, strerror(errno));
 	}
 }

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sandbox.h"
+#include "sb.h"
 
 static void loopback_up(struct sb *sb)
 {

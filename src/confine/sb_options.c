@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox.h"
+#include "sb.h"
 
 static const char usage_text[] =
 	"usage: glsb-confine sandbox [options] -- PROGRAM [ARGS...]\n"

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "sandbox.h"
+#include "sb.h"
 
 static void set_limit(struct sb *sb, int res, const char *name, rlim_t soft, rlim_t hard)
 {

@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox.h"
+#include "sb.h"
+#include "files.h"
+#include "text.h"
 
 pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(struct sb *),
 			  char *err, size_t errcap)
@@ -31,7 +33,7 @@ pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(str
 		 * are per sandbox. Root gets its capabilities back with its euid below. */
 		if (sb->root_mode && (setresgid(-1, (gid_t)sb->host_gid, -1) < 0 ||
 				      setresuid(-1, (uid_t)sb->host_uid, -1) < 0)) {
-			glsb_sb_fmt(err, errcap, "cannot take the sandbox's ids to create it: %s",
+			glsb_fmt(err, errcap, "cannot take the sandbox's ids to create it: %s",
 				    strerror(errno));
 			setresgid(-1, 0, -1);
 			return -1;
@@ -43,7 +45,7 @@ pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(str
 			/* cannot happen for root (the saved uid is 0); without our ids nothing works */
 			if (pid > 0)
 				kill((pid_t)pid, SIGKILL);
-			glsb_sb_fmt(err, errcap, "cannot take our ids back: %s", strerror(errno));
+			glsb_fmt(err, errcap, "cannot take our ids back: %s", strerror(errno));
 			return -1;
 		}
 		if (pid != 0 && sb->root_mode) {
@@ -93,20 +95,20 @@ pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(str
 				const struct glsb_sb_ns *ns = &glsb_sb_namespaces[k];
 				size_t len = strlen(names);
 				if (sb->clone_flags & ns->flag & ~flags)
-					glsb_sb_fmt(names + len, sizeof names - len, "%s%s",
+					glsb_fmt(names + len, sizeof names - len, "%s%s",
 						    len ? ", " : "", ns->name);
 			}
-			glsb_sb_fmt(err, errcap, "cannot create namespaces (%s)%s%s",
+			glsb_fmt(err, errcap, "cannot create namespaces (%s)%s%s",
 				    strerror(clone_errno), names[0] ? ": missing " : "", names);
 			return -1;
 		}
 	}
-	glsb_sb_fmt(err, errcap, "cannot create namespaces: %s", strerror(errno));
+	glsb_fmt(err, errcap, "cannot create namespaces: %s", strerror(errno));
 	return -1;
 }
 
 /* Act on every complete line the child sent on the status pipe. */
-static void handle_status(struct sb *sb, struct glsb_ws_buf *msg, pid_t pid)
+static void handle_status(struct sb *sb, struct glsb_jbuf *msg, pid_t pid)
 {
 	static char line[16384];
 	while (glsb_sb_take_status(msg, line, sizeof line)) {
@@ -122,7 +124,7 @@ static void handle_status(struct sb *sb, struct glsb_ws_buf *msg, pid_t pid)
 
 int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 {
-	struct glsb_ws_buf msg = {0};
+	struct glsb_jbuf msg = {0};
 	int terms = 0, st = 0, exit_code;
 	char err[128];
 
@@ -175,7 +177,7 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 	exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	if (!sb->reported_ok && sb->opt.report_fd >= 0) {
 		/* Died before reporting (e.g. killed during set-up). */
-		glsb_sb_fmt(err, sizeof err, "sandbox set-up ended early (status %d)", exit_code);
+		glsb_fmt(err, sizeof err, "sandbox set-up ended early (status %d)", exit_code);
 		glsb_sb_report_failure(sb, err);
 		exit_code = EXIT_SETUP;
 	} else if (sb->reported_ok) {
@@ -183,7 +185,7 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 	}
 	if (sb->failed_setup)
 		exit_code = EXIT_SETUP;
-	glsb_ws_buf_free(&msg);
+	glsb_jbuf_free(&msg);
 	glsb_sb_call_close_namespaces(sb);
 	return exit_code;
 }
@@ -192,7 +194,7 @@ void glsb_sb_cleanup(struct sb *sb)
 {
 	if (sb->have_cgroup)
 		glsb_sb_cgroup_remove(&sb->cgroup);
-	if (sb->opt.cleanup && sb->ws_real[0] && glsb_sb_remove_tree(sb->ws_real) < 0)
+	if (sb->opt.cleanup && sb->ws_real[0] && glsb_remove_tree(sb->ws_real) < 0)
 		fprintf(stderr, "glsb-confine sandbox: cleanup of %s incomplete: %s\n", sb->ws_real,
 			strerror(errno));
 }

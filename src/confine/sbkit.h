@@ -8,8 +8,7 @@
 #include <sys/types.h>
 
 #include "kernel.h"
-#include "sbutil.h"
-#include "ws_json.h"
+#include "json.h"
 
 /* --- namespaces (ns.c) --- */
 struct glsb_sb_ns {
@@ -74,7 +73,7 @@ int glsb_sb_seccomp_install(void);
 /* Number of syscalls denied by the filter (for reports). */
 int glsb_sb_seccomp_rule_count(void);
 
-/* --- cgroups (cgroup.c) --- */
+/* --- cgroups (cgroup.c: v2 in cgroup_v2.c, v1 in cgroup_v1.c, both use cgroup_leaf.c) --- */
 struct glsb_sb_limits {
 	long memory_mb;                   /* memory.max / limit_in_bytes (and v1's TCP buffers) */
 	long pids;                        /* pids.max */
@@ -92,7 +91,7 @@ struct glsb_sb_cgroup {
 	int born_fd;       /* v2: the leaf, for clone3(CLONE_INTO_CGROUP); or -1 */
 	int tasks_fds[3];  /* v1: each leaf's "tasks", opened for writing; or -1 */
 	int lock_fds[3];   /* each leaf's directory, flocked (LOCK_EX) from its creation to its
-			    * removal: what tells collectors its owner lives (cgroup.c); or -1 */
+			    * removal: what tells collectors its owner lives (cgroup_leaf.c); or -1 */
 };
 /* Create a leaf cgroup glsb/<name> below this process's cgroup with the limits (v2 when memory
  * and pids can be enabled there, else v1 memory/pids/cpu). 0, or -1 with why set. A CPU quota
@@ -126,6 +125,6 @@ void glsb_sb_cgroup_remove(struct glsb_sb_cgroup *cg);
 /* In a child: close its copies of the leaves' locks (the owner keeps holding them). */
 void glsb_sb_cgroup_forget_locks(struct glsb_sb_cgroup *cg);
 /* Append "cgroup_v2":...,"cgroup_v1":... describing this machine to a JSON object. */
-void glsb_sb_cgroup_describe(struct glsb_ws_buf *b);
+void glsb_sb_cgroup_describe(struct glsb_jbuf *b);
 
 #endif

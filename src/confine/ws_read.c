@@ -10,8 +10,7 @@
 #include <unistd.h>
 
 #include "confine.h"
-#include "sbutil.h"
-#include "ws_json.h"
+#include "files.h"
 #include "ws_path.h"
 #include "ws_util.h"
 
@@ -142,7 +141,7 @@ int glsb_cmd_read(int argc, char **argv)
 	unsigned long long len = (unsigned long long)st.st_size;
 	char head[64];
 	int hl = snprintf(head, sizeof head, "{\"ok\":true,\"bytes\":%llu}\n", len);
-	if (glsb_sb_write_all(STDOUT_FILENO, head, (size_t)hl) < 0) {
+	if (glsb_write_all(STDOUT_FILENO, head, (size_t)hl) < 0) {
 		close(fd);
 		return 1;
 	}
@@ -161,7 +160,7 @@ int glsb_cmd_read(int argc, char **argv)
 			}
 		} else {
 			r = pread(fd, buf, want < sizeof buf ? want : sizeof buf, off);
-			if (r > 0 && glsb_sb_write_all(STDOUT_FILENO, buf, (size_t)r) < 0)
+			if (r > 0 && glsb_write_all(STDOUT_FILENO, buf, (size_t)r) < 0)
 				r = -1;
 			if (r > 0)
 				off += r;

@@ -19,11 +19,12 @@
 #include <unistd.h>
 
 #include "confine.h"
-#include "ws_json.h"
+#include "proc.h"
+#include "json.h"
+#include "ws_result.h"
 #include "ws_path.h"
 #include "ws_run_args.h"
 #include "ws_util.h"
-#include "sbutil.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -472,10 +473,10 @@ int glsb_cmd_run(int argc, char **argv)
 	r.err.len = sp.err.len;
 	r.err.byte_count = sp.err.count;
 	r.err.truncated = sp.err.count > sp.err.len;
-	struct glsb_ws_buf b = {0};
+	struct glsb_jbuf b = {0};
 	glsb_ws_json_run_result(&b, &r);
 	rc = glsb_ws_emit(&b) ? 1 : 0;
-	glsb_ws_buf_free(&b);
+	glsb_jbuf_free(&b);
 out:
 	free(sp.out.buf);
 	free(sp.err.buf);

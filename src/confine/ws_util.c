@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include "ws_util.h"
-#include "sbutil.h"
+#include "files.h"
+#include "json.h"
+#include "ws_result.h"
 
 int glsb_ws_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve)
 {
@@ -14,16 +16,16 @@ int glsb_ws_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, 
 	return (int)glsb_sys_openat2(dirfd, path, &how);
 }
 
-int glsb_ws_emit(struct glsb_ws_buf *b)
+int glsb_ws_emit(struct glsb_jbuf *b)
 {
-	glsb_ws_buf_put(b, "\n", 1);
+	glsb_jbuf_put(b, "\n", 1);
 	if (b->failed) {
 		static const char oom[] = "{\"ok\":false,\"error\":\"out_of_memory\","
 					  "\"message\":\"out of memory while encoding the result\"}\n";
-		glsb_sb_write_all(STDOUT_FILENO, oom, sizeof oom - 1);
+		glsb_write_all(STDOUT_FILENO, oom, sizeof oom - 1);
 		return -1;
 	}
-	return glsb_sb_write_all(STDOUT_FILENO, b->p, b->len);
+	return glsb_write_all(STDOUT_FILENO, b->p, b->len);
 }
 
 int glsb_ws_fail(const char *code, const char *fmt, ...)
@@ -37,10 +39,10 @@ int glsb_ws_fail(const char *code, const char *fmt, ...)
 		n = 0;
 	if ((size_t)n >= sizeof msg)
 		n = sizeof msg - 1;
-	struct glsb_ws_buf b = {0};
+	struct glsb_jbuf b = {0};
 	glsb_ws_json_error(&b, code, msg, (size_t)n);
 	glsb_ws_emit(&b);
-	glsb_ws_buf_free(&b);
+	glsb_jbuf_free(&b);
 	return 1;
 }
 

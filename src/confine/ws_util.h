@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "kernel.h"
-#include "ws_json.h"
+#include "json.h"
 
 /* Every lookup below the workspace root uses exactly these. */
 #define GLSB_WS_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
@@ -14,7 +14,7 @@
 int glsb_ws_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
 
 /* Write b and a newline to stdout; 0 or -1. */
-int glsb_ws_emit(struct glsb_ws_buf *b);
+int glsb_ws_emit(struct glsb_jbuf *b);
 
 /* Print {"ok":false,"error":code,"message":...} on stdout; returns 1 (the exit status). */
 int glsb_ws_fail(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

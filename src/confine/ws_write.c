@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include "confine.h"
-#include "ws_json.h"
+#include "files.h"
+#include "json.h"
+#include "ws_result.h"
 #include "ws_path.h"
 #include "ws_util.h"
 #include "sbkit.h"
@@ -144,7 +146,7 @@ static int copy_payload(int fd, unsigned long long max, unsigned long long *n, c
 				*n = done;
 				return -1;
 			}
-			if (r > 0 && glsb_sb_write_all(fd, buf, (size_t)r) < 0) {
+			if (r > 0 && glsb_write_all(fd, buf, (size_t)r) < 0) {
 				*what = "writing the data for";
 				*n = done;
 				return -1;
@@ -412,7 +414,7 @@ static int do_write(struct target *t, const struct glsb_ws_path *pp, size_t miss
 		return rc;
 	if (fsync(t->dirfd) < 0)
 		return fail_errno("syncing the directory of", t->name, errno);
-	struct glsb_ws_buf b = {0};
+	struct glsb_jbuf b = {0};
 	char rel[GLSB_WS_PATH_MAX];
 	size_t n = 0;
 	for (size_t i = 0; i < pp->ncomp; i++) {
@@ -425,7 +427,7 @@ static int do_write(struct target *t, const struct glsb_ws_path *pp, size_t miss
 	}
 	glsb_ws_json_write_result(&b, (size_t)len, rel, n, t->exists);
 	rc = glsb_ws_emit(&b) ? 1 : 0;
-	glsb_ws_buf_free(&b);
+	glsb_jbuf_free(&b);
 	return rc;
 }
 

@@ -1,12 +1,13 @@
 /* fuzz_ws_json.c: libFuzzer target for glsb-confine's JSON result encoder
- * (src/confine/ws_json.c): whatever the bytes, the output is one valid JSON
+ * (src/confine/json.c, ws_result.c): whatever the bytes, the output is one valid JSON
  * object in valid UTF-8, strings round-trip (invalid bytes as U+FFFD) and
  * base64 decodes back to the exact input. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ws_json.h"
+#include "json.h"
+#include "ws_result.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -163,7 +164,7 @@ static int object(struct rd *r)
 }
 
 /* Find "key": and return the offset of its value. */
-static size_t find(const struct glsb_ws_buf *b, const char *key)
+static size_t find(const struct glsb_jbuf *b, const char *key)
 {
 	char pat[64];
 	size_t l = strlen(key);
@@ -245,7 +246,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const uint8_t *msg = rest + a + c;
 	size_t ml = rl - a - c;
 
-	struct glsb_ws_buf b = {0};
+	struct glsb_jbuf b = {0};
 	CHECK(glsb_ws_json_run_result(&b, &r) == 0);
 	struct rd rd = {(const unsigned char *)b.p, b.len, 0};
 	CHECK(object(&rd) == 12);
@@ -262,10 +263,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	dl = b64dec(b.p + at, (size_t)(end - (b.p + at)), dec);
 	CHECK(dl == c && !memcmp(dec, rest + a, c));
 	free(dec);
-	glsb_ws_buf_free(&b);
+	glsb_jbuf_free(&b);
 
 	/* Error objects and write results carry arbitrary bytes as strings. */
-	struct glsb_ws_buf e = {0};
+	struct glsb_jbuf e = {0};
 	CHECK(glsb_ws_json_error(&e, "io_error", (const char *)msg, ml) == 0);
 	rd = (struct rd){(const unsigned char *)e.p, e.len, 0};
 	CHECK(object(&rd) == 3);
@@ -275,9 +276,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t sl = 0;
 	CHECK(str(&rd, sdec, &sl));
 	check_string_roundtrip(msg, ml, sdec, sl);
-	glsb_ws_buf_free(&e);
+	glsb_jbuf_free(&e);
 
-	struct glsb_ws_buf w = {0};
+	struct glsb_jbuf w = {0};
 	CHECK(glsb_ws_json_write_result(&w, (unsigned long long)size << 20, (const char *)msg, ml, flags & 1) == 0);
 	rd = (struct rd){(const unsigned char *)w.p, w.len, 0};
 	CHECK(object(&rd) == 4);
@@ -285,7 +286,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(str(&rd, sdec, &sl));
 	check_string_roundtrip(msg, ml, sdec, sl);
 	free(sdec);
-	glsb_ws_buf_free(&w);
-	glsb_ws_buf_free(&w); /* safe twice */
+	glsb_jbuf_free(&w);
+	glsb_jbuf_free(&w); /* safe twice */
 	return 0;
 }

@@ -1,14 +1,17 @@
-/* sandbox.h: what the files of `glsb-confine sandbox` share: its options, the state the
- * supervisor builds before clone (the child works on its own copy), and one function per step.
- * sandbox.c reads as the list of steps; each concern lives in its own file:
- *   sb_options.c  usage text and option parsing      sb_ids.c      id maps, workspace owner,
- *   sb_mounts.c   mount plan and the private root                  becoming the sandbox user
- *   sb_net.c      hostname and loopback               sb_rlimits.c  rlimits
- *   cgroup.c      cgroup limits                       seccomp.c     the seccomp filter
- *   landlock.c    Landlock                            sb_report.c   the --report-fd JSON
- *   sb_init.c     PID 1 inside                        sb_supervisor.c  clone, wait, clean up */
-#ifndef GLSB_SANDBOX_H
-#define GLSB_SANDBOX_H
+/* sb.h: what the files of `glsb-confine sandbox` share: its options, the state the supervisor
+ * builds before clone (the child works on its own copy), and one function per step. sandbox.c
+ * reads as the list of steps; each concern lives in its own file, in layers (each file calls only
+ * files below it; scripts/check-layers checks it):
+ *   sandbox.c        the steps                        sb_supervisor.c  clone, wait, clean up
+ *   sb_control.c     the control channel (CONTROL.md) sb_call.c        a call's confined child
+ *   sb_init.c        PID 1 inside                     sb_options.c     usage text and option parsing
+ *   sb_env.c         PROGRAM's environment            sb_mounts.c      mount plan and the private root
+ *   sb_ids.c         id maps, workspace owner,        sb_net.c         hostname and loopback
+ *                    becoming the sandbox user        sb_rlimits.c     rlimits
+ *   sb_report.c      the --report-fd JSON
+ * and, shared with `doctor` (sbkit.h): cgroup*.c, seccomp.c, landlock.c, ns.c. */
+#ifndef GLSB_SB_H
+#define GLSB_SB_H
 
 #include <limits.h>
 #include <stdarg.h>
@@ -119,9 +122,9 @@ void glsb_sb_report_applied(struct sb *sb, const struct sb_applied *a);
 /* The status pipe (child -> supervisor) carries lines: "O" + the applied JSON body, or "E" +
  * the error JSON body (set-up), then from init "X" + PROGRAM's raw wait status.
  * Supervisor: read what is there into msg: 0 while more may come, 1 at EOF. */
-int glsb_sb_read_status(int fd, struct glsb_ws_buf *msg);
+int glsb_sb_read_status(int fd, struct glsb_jbuf *msg);
 /* Supervisor: take the next complete line out of msg (1), or 0 if there is none yet. */
-int glsb_sb_take_status(struct glsb_ws_buf *msg, char *line, size_t cap);
+int glsb_sb_take_status(struct glsb_jbuf *msg, char *line, size_t cap);
 /* Supervisor: turn an 'O'/'E' line into the report line (the child cannot know its host pid).
  * After 'E' the report fd is closed; after 'O' it stays open for the exit line. */
 void glsb_sb_forward_status(struct sb *sb, const char *msg, pid_t pid);
@@ -155,7 +158,7 @@ long glsb_sb_apply_rlimits(struct sb *sb);
 /* sb_init.c (child): become PID 1's loop: run prog, reap, forward signals, exit with its status. */
 __attribute__((noreturn)) void glsb_sb_run_init(struct sb *sb, const char *prog, char **envp);
 
-/* sandbox.c: PROGRAM's environment: exactly --env plus HOME, PATH and LANG unless given. */
+/* sb_env.c: PROGRAM's environment: exactly --env plus HOME, PATH and LANG unless given. */
 char **glsb_sb_program_env(const struct sb *sb);
 
 /* sb_control.c: the control channel (CONTROL.md), served by the supervisor once the sandbox

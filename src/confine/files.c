@@ -1,5 +1,5 @@
-/* sbutil.c: small helpers every glsb-confine command shares: messages, whole writes, small files
- * and knobs, directories, and the PATH lookup of a program. */
+/* files.c: the file helpers every glsb-confine command shares: whole writes, small files and
+ * knobs, directories made and trees removed (never following a symlink). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,18 +16,10 @@
 #define RENAME_NOREPLACE (1 << 0)
 #endif
 
-#include "sbutil.h"
+#include "files.h"
+#include "text.h"
 
-int glsb_sb_fmt(char *dst, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(dst, cap, fmt, ap);
-	va_end(ap);
-	return n;
-}
-
-int glsb_sb_write_all(int fd, const void *buf, size_t len)
+int glsb_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
 
@@ -49,12 +41,12 @@ int glsb_sb_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-int glsb_sb_write_file(const char *path, const char *data, mode_t mode)
+int glsb_write_file(const char *path, const char *data, mode_t mode)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0)
 		return -1;
-	int rc = glsb_sb_write_all(fd, data, strlen(data));
+	int rc = glsb_write_all(fd, data, strlen(data));
 	int saved = errno;
 	if (close(fd) < 0 && rc == 0)
 		return -1;
@@ -62,7 +54,7 @@ int glsb_sb_write_file(const char *path, const char *data, mode_t mode)
 	return rc;
 }
 
-int glsb_sb_write_knob(const char *path, const char *data)
+int glsb_write_knob(const char *path, const char *data)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -78,7 +70,7 @@ int glsb_sb_write_knob(const char *path, const char *data)
 	return 0;
 }
 
-ssize_t glsb_sb_read_file(const char *path, char *buf, size_t cap)
+ssize_t glsb_read_file(const char *path, char *buf, size_t cap)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -103,7 +95,7 @@ ssize_t glsb_sb_read_file(const char *path, char *buf, size_t cap)
 	return (ssize_t)len;
 }
 
-int glsb_sb_mkdirs(const char *path, mode_t mode)
+int glsb_mkdirs(const char *path, mode_t mode)
 {
 	char tmp[4096];
 	size_t len = strlen(path);
@@ -172,7 +164,7 @@ static int move_up(int dirfd, const char *name, struct rm_state *rs)
 {
 	char fresh[48];
 	for (int tries = 0; tries < 1000; tries++) {
-		glsb_sb_fmt(fresh, sizeof fresh, ".glsb-rm-%lu", rs->next++);
+		glsb_fmt(fresh, sizeof fresh, ".glsb-rm-%lu", rs->next++);
 		if (syscall(SYS_renameat2, dirfd, name, rs->rootfd, fresh, RENAME_NOREPLACE) == 0) {
 			rs->moved++;
 			return 0;
@@ -233,12 +225,12 @@ static int remove_pass(struct rm_state *rs)
 		}
 		depth++;
 		st[depth].d = sd;
-		glsb_sb_fmt(st[depth].name, sizeof st[depth].name, "%s", e->d_name);
+		glsb_fmt(st[depth].name, sizeof st[depth].name, "%s", e->d_name);
 	}
 	return rc;
 }
 
-int glsb_sb_remove_tree(const char *path)
+int glsb_remove_tree(const char *path)
 {
 	struct stat st;
 	int rootfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -261,101 +253,4 @@ int glsb_sb_remove_tree(const char *path)
 	if (rmdir(path) < 0)
 		rc = -1;
 	return rc;
-}
-
-int glsb_sb_has_word(const char *list, const char *word)
-{
-	size_t wl = strlen(word);
-
-	for (const char *p = list; *p;) {
-		while (*p == ' ' || *p == ',' || *p == '\n' || *p == '\t')
-			p++;
-		const char *start = p;
-		while (*p && *p != ' ' && *p != ',' && *p != '\n' && *p != '\t')
-			p++;
-		if ((size_t)(p - start) == wl && !memcmp(start, word, wl))
-			return 1;
-	}
-	return 0;
-}
-
-static int is_exec_file(int dirfd, const char *path)
-{
-	struct stat st;
-	return fstatat(dirfd, path, &st, 0) == 0 && S_ISREG(st.st_mode) &&
-	       faccessat(dirfd, path, X_OK, 0) == 0;
-}
-
-int glsb_find_program(int dirfd, const char *name, const char *path, char *out, size_t cap)
-{
-	struct stat st;
-
-	if (strchr(name, '/')) {
-		if ((size_t)snprintf(out, cap, "%s", name) >= cap) {
-			errno = ENAMETOOLONG;
-			return -1;
-		}
-		return fstatat(dirfd, name, &st, 0);
-	}
-	for (const char *p = path ? path : ""; path;) {
-		size_t n = strcspn(p, ":");
-		/* POSIX: an empty PATH entry is the current directory */
-		int len = n ? snprintf(out, cap, "%.*s/%s", (int)n, p, name) : snprintf(out, cap, "./%s", name);
-		if (len > 0 && (size_t)len < cap && is_exec_file(dirfd, out))
-			return 0;
-		if (!p[n])
-			break;
-		p += n + 1;
-	}
-	errno = ENOENT;
-	return -1;
-}
-
-extern char **environ;
-static char *args_start, *args_end, *env_start, *env_end;
-
-void glsb_remember_process_text(int argc, char **argv)
-{
-	/* exec lays the strings out back to back: argv's, then environ's */
-	if (argc < 1)
-		return;
-	char *end = argv[0];
-	for (int i = 0; i < argc; i++) {
-		if (argv[i] != end)
-			return; /* not the layout we know: leave it */
-		end = argv[i] + strlen(argv[i]) + 1;
-	}
-	args_start = argv[0];
-	args_end = end;
-	env_start = env_end = end;
-	for (char **e = environ; *e && *e == env_end; e++)
-		env_end = *e + strlen(*e) + 1;
-}
-
-void glsb_hide_process_text(const char *title)
-{
-	if (!args_start)
-		return;
-	size_t n = (size_t)(args_end - args_start), tl = strlen(title);
-	memset(args_start, 0, n);
-	memcpy(args_start, title, tl < n ? tl : n - 1);
-	/* A non-NUL last byte tells the kernel the title was rewritten (setproctitle style):
-	 * /proc/PID/cmdline then shows it up to its NUL, not the zeros after it. */
-	if (tl + 1 < n)
-		args_end[-1] = ' ';
-	memset(env_start, 0, (size_t)(env_end - env_start));
-}
-
-char **glsb_dup_strings(char *const *v)
-{
-	size_t n = 0;
-	while (v[n])
-		n++;
-	char **out = calloc(n + 1, sizeof *out);
-	for (size_t i = 0; out && i < n; i++)
-		if (!(out[i] = strdup(v[i])))
-			out = NULL;
-	if (!out)
-		_exit(125);
-	return out;
 }
