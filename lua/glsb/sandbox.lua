@@ -765,7 +765,6 @@ end
 -- wait([timeout]) -> ExecutionResult | nil, "timeout"; kill() -> true (signalled) | false (it had
 -- ended); done() -> bool; pid (when the provider knows it).
 local CommandHandle = {}
-CommandHandle.__index = CommandHandle
 M.CommandHandle = CommandHandle
 
 function CommandHandle:output()

@@ -113,7 +113,6 @@ local Status = models.ExecutionStatus
 local M = { name = "local" }
 
 M.OUTPUT_CAP = output.CAP
-M.MAX_FRAME = 16 * 1024 * 1024
 M.DEFAULT_START_TIMEOUT = 10
 M.DEFAULT_INTERRUPT_GRACE = 2
 M.DEFAULT_MAX_DOWNLOAD = transfer.DEFAULT_MAX_DOWNLOAD

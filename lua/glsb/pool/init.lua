@@ -175,25 +175,15 @@ local function create_opts(self, lease, warm)
 end
 
 -- Options for glsb.connect: opts.connect, else the provider options of this process's own create options
--- (api_key, URLs, region, ...: never from the store). Where the class declares what connect takes
--- (glsb.sandbox.schema), exactly those keys; else create's minus the keys that only make sense at create.
-local CREATE_ONLY = { "template", "additional_packages", "package_install_timeout", "timeout", "metadata", "env",
-  "language", "keep_alive", "retry" }
-
+-- (api_key, URLs, region, ...: never from the store): exactly the keys the class declares for connect
+-- (glsb.sandbox.schema), but its lease and keep_alive.
 local function connect_opts(self)
   if self.opts.connect then return self.opts.connect end
   local c = {}
-  local sandbox = require "glsb.sandbox"
-  local ok, schema = false, nil
-  if type(sandbox.schema) == "function" then ok, schema = pcall(sandbox.schema, self.cls, "connect") end
-  if ok and type(schema) == "table" then
-    for k, v in pairs(self.opts.create) do
-      if schema[k] ~= nil and k ~= "timeout" and k ~= "keep_alive" then c[k] = v end
-    end
-    return c
+  local schema = require("glsb.sandbox").schema(self.cls, "connect")
+  for k, v in pairs(self.opts.create) do
+    if schema[k] ~= nil and k ~= "timeout" and k ~= "keep_alive" then c[k] = v end
   end
-  for k, v in pairs(self.opts.create) do c[k] = v end
-  for _, k in ipairs(CREATE_ONLY) do c[k] = nil end
   return c
 end
 
@@ -521,8 +511,7 @@ local function hand_over(self, sb, lease)
   if self.store.shared then
     self.handles[sb.sandbox_id] = nil
     rawset(sb, "keep_alive", false)
-    local sandbox = require "glsb.sandbox"
-    if type(sandbox.track) == "function" then sandbox.track(sb) end
+    require("glsb.sandbox").track(sb)
   end
   if lease then sb:set_timeout(lease) end
   return sb
