@@ -15,9 +15,17 @@ M.DEFAULT_CODE_TIMEOUT = 300
 -- execute_command and workspace commands: nil = 30 s; <= 0 disables the deadline.
 M.DEFAULT_COMMAND_TIMEOUT = 30
 M.DEFAULT_DOWNLOAD_TIMEOUT = 60
-M.DEFAULT_UPLOAD_TIMEOUT = 60
 -- Per attempt of terminate.
 M.DEFAULT_TERMINATE_TIMEOUT = 10
+
+-- One timeout, one budget: an execution given `timeout = T` computes one deadline at its start, and every
+-- sub-step (the files upload, each cell or request, each re-send, each lock wait) draws from it. Past
+-- that deadline a provider waits at most DEADLINE_GRACE seconds for the far side's own verdict (envd or
+-- execd reporting the process it killed at T, an interrupted cell's end) before it gives up itself with
+-- TIMEOUT; the contract allows DEADLINE_MARGIN past T in all (that grace and the host's own clean-up,
+-- spec/contract/suite.lua checks it on every provider).
+M.DEADLINE_GRACE = 1
+M.DEADLINE_MARGIN = 1.5
 -- additional_packages install, whole install.
 M.DEFAULT_PACKAGE_INSTALL_TIMEOUT = 600
 

@@ -24,7 +24,8 @@
 --   end
 --   function Sandbox:_run_code(code, opts)     -- CodeInterpreterSandbox: REQUIRED
 --   function Sandbox:_run_command(cmd, opts)   -- REQUIRED for execute_command
---     -- opts: timeout (seconds > 0, or nil = no deadline: already resolved),
+--     -- opts: deadline (the call's one deadline, loop clock; nil = none: every sub-step draws from it),
+--     -- timeout (what is left of it: seconds > 0, or nil),
 --     -- on_stdout/on_stderr (call per line, best effort), env (table), plus
 --     -- language (code) / cwd (command) when given.
 --     -- Return a table {status?, code? (or exit_code), stdout, stderr, error,
@@ -35,10 +36,10 @@
 --     -- receive timeout into TIMEOUT, anything else into UNKNOWN.
 --   function Sandbox:_upload(files, opts)      -- for execute_code{files=...}
 --     -- files: array of {filename, data, path} (path = upload_dir/filename);
---     -- opts: {upload_dir, timeout}. Raise on failure.
+--     -- opts: {upload_dir, timeout, deadline} (the execution's own budget). Raise on failure.
 --   function Sandbox:_download(path, opts)     -- -> string; raise or nil on failure
 --   function Sandbox:_set_timeout(seconds)     -- optional; absent = no-op
---   function Sandbox:_terminate(opts)          -- REQUIRED. opts: {timeout}. Treat
+--   function Sandbox:_terminate(opts)          -- REQUIRED. opts: {timeout (nil: none), deadline}. Treat
 --     -- "already gone" (404) as success. Raise on failure; the base retries.
 --   function Sandbox:_install_packages(pkgs, opts)  -- optional override; the
 --     -- default runs glsb.packages.python_install_code through _run_code.
@@ -82,17 +83,24 @@ local function loop() return require "glsb.loop" end
 -- Small helpers (exported for providers and tests)
 ---------------------------------------------------------------------------
 
--- resolve_timeout(value, default, what) -> seconds (> 0) or nil (no deadline). nil = the default;
--- <= 0 = unbounded; NaN and non-numbers are argument errors.
+-- resolve_timeout(value, default, what) -> seconds (> 0) or nil (no deadline): glsb.options.timeout's
+-- rule (nil = the default; <= 0 = unbounded) for a value not declared in a schema; NaN and non-numbers are
+-- argument errors.
 function M.resolve_timeout(value, default, what)
-  if value == nil then value = default end
-  if value == nil then return nil end
-  if type(value) ~= "number" or value ~= value then
+  if value ~= nil and (type(value) ~= "number" or value ~= value) then
     options.arg_error("%s must be a number of seconds, got %s", what or "timeout",
       value ~= value and "NaN" or type(value))
   end
-  if value <= 0 then return nil end
-  return value
+  return options.timeout(value, default)
+end
+
+-- deadline(opts) -> the deadline (glsb.loop's clock; nil: none) a hook's sub-steps draw from: opts.deadline,
+-- which the base computed once at the top of the public call (execute_code, execute_command, start_command,
+-- download_file, every terminate attempt), or, for a hook called with a relative timeout only (by another
+-- hook, or a provider's own helper), one made from opts.timeout now.
+function M.deadline(opts)
+  if opts.deadline ~= nil then return opts.deadline end
+  return loop().deadline(opts.timeout)
 end
 
 local function check_env(env, name)
@@ -173,7 +181,7 @@ local COMMON = {
     on_stdout = { "function", "called once per line of stdout as it arrives" },
     on_stderr = { "function", "called once per line of stderr as it arrives" },
   },
-  terminate = { timeout = { "positive", "seconds per attempt (must be > 0)", default = "10" } },
+  terminate = { timeout = { "seconds", "seconds per attempt; `<= 0`: none", default = "10" } },
   ref = { secrets = { "boolean", "also the tokens that reach the sandbox without the API key", default = "false" } },
 }
 
@@ -380,7 +388,10 @@ local function teardown(self, timeout, override)
     log.warn(string.format("terminate attempt %d failed, retrying in %.2fs: %s", attempt, delay, tostring(err)),
       { provider = self.provider, sandbox_id = self.sandbox_id, stage = Stage.TERMINATE })
   end
-  local ok, err = pcall(retry.call, self._terminate, p, self, { timeout = timeout })
+  local ok, err = pcall(retry.call, function()
+    -- each attempt gets its own budget of `timeout` seconds (nil: none)
+    return self:_terminate({ timeout = timeout, deadline = loop().deadline(timeout) })
+  end, p)
   if ok then
     -- a provider's own lease timer terminating at the lease end is the lease expiring, not a terminate
     if self._state ~= "expired" and self._state ~= "gone" then
@@ -639,24 +650,38 @@ local function run_hook(self, hook, arg, hopts, started)
   return result
 end
 
-local function upload_files(self, files, upload_dir, timeout)
+local function upload_files(self, files, upload_dir, deadline)
   if type(self._upload) ~= "function" then
     error(hook_missing(self, "_upload", Stage.UPLOAD), 0)
   end
-  local ok, err = pcall(self._upload, self, files, { upload_dir = upload_dir, timeout = timeout })
+  local ok, err = pcall(self._upload, self, files, { upload_dir = upload_dir, deadline = deadline,
+    timeout = loop().remaining(deadline) })
   if ok then return end
   if retry.is_cancellation(err) then error(err, 0) end
   error(errors.wrap(errors.SandboxExecutionError, Stage.UPLOAD, err), 0)
 end
 
--- Files are uploaded before the run; when the upload fails the code provably
--- never ran, so the result is ERROR with failure.retry_safe = true.
-local function with_files(self, files, upload_dir, started)
+-- The result of a run whose deadline passed before the hook was called (the upload took it all): the
+-- code provably never ran.
+local function never_ran(what, hopts, started, why)
+  return ExecutionResult.new {
+    status = Status.TIMEOUT, duration_ms = (now() - started) * 1000,
+    error = string.format("%s: the timeout (%gs) passed %s; nothing ran", what, hopts.budget, why),
+    failure = { exception_type = "TimeoutError", retry_safe = true },
+  }
+end
+
+-- Files are uploaded before the run, from the run's own budget; when the upload fails the code provably
+-- never ran, so the result is ERROR (TIMEOUT when the budget ran out) with failure.retry_safe = true.
+local function with_files(self, what, files, upload_dir, hopts, started)
   if #files == 0 then return nil end
   local ok, err = pcall(traced, "glsb.sandbox.upload", self, nil, upload_files, self, files, upload_dir,
-    constants.DEFAULT_UPLOAD_TIMEOUT)
+    hopts.deadline)
   if ok then return nil end
   if retry.is_cancellation(err) then error(err, 0) end
+  if loop().expired(hopts.deadline) then
+    return never_ran(what, hopts, started, "while the files were uploaded (" .. errors.describe(err) .. ")")
+  end
   return ExecutionResult.new {
     status = Status.ERROR, error = "upload failed: " .. tostring(err),
     duration_ms = (now() - started) * 1000,
@@ -664,13 +689,21 @@ local function with_files(self, files, upload_dir, started)
   }
 end
 
--- The body of execute_code / execute_command: upload the files, then run the hook.
+-- The body of execute_code / execute_command: one deadline for the whole call (hopts.deadline, on the
+-- loop's clock), the files uploaded from it, then the hook with what is left (hopts.timeout) and the
+-- deadline itself, which every sub-step of the hook draws from.
 local function execution_body(self, what, hook, payload, hopts, files, upload_dir)
   require_running(self, what)
   if trace_seam.on then hopts.env = trace_seam.sandbox_env(hopts.env, hopts.trace_into_sandbox) end
   local started = now()
-  local failed = with_files(self, files, upload_dir, started)
+  hopts.budget = hopts.timeout
+  hopts.deadline = loop().deadline(hopts.timeout)
+  local failed = with_files(self, what, files, upload_dir, hopts, started)
   if failed then return failed end
+  if #files > 0 then
+    if loop().expired(hopts.deadline) then return never_ran(what, hopts, started, "while the files were uploaded") end
+    hopts.timeout = loop().remaining(hopts.deadline)
+  end
   local r = run_hook(self, hook, payload, hopts, started)
   if log.enabled("debug") then
     log.debug(string.format("%s: %s in %.1f ms", what, r.status, r.duration_ms or 0),
@@ -687,7 +720,7 @@ function BaseSandbox:execute_command(command, opts)
   if type(command) ~= "string" then options.arg_error("execute_command: command must be a string") end
   opts = check(getmetatable(self), opts, "execute_command")
   local hopts = {
-    timeout = M.resolve_timeout(opts.timeout, self.default_command_timeout, "execute_command: timeout"),
+    timeout = options.timeout(opts.timeout, self.default_command_timeout),
     env = check_env(opts.env, "execute_command"),
     cwd = opts.cwd, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
     trace_into_sandbox = opts.trace_into_sandbox,
@@ -703,7 +736,7 @@ local function download_body(self, path, timeout)
     log.warn("download_file: provider does not implement downloads", { provider = self.provider })
     return nil
   end
-  local ok, data = pcall(self._download, self, path, { timeout = timeout })
+  local ok, data = pcall(self._download, self, path, { timeout = timeout, deadline = loop().deadline(timeout) })
   if not ok then
     if retry.is_cancellation(data) then error(data, 0) end
     -- the reason, whole: a 404, BODY_TOO_LARGE, a timeout...
@@ -721,7 +754,7 @@ end
 function BaseSandbox:download_file(path, opts)
   if type(path) ~= "string" or path == "" then options.arg_error("download_file: path must be a non-empty string") end
   opts = check(getmetatable(self), opts, "download_file")
-  local timeout = M.resolve_timeout(opts.timeout, constants.DEFAULT_DOWNLOAD_TIMEOUT, "download_file: timeout")
+  local timeout = options.timeout(opts.timeout, constants.DEFAULT_DOWNLOAD_TIMEOUT)
   return traced_op("glsb.sandbox.download", self, download_body, path, timeout)
 end
 
@@ -779,7 +812,7 @@ function CommandHandle:wait(timeout)
     options.arg_error("wait: timeout must be a number of seconds, got %s", tostring(timeout))
   end
   local sb = self.sandbox
-  local r, why = guarded(sb, function() return self._inner:wait(timeout and timeout > 0 and timeout or nil) end)
+  local r, why = guarded(sb, function() return self._inner:wait(options.timeout(timeout)) end)
   if r == nil then return nil, why or "timeout" end
   if self.result == nil then
     self.result = note_gone(sb, M.normalize_result(r))
@@ -808,7 +841,7 @@ function BaseSandbox:start_command(command, opts)
   if type(command) ~= "string" then options.arg_error("start_command: command must be a string") end
   opts = check(getmetatable(self), opts, "start_command")
   local hopts = {
-    timeout = M.resolve_timeout(opts.timeout, nil, "start_command: timeout"),
+    timeout = options.timeout(opts.timeout),
     env = check_env(opts.env, "start_command"), cwd = opts.cwd, on_stdout = opts.on_stdout,
     on_stderr = opts.on_stderr,
   }
@@ -820,6 +853,7 @@ function BaseSandbox:start_command(command, opts)
         self.start_command_unsupported and (": " .. self.start_command_unsupported) or ""))
     end
     local started = now()
+    hopts.deadline = loop().deadline(hopts.timeout)
     local ok, inner = pcall(self._start_command, self, command, hopts)
     if not ok then
       if retry.is_cancellation(inner) then error(inner, 0) end
@@ -879,12 +913,13 @@ local function terminate_body(self, timeout)
   end
 end
 
--- sb:terminate(opts): opts.timeout per attempt (must be > 0; default 10 s).
+-- sb:terminate(opts): opts.timeout per attempt (default 10 s; <= 0: no limit).
 -- A no-op when the sandbox was never started or is already terminated. On
 -- failure after every retry raises SandboxTerminateError and keeps sandbox_id.
 function BaseSandbox:terminate(opts)
   opts = check(getmetatable(self), opts, "terminate")
-  return traced_op("glsb.sandbox.terminate", self, terminate_body, opts.timeout or constants.DEFAULT_TERMINATE_TIMEOUT)
+  return traced_op("glsb.sandbox.terminate", self, terminate_body,
+    options.timeout(opts.timeout, constants.DEFAULT_TERMINATE_TIMEOUT))
 end
 
 ---------------------------------------------------------------------------
@@ -935,7 +970,8 @@ end
 
 -- Default package install: pip through the code channel (sys.executable).
 function CodeInterpreterSandbox:_install_packages(pkgs, opts)
-  return self:_run_code(packages.python_install_code(pkgs), { timeout = opts.timeout, language = "python" })
+  return self:_run_code(packages.python_install_code(pkgs), { timeout = opts.timeout, deadline = M.deadline(opts),
+    language = "python" })
 end
 
 function CodeInterpreterSandbox:_after_start(sopts)
@@ -950,7 +986,7 @@ function CodeInterpreterSandbox:_after_start(sopts)
   local timeout = M.resolve_timeout(sopts.package_install_timeout, constants.DEFAULT_PACKAGE_INSTALL_TIMEOUT,
     "create: opts.package_install_timeout")
   local ok, r = pcall(traced, "glsb.sandbox.package_install", self, nil, self._install_packages, self, pkgs,
-    { timeout = timeout })
+    { timeout = timeout, deadline = loop().deadline(timeout) })
   local result
   if ok then
     result = M.normalize_result(r)
@@ -1019,7 +1055,7 @@ function CodeInterpreterSandbox:execute_code(code, opts)
       language, table.concat(options.names(self.languages), ", "))
   end
   local hopts = {
-    timeout = M.resolve_timeout(opts.timeout, self.default_code_timeout, "execute_code: timeout"),
+    timeout = options.timeout(opts.timeout, self.default_code_timeout),
     env = check_env(opts.env, "execute_code"),
     language = language, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
     trace_into_sandbox = opts.trace_into_sandbox,

@@ -507,7 +507,8 @@ function Sandbox:_terminate(opts)
   self._stop_token = self._stop_token or api.uuid()
   local ok, err = pcall(api.call, self._cfg, "data", "PUT",
     "/code-interpreters/" .. http.escape(self.identifier) .. "/sessions/stop",
-    { query = { { "sessionId", self.sandbox_id } }, json = { clientToken = self._stop_token }, timeout = opts.timeout })
+    { query = { { "sessionId", self.sandbox_id } }, json = { clientToken = self._stop_token },
+      timeout = opts.timeout or 0 }) -- 0: none
   if ok or (type(err) == "table" and err.http_status == 404) then -- stopped, or already gone
     self._stop_token = nil
     return

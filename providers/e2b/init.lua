@@ -447,7 +447,7 @@ end
 
 -- DELETE /sandboxes/{id}: 204, or 404 (already gone) both mean "not running any more".
 function Sandbox:_terminate(opts)
-  local res = self:_api("DELETE", "/sandboxes/" .. http.escape(self.sandbox_id), nil, opts.timeout)
+  local res = self:_api("DELETE", "/sandboxes/" .. http.escape(self.sandbox_id), nil, opts.timeout or 0) -- 0: none
   if not res.error and res.status == 404 then return end
   local e = errors.from_response(errors.SandboxTerminateError, Stage.TERMINATE, res, "E2B kill failed")
   if e then error(e, 0) end

@@ -355,7 +355,7 @@ local function stop_process(self, deadline)
   local p = self._proc
   if not p then return true end
   local function waited(secs)
-    local st = p:wait(math.min(deadline, loop.now() + secs))
+    local st = p:wait(math.min(deadline or math.huge, loop.now() + secs))
     return st ~= nil
   end
   if p.proc:fd("stdin") then p:close_stdin() end
@@ -376,7 +376,8 @@ end
 function Sandbox:_terminate(opts)
   cancel_lease(self)
   self._terminating = true
-  local deadline = loop.now() + (opts and opts.timeout or 10)
+  -- terminate{timeout <= 0} gives no deadline: each stage of stop_process still ends after its 2 s
+  local deadline = sandbox.deadline(opts or {})
   if self._proc then
     if not stop_process(self, deadline) then
       error("local: the sandbox supervisor (pid " .. tostring(self._proc.pid) .. ") did not exit", 0)

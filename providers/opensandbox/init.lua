@@ -303,7 +303,7 @@ end
 
 -- DELETE /sandboxes/{id}: 204, or 404 (already gone) both mean "not running any more".
 function Sandbox:_terminate(opts)
-  local res = self:_api("DELETE", lifecycle.sandbox_path(self.sandbox_id), nil, { timeout = opts.timeout })
+  local res = self:_api("DELETE", lifecycle.sandbox_path(self.sandbox_id), nil, { timeout = opts.timeout or 0 })
   if not res.error and res.status == 404 then return end
   lifecycle.raise_if(errors.SandboxTerminateError, Stage.TERMINATE, res, "OpenSandbox delete failed")
 end

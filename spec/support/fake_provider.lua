@@ -22,6 +22,7 @@ function M.new(name)
     pip_result = nil,        -- result of the package install code (default success)
     files = {},              -- path -> data (uploads)
     upload_failure = nil,
+    upload_delay = nil,      -- seconds _upload takes (cut at its opts.deadline)
     download_failure = nil,
     terminate_failures = {}, -- queue: each _terminate pops one and raises it
     set_timeout_failure = nil,
@@ -98,6 +99,15 @@ function M.new(name)
 
   function Sandbox:_upload(files, opts)
     record("_upload", files, opts)
+    if backend.upload_delay then
+      -- an upload that takes upload_delay seconds, cut at its own deadline as a transport's would be
+      local done_at = loop.now() + backend.upload_delay
+      if opts.deadline and opts.deadline < done_at then
+        loop.wait(nil, opts.deadline)
+        error({ phase = "receive", code = "OPERATION_TIMEDOUT", timeout = true, message = "upload timed out" }, 0)
+      end
+      loop.wait(nil, done_at)
+    end
     if backend.upload_failure then error(backend.upload_failure, 0) end
     for _, f in ipairs(files) do backend.files[f.path] = f.data end
   end

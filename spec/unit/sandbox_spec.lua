@@ -189,6 +189,36 @@ describe("glsb.sandbox contract #unit", function()
       assert.has_error(function() sb:execute_code("x", { files = {}, upload_dir = "relative" }) end)
     end)
 
+    it("one timeout, one budget: the upload draws from the call's deadline, the hook gets what is left", function()
+      backend.upload_delay = 0.3
+      local t0 = glsb.now()
+      local r = sb:execute_code("x", { timeout = 1, files = { glsb.SandboxFile.from_bytes("d", "f") } })
+      assert.are.equal("success", r.status, tostring(r))
+      local up, run = backend.last("_upload").opts, backend.last("_run_code").opts
+      assert.is_true(up.deadline >= t0 + 1 and up.deadline < t0 + 1.1, "the call's own deadline")
+      assert.is_true(up.timeout <= 1, "no timeout of its own on top (was 60 s)")
+      assert.are.equal(up.deadline, run.deadline, "one deadline for the upload and the run")
+      assert.is_true(run.timeout <= 0.75 and run.timeout > 0.3, "the run gets what the upload left: " .. run.timeout)
+      -- an upload that takes the whole budget: TIMEOUT at the deadline, retry-safe, the code never ran
+      backend.upload_delay = 5
+      local before = backend.count("_run_code")
+      t0 = glsb.now()
+      r = sb:execute_command("true", { timeout = 0.4, files = { glsb.SandboxFile.from_bytes("d", "f") } })
+      local took = glsb.now() - t0
+      assert.are.equal("timeout", r.status, tostring(r))
+      assert.is_true(r.failure.retry_safe)
+      assert.truthy(r.error:find("execute_command: the timeout (0.4s) passed while the files were uploaded", 1, true),
+        r.error)
+      assert.is_true(took >= 0.4 and took < 0.4 + require("glsb.constants").DEADLINE_MARGIN, "took " .. took)
+      assert.are.equal(before, backend.count("_run_code"))
+      assert.are.equal(0, backend.count("_run_command"))
+      -- no limit: the upload has none either
+      backend.upload_delay = nil
+      sb:execute_code("x", { timeout = 0, files = { glsb.SandboxFile.from_bytes("d", "f") } })
+      assert.is_nil(backend.last("_upload").opts.deadline)
+      assert.is_nil(backend.last("_upload").opts.timeout)
+    end)
+
     it("reports a failed upload as ERROR, retry-safe, without running the code", function()
       backend.upload_failure = { phase = "receive", code = "RECV_ERROR", message = "reset" }
       local r = sb:execute_code("print(1)", { files = { glsb.SandboxFile.from_bytes("d", "f") } })
@@ -320,16 +350,25 @@ describe("glsb.sandbox contract #unit", function()
   end)
 
   describe("terminate", function()
-    it("requires a timeout > 0", function()
+    it("takes a timeout per attempt by the time rule: <= 0 is no limit, NaN and strings are refused", function()
       local sb = create()
-      for _, bad in ipairs({ 0, -1, "10", 0 / 0 }) do
+      for _, bad in ipairs({ "10", 0 / 0 }) do
         local ok, err = pcall(sb.terminate, sb, { timeout = bad })
         assert.is_false(ok)
-        assert.truthy(tostring(err):find("terminate: option 'timeout' must be a number > 0", 1, true), tostring(err))
+        assert.truthy(tostring(err):find("terminate: option 'timeout' must be a number of seconds", 1, true),
+          tostring(err))
       end
       assert.is_true(sb:is_running())
       sb:terminate({ timeout = 2 })
-      assert.are.equal(2, backend.last("_terminate").opts.timeout)
+      local o = backend.last("_terminate").opts
+      assert.are.equal(2, o.timeout)
+      assert.is_true(o.deadline > glsb.now() and o.deadline <= glsb.now() + 2, "its deadline: this attempt's 2 s")
+      local sb2 = create()
+      sb2:terminate({ timeout = 0 })
+      o = backend.last("_terminate").opts
+      assert.is_nil(o.timeout, "<= 0: no limit")
+      assert.is_nil(o.deadline)
+      assert.is_false(sb2:is_running())
     end)
 
     it("retries, then succeeds; a second terminate is a no-op", function()
