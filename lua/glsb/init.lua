@@ -21,6 +21,8 @@ M.Language = models.Language
 M.errors = errors
 M.constants = constants
 M.log = log
+-- Rich results (r.results): the bundle type, r:images(), results.save(r, dir), the cap.
+M.results = require "glsb.results"
 -- Tracing: off until configured (glsb.trace.configure or the OTEL_* environment); loading it loads
 -- nothing else (the exporter comes with the first configuration).
 M.trace = require "glsb.trace"

@@ -1,6 +1,8 @@
 -- glsb.models: the value types of the public API: ExecutionStatus, Stage,
 -- Language, FailureDetail, ExecutionResult and SandboxFile.
 
+local results = require "glsb.results"
+
 local M = {}
 
 local function frozen(name, t)
@@ -87,7 +89,7 @@ ExecutionResult.__index = ExecutionResult
 M.ExecutionResult = ExecutionResult
 
 -- ExecutionResult.new{status, code, stdout, stderr, error, duration_ms, failure, text,
--- stdout_truncated, stderr_truncated}
+-- stdout_truncated, stderr_truncated, results, results_truncated}
 -- status defaults from code (0 -> SUCCESS, other -> ERROR) when not given, and
 -- to UNKNOWN when nothing says what happened.
 --   text: the value of the code's last expression as the interpreter shows it (Python: its repr, a
@@ -96,6 +98,10 @@ M.ExecutionResult = ExecutionResult
 --         every provider).
 --   stdout_truncated / stderr_truncated: true when the stream passed glsb.output.CAP (10 MiB) and
 --         was cut there; the stream then ends with a "[glsb: output truncated ...]" note.
+--   results: the rich results, in the order the code produced them (glsb.results: bundles of MIME
+--         forms, binary ones as bytes; the main result, whose text is `text`, among them); {} when the
+--         code displayed nothing. results_truncated: true when bundles past glsb.results.CAP were
+--         dropped (the list then ends with a note bundle).
 function ExecutionResult.new(t)
   t = t or {}
   local status = t.status
@@ -126,6 +132,8 @@ function ExecutionResult.new(t)
     text = t.text,
     stdout_truncated = t.stdout_truncated == true,
     stderr_truncated = t.stderr_truncated == true,
+    results = type(t.results) == "table" and t.results or {},
+    results_truncated = t.results_truncated == true,
   }, ExecutionResult)
 end
 
@@ -147,6 +155,9 @@ end
 
 function ExecutionResult:ok() return self.status == M.ExecutionStatus.SUCCESS end
 
+-- r:images() -> every png, jpeg and svg of r.results, in order: {mime, data, result, index}.
+function ExecutionResult:images() return results.images(self) end
+
 local function clip(s, n)
   s = tostring(s)
   if #s > n then return s:sub(1, n) .. "..." end
@@ -162,6 +173,8 @@ ExecutionResult.__tostring = function(self)
   if self.text ~= nil then parts[#parts + 1] = string.format("text=%q", clip(self.text, 200)) end
   if self.stdout_truncated then parts[#parts + 1] = "stdout_truncated=true" end
   if self.stderr_truncated then parts[#parts + 1] = "stderr_truncated=true" end
+  if #self.results > 0 then parts[#parts + 1] = string.format("results=%d", #self.results) end
+  if self.results_truncated then parts[#parts + 1] = "results_truncated=true" end
   if self.error ~= nil then parts[#parts + 1] = string.format("error=%q", clip(self.error, 200)) end
   if self.failure ~= nil then parts[#parts + 1] = "failure=" .. tostring(self.failure) end
   return "ExecutionResult(" .. table.concat(parts, ", ") .. ")"

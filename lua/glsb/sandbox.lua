@@ -66,6 +66,7 @@ local retry = require "glsb.retry"
 local packages = require "glsb.packages"
 local log = require "glsb.log"
 local output = require "glsb.output"
+local results = require "glsb.results"
 local outcome = require "glsb.outcome"
 local options = require "glsb.options"
 local time = require "glsb.time"
@@ -206,7 +207,8 @@ function M.result_from_failure(err, ctx)
 end
 
 -- normalize_result(r) -> ExecutionResult from what a hook returned, with the output cap applied (a
--- backstop for a hook that returned its output whole: glsb.output.CAP per stream, note and flag).
+-- backstop for a hook that returned its output whole: glsb.output.CAP per stream, note and flag; and
+-- glsb.results.CAP over its results, unless a glsb.results collector made them).
 function M.normalize_result(r)
   local res
   if ExecutionResult.is(r) then
@@ -228,6 +230,10 @@ function M.normalize_result(r)
       local text, cut = output.cap_text(res[name])
       res[name], res[flag] = text, cut
     end
+  end
+  if not results.is_capped(res.results) then
+    local list, cut = results.cap(res.results)
+    res.results, res.results_truncated = list, cut or res.results_truncated
   end
   return res
 end

@@ -10,6 +10,8 @@ local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local loop = require "glsb.loop"
 local api = require "glsb.providers.e2b.api"
+local core = require "glsb.core"
+local results = require "glsb.results"
 
 local Status = models.ExecutionStatus
 local result = models.ExecutionResult.new
@@ -95,15 +97,24 @@ local function context_lock(conn, language)
   return lock
 end
 
--- Rich result of one `result` line: every MIME field E2B sends (png/jpeg/pdf are base64 text, kept as
--- is), plus is_main_result and extra.
-local RESULT_FIELDS = { "text", "html", "markdown", "svg", "png", "jpeg", "pdf", "latex", "json",
-  "javascript", "data", "chart", "extra" }
-
+-- Rich result of one `result` line (code-interpreter template/server/api/models/result.py): the MIME
+-- forms under short names (png, jpeg and pdf are base64 text there: decoded here, once), is_main_result,
+-- and what is not a form under extra: `chart` (e2b/chart, the figure's structure), `data` (e2b/data, a
+-- DataFrame's columns) and the server's own `extra` (every MIME type it has no field for, by MIME type).
 local function parse_result(msg)
-  local r = { is_main_result = msg.is_main_result == true }
-  for _, k in ipairs(RESULT_FIELDS) do r[k] = clean(msg[k]) end
-  return r
+  local r = { is_main_result = msg.is_main_result == true, extra = {} }
+  for _, k in ipairs(results.FORMS) do
+    local v = clean(msg[k])
+    if v ~= nil and results.BINARY[k] then
+      v = type(v) == "string" and core.b64decode(v) or nil -- not base64: the form is left out
+    end
+    r[k] = v
+  end
+  if type(msg.extra) == "table" then
+    for k, v in pairs(msg.extra) do r.extra[k] = clean(v) end
+  end
+  r.extra.chart, r.extra.data = clean(msg.chart), clean(msg.data)
+  return results.new(r)
 end
 
 ---------------------------------------------------------------------------
@@ -174,8 +185,14 @@ local function line_reader(st, out)
     end
     if type(line) == "table" then
       if cut_stream_line(st, out, line) then return end
-      -- a result or an error cut short would change what the call reports: the call's outcome is unknown
-      st.oversized = { kind = line.head:match('^%s*{%s*"type"%s*:%s*"([%w_]+)"') or "unknown", length = line.length }
+      local kind = line.head:match('^%s*{%s*"type"%s*:%s*"([%w_]+)"') or "unknown"
+      if kind == "result" then
+        -- a result too large for a frame is larger than the results' cap too: dropped, counted, noted
+        st.results:drop(line.length)
+        return
+      end
+      -- an error cut short would change what the call reports: the call's outcome is unknown
+      st.oversized = { kind = kind, length = line.length }
       return false
     end
     local msg = line ~= "" and decode(line)
@@ -185,7 +202,9 @@ local function line_reader(st, out)
       st.kept[t] = st.kept[t] + #msg.text
       out:push(t, msg.text)
     elseif t == "result" then
-      st.results[#st.results + 1] = parse_result(msg)
+      -- the main result's text is r.text even when the bundle does not fit in the results' cap
+      if msg.is_main_result == true then st.main_text = clean(msg.text) end
+      if st.results:room() > 0 then st.results:add(parse_result(msg)) else st.results:drop(#line) end
     elseif t == "error" then
       st.exception = { name = clean(msg.name), value = clean(msg.value), traceback = clean(msg.traceback) }
       -- the server's own failures come as error lines too, with an empty traceback (messaging.py)
@@ -237,7 +256,7 @@ local function execute(conn, code, opts, timeout)
     body.env_vars = env
   end
   local out = output.capture(opts)
-  local st = { results = {}, done = false, kept = { stdout = 0, stderr = 0 } }
+  local st = { results = results.collector(), done = false, kept = { stdout = 0, stderr = 0 } }
   local res = conn:http {
     method = "POST", url = conn:url(api.JUPYTER_PORT, "/execute"),
     headers = conn:headers(api.JUPYTER_PORT, { ["Content-Type"] = "application/json" }),
@@ -272,19 +291,17 @@ local function execute(conn, code, opts, timeout)
       failure = { exception_type = "ProtocolError", retry_safe = false } }
   end
   out:finish(r)
-  -- E2B-specific extras (the contract's fields are above): rich results, the main result's text.
-  r.results = st.results
+  st.results:finish(r)
+  r.text = type(st.main_text) == "string" and st.main_text or nil
+  -- E2B-specific extra: the kernel's execution counter
   r.execution_count = st.execution_count
-  for _, x in ipairs(st.results) do
-    if x.is_main_result then r.text = x.text end
-  end
   return r
 end
 
 -- run_code(conn, code, opts) -> ExecutionResult. opts: timeout (s or nil), language, env, on_stdout,
 -- on_stderr, sandbox_env (create's env: the server pastes it into a context's first cell). The value
--- of the cell's last expression is r.text (E2B's main result), also r.results (every rich result) and
--- r.execution_count.
+-- of the cell's last expression is r.text (E2B's main result), r.results every rich result (glsb.results
+-- bundles, capped at glsb.results.CAP), r.execution_count the kernel's counter.
 function M.run_code(conn, code, opts)
   local problem = M.env_problem(opts.language, opts.env, "execute_code's")
     or M.env_problem(opts.language, opts.sandbox_env, "the sandbox's (create's env)")

@@ -178,7 +178,7 @@ describe("e2b sandbox #e2b", function()
       assert.matches("callback bug", logs[#logs])
     end)
 
-    it("returns images as base64 and text results", function()
+    it("returns images as bytes (the server's base64 decoded once) and text results", function()
       local r = sb:execute_code([[
 import base64
 class Pic:
@@ -192,7 +192,8 @@ Pic()
       assert.equal(1, #r.results)
       assert.is_true(r.results[1].is_main_result)
       assert.equal("Pic()", r.results[1].text)
-      assert.equal("\137PNG\r\n\26\nfake", require("glsb.core").b64decode(r.results[1].png))
+      assert.equal("\137PNG\r\n\26\nfake", r.results[1].png)
+      assert.equal("Pic()", r.text)
     end)
 
     it("reports a Python exception as ERROR with name, value and traceback", function()
