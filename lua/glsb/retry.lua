@@ -4,6 +4,7 @@
 
 local errors = require "glsb.errors"
 local constants = require "glsb.constants"
+local ids = require "glsb.ids"
 
 local M = {}
 
@@ -21,7 +22,7 @@ M.is_cancellation = is_cancellation
 -- retry.delay(attempt, policy, err, random) -> seconds to wait after failed
 -- attempt number `attempt` (1-based).
 function M.delay(attempt, policy, err, random)
-  random = random or math.random
+  random = random or ids.fraction
   local base = policy.base_delay or 0.5
   local factor = policy.factor or 2
   local max_delay = policy.max_delay or constants.MAX_BACKOFF
@@ -48,8 +49,12 @@ end
 --   base_delay, factor, max_delay, jitter, max_retry_after   see retry.delay
 --   retryable(err, attempt) -> bool   default errors.is_transient
 --   sleep(seconds)                    default glsb.loop.sleep (injectable for tests)
---   random() -> [0,1)                 default math.random
+--   random() -> [0,1)                 default glsb.ids.fraction (never math.random: the user's)
 --   on_retry(err, attempt, delay)     called before each sleep (e.g. teardown, logging)
+--   deadline                          absolute glsb.loop.now() seconds: a wait that would end at or
+--                                     past it is not taken (fn's last error is raised), so every
+--                                     attempt draws from one budget
+--   now() -> seconds                  the clock of `deadline` (default glsb.loop.now; for tests)
 function M.call(fn, policy, ...)
   policy = policy or {}
   local attempts = policy.attempts or 3
@@ -65,6 +70,7 @@ function M.call(fn, policy, ...)
       error(err, 0)
     end
     local d = M.delay(attempt, policy, err, policy.random)
+    if policy.deadline and (policy.now or require("glsb.loop").now)() + d >= policy.deadline then error(err, 0) end
     if policy.on_retry then policy.on_retry(err, attempt, d) end
     if d > 0 then sleep(d) end
     attempt = attempt + 1

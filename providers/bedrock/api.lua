@@ -18,6 +18,7 @@ local http = require "glsb.http"
 local core = require "glsb.core"
 local errors = require "glsb.errors"
 local retry = require "glsb.retry"
+local outcome = require "glsb.outcome"
 local log = require "glsb.log"
 local sigv4 = require "glsb.aws.sigv4"
 local credentials = require "glsb.aws.credentials"
@@ -38,32 +39,6 @@ local function nonempty(v)
 end
 
 local function strip_slash(s) return (s:gsub("/+$", "")) end
-
--- Random hex from the kernel's generator (clientTokens, session names).
-local function random_bytes(n)
-  local f = io.open("/dev/urandom", "rb")
-  if f then
-    local b = f:read(n)
-    f:close()
-    if b and #b == n then return b end
-  end
-  local t = {}
-  for i = 1, n do t[i] = string.char(math.random(0, 255)) end
-  return table.concat(t)
-end
-
--- uuid() -> a version 4 UUID, as the AWS SDKs fill in a missing clientToken.
-function M.uuid()
-  local b = { random_bytes(16):byte(1, 16) }
-  b[7] = (b[7] & 0x0f) | 0x40
-  b[9] = (b[9] & 0x3f) | 0x80
-  local h = {}
-  for i = 1, 16 do h[i] = string.format("%02x", b[i]) end
-  local s = table.concat(h)
-  return s:sub(1, 8) .. "-" .. s:sub(9, 12) .. "-" .. s:sub(13, 16) .. "-" .. s:sub(17, 20) .. "-" .. s:sub(21, 32)
-end
-
-function M.random_hex(n) return (core.sha256(random_bytes(32)):sub(1, n)) end
 
 ---------------------------------------------------------------------------
 -- Configuration
@@ -296,6 +271,9 @@ local function read_frames(out, frames, creds)
   end
 end
 
+-- An outcome that proves the request never left (glsb.outcome.unsent): what glsb.retry sends again.
+local UNSENT = {}
+
 -- invoke(cfg, identifier, session_id, tool, arguments, {timeout}) -> outcome table:
 --   result      the CodeInterpreterResult of the first `result` event (nil when none came)
 --   exception   {name, message, fields, modeled} of an exception frame (name: the Smithy error name,
@@ -311,9 +289,7 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
   o = o or {}
   local body = http.encode_json { name = tool, arguments = arguments }
   local path = "/code-interpreters/" .. sigv4.uri_encode(identifier) .. "/tools/invoke"
-  local attempts = o.attempts or cfg.attempts
-  local out
-  for attempt = 1, attempts do
+  local function once()
     local creds = creds_of(cfg)
     local req = M.signed(cfg, "data", "POST", path, nil, body,
       { { "X-Amzn-Code-Interpreter-Session-Id", session_id } }, creds)
@@ -323,7 +299,7 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
     local chunks = {}
     req.on_frame = function(chunk) chunks[#chunks + 1] = chunk end
     local res = http.request(req)
-    out = { status = res.status or 0, headers = res.headers }
+    local out = { status = res.status or 0, headers = res.headers }
     if out.status == 200 then
       -- frames, or nil, message, code and the frames decoded before the failure
       -- a frame holds one whole result: up to two capped streams JSON-escaped (glsb.output.CAP each), so
@@ -342,16 +318,21 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
       out.http_error = M.aws_failure(answer, creds)
     end
     out.transport = out.transport or res.error
-    local tf = out.transport
-    if not (tf and tf.retry_safe == true and (tf.phase == "connect" or tf.phase == "send")) or attempt == attempts then
-      break
-    end
-    local delay = retry.delay(attempt, M.RETRY)
-    log.warn(string.format("bedrock %s %s: the request never left (%s), sending it again in %.2fs", tool, path,
-      errors.describe(tf), delay), { provider = "bedrock" })
-    require("glsb.loop").sleep(delay)
+    if outcome.unsent(out.transport) then error(setmetatable(out, UNSENT), 0) end
+    return out
   end
-  return out
+  local policy = {}
+  for k, v in pairs(M.RETRY) do policy[k] = v end
+  policy.attempts = o.attempts or cfg.attempts
+  policy.retryable = function(out) return getmetatable(out) == UNSENT end
+  policy.on_retry = function(out, _, delay)
+    log.warn(string.format("bedrock %s %s: the request never left (%s), sending it again in %.2fs", tool, path,
+      errors.describe(out.transport), delay), { provider = "bedrock" })
+  end
+  local ok, out = pcall(retry.call, once, policy)
+  if ok then return out end
+  if getmetatable(out) ~= UNSENT then error(out, 0) end -- a cancellation, no credentials, a bug
+  return setmetatable(out, nil) -- never sent, after every attempt: the caller names the outcome
 end
 
 return M

@@ -16,6 +16,7 @@ local outcome = require "glsb.outcome"
 local packages = require "glsb.packages"
 local http = require "glsb.http"
 local time = require "glsb.time"
+local ids = require "glsb.ids"
 local core = require "glsb.core"
 local api = require "glsb.providers.bedrock.api"
 local cell = require "glsb.providers.bedrock.cell"
@@ -168,7 +169,7 @@ function Sandbox:_run_code(code, opts)
   local language = opts.language or self.language or "python"
   local mark
   if language == "python" then
-    mark = "[glsb-verdict-" .. api.random_hex(32) .. "]"
+    mark = "[glsb-verdict-" .. ids.hex(32) .. "]"
     code = cell.encode(code, opts.env, mark)
   elseif opts.env and next(opts.env) then
     return result { status = Status.ERROR,
@@ -321,7 +322,7 @@ function Sandbox:_exec_argv(argv, opts)
   local doc = { argv = enc }
   local stdin = opts.stdin or ""
   if #stdin > INLINE_STDIN then
-    doc.stdin_path = M.STAGING_DIR .. "/stdin-" .. api.random_hex(24)
+    doc.stdin_path = M.STAGING_DIR .. "/stdin-" .. ids.hex(24)
     self:_upload({ { path = doc.stdin_path, data = stdin } }, { timeout = opts.timeout })
   else
     doc.stdin = core.b64encode(stdin)
@@ -388,10 +389,10 @@ function Sandbox:_start(opts)
   local lease = opts.session_timeout or opts.timeout or M.MAX_SESSION_TIMEOUT
   lease = math.max(1, math.min(M.MAX_SESSION_TIMEOUT, math.ceil(lease)))
   -- one token for this logical Start, whatever retries follow (ours or the base's)
-  self._start_token = self._start_token or api.uuid()
+  self._start_token = self._start_token or ids.uuid()
   local path = "/code-interpreters/" .. http.escape(identifier) .. "/sessions/start"
   local ok, j = pcall(api.call, cfg, "data", "PUT", path,
-    { json = { name = opts.name or ("glsb-" .. api.random_hex(8)), sessionTimeoutSeconds = lease,
+    { json = { name = opts.name or ("glsb-" .. ids.hex(8)), sessionTimeoutSeconds = lease,
       clientToken = self._start_token }, timeout = opts.create_timeout })
   if not ok then raise_from(errors.SandboxStartError, Stage.CREATE, "StartCodeInterpreterSession", j) end
   if type(j.sessionId) ~= "string" or j.sessionId == "" then
@@ -504,7 +505,7 @@ end
 -- set_timeout is a no-op that reports success (API.md: "a no-op where unsupported").
 
 function Sandbox:_terminate(opts)
-  self._stop_token = self._stop_token or api.uuid()
+  self._stop_token = self._stop_token or ids.uuid()
   local ok, err = pcall(api.call, self._cfg, "data", "PUT",
     "/code-interpreters/" .. http.escape(self.identifier) .. "/sessions/stop",
     { query = { { "sessionId", self.sandbox_id } }, json = { clientToken = self._stop_token },

@@ -17,6 +17,7 @@ local http = require "glsb.http"
 local loop = require "glsb.loop"
 local log = require "glsb.log"
 local api = require "glsb.providers.bedrock.api"
+local ids = require "glsb.ids"
 
 local Stage = models.Stage
 
@@ -133,7 +134,7 @@ end
 
 function Template:_remove(id)
   local _, err = call(self, "DELETE", "/code-interpreters/" .. http.escape(id),
-    { query = { { "clientToken", api.uuid() } } })
+    { query = { { "clientToken", ids.uuid() } } })
   if err and not (type(err) == "table" and err.http_status == 404) then
     fail("bedrock template: DeleteCodeInterpreter " .. id .. " failed: " .. errors.describe(err), err)
   end
@@ -171,7 +172,7 @@ function Template:_build(spec, hash)
   local body = { name = M.interpreter_name(spec, hash), networkConfiguration = network,
     executionRoleArn = p.execution_role_arn, description = description(spec, hash),
     -- one token for this build, whatever retries follow: the service creates it once
-    clientToken = api.uuid() }
+    clientToken = ids.uuid() }
   local j, err = call(self, "PUT", "/code-interpreters", { json = body })
   if not j then
     if type(err) == "table" and err.aws_error == "ConflictException" then

@@ -18,6 +18,7 @@ local errors = require "glsb.errors"
 local models = require "glsb.models"
 local http = require "glsb.http"
 local time = require "glsb.time"
+local ids = require "glsb.ids"
 local core = require "glsb.core"
 local log = require "glsb.log"
 local registry = require "glsb.registry"
@@ -98,10 +99,6 @@ local function require_running(self, what)
   end
 end
 
-local function random_name()
-  return core.sha256(string.format("%.9f:%d:%s", core.now(), math.random(0, 2 ^ 30), tostring({}))):sub(1, 24)
-end
-
 -- sb:ensure_helper([local_path]) -> the helper's path inside the sandbox: this machine's static
 -- glsb-confine (local_path, default glsb.confine_helper.find()) uploaded once per sandbox and content.
 -- Raises WorkspaceError[workspace] when it cannot.
@@ -125,7 +122,7 @@ function Sandbox:run_helper(argv, opts)
     if opts.stdin == nil then
       return envd.run(self._conn, { cmd = argv[1], args = args }, { timeout = opts.timeout })
     end
-    local staged = HELPER_DIR .. "/stdin-" .. random_name()
+    local staged = HELPER_DIR .. "/stdin-" .. ids.hex(24)
     local ok, err = pcall(envd.write_file, self._conn, staged, opts.stdin, 120, Stage.WORKSPACE)
     if not ok then
       if require("glsb.loop").is_cancelled(err) then error(err, 0) end
@@ -293,8 +290,7 @@ function Sandbox:_start(opts)
   -- A create token in the metadata: when the answer is lost after the request was delivered,
   -- the sandbox may exist; we find it by its token and adopt it instead of leaking it (and a
   -- retry would otherwise create a second one).
-  local token = core.sha256(string.format("%.9f:%d:%s", core.now(), math.random(0, 2 ^ 30), tostring(self)))
-    :sub(1, 32)
+  local token = ids.hex(32)
   body.metadata = body.metadata or {}
   body.metadata[CREATE_TOKEN] = token
   local res = self:_post_versioned("/v2/sandboxes", "/sandboxes", body, function(b)

@@ -28,6 +28,7 @@ local errors = require "glsb.errors"
 local models = require "glsb.models"
 local http = require "glsb.http"
 local core = require "glsb.core"
+local ids = require "glsb.ids"
 local loop = require "glsb.loop"
 local api = require "glsb.providers.e2b.api"
 
@@ -72,8 +73,7 @@ end
 function M.tag(hash) return M.TAG_PREFIX .. hash:sub(1, 32) end
 
 function M.build_tag(hash)
-  local nonce = core.sha256(string.format("%.9f:%d:%s", core.now(), math.random(0, 2 ^ 30), tostring({}))):sub(1, 8)
-  return M.tag(hash) .. "." .. nonce
+  return M.tag(hash) .. "." .. ids.hex(8)
 end
 
 -- Does this tag name a build of that content? Its own tag, or the shared tag older builders gave.

@@ -15,9 +15,9 @@
 local sandbox = require "glsb.sandbox"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
-local core = require "glsb.core"
 local http = require "glsb.http"
 local time = require "glsb.time"
+local ids = require "glsb.ids"
 local log = require "glsb.log"
 local registry = require "glsb.registry"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
@@ -185,10 +185,6 @@ local function sh_word(s, i)
   return '"$' .. var .. '"', string.format("%s=$(printf '%s_'); %s=${%s%%_}", var, octal_escapes(s), var, var)
 end
 
-local function random_name()
-  return core.sha256(string.format("%.9f:%d:%s", core.now(), math.random(0, 2 ^ 30), tostring({}))):sub(1, 24)
-end
-
 -- _exec_argv(argv, {stdin, timeout}) -> {exit_code, stdout, stderr, status, error}: argv run exactly, no
 -- shell syntax of ours around it beyond quoting; stdin (bytes) is staged as a file through the upload
 -- API, opened as the program's stdin and unlinked before the exec.
@@ -200,7 +196,7 @@ function Sandbox:_exec_argv(argv, opts)
     if assign then pre[#pre + 1] = assign end
   end
   if opts.stdin ~= nil then
-    local staged = "/tmp/.glsb/stdin-" .. random_name()
+    local staged = "/tmp/.glsb/stdin-" .. ids.hex(24)
     files.upload(self._conn, { { path = staged, data = opts.stdin } },
       { timeout = 120, class = errors.WorkspaceError, stage = Stage.WORKSPACE })
     pre[#pre + 1] = string.format("exec 0<'%s' || exit 127; rm -f -- '%s'", staged, staged)
@@ -271,7 +267,7 @@ end
 function Sandbox:_start(opts)
   self._cfg = lifecycle.config(opts)
   local body = self:_create_body(opts)
-  local token = random_name():sub(1, 32)
+  local token = ids.hex(32)
   body.metadata[M.CREATE_TOKEN] = token
   local res = self:_api("POST", "/sandboxes", body)
   if res.error and not res.error.retry_safe then

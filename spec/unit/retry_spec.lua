@@ -67,6 +67,28 @@ describe("glsb.retry #unit", function()
     assert.are.same({ 4, 5 }, sleeps)
   end)
 
+  it("takes no wait that would end past the deadline: the last error is raised then", function()
+    local clock = 100
+    policy.now = function() return clock end
+    policy.sleep = function(s) sleeps[#sleeps + 1] = s clock = clock + s end
+    policy.deadline = 103.5 -- waits of 1 and 2 fit, the next 3 would not
+    local n = 0
+    local ok, err = pcall(retry.call, function() n = n + 1 error(transient(), 0) end, policy)
+    assert.is_false(ok)
+    assert.are.equal("busy", err.message)
+    assert.are.same({ 1, 2 }, sleeps)
+    assert.are.equal(3, n)
+    -- a Retry-After beyond the deadline ends it at once
+    sleeps, clock, n = {}, 100, 0
+    ok = pcall(retry.call, function()
+      n = n + 1
+      error(errors.new(errors.SandboxStartError, "create", "slow", errors.http_failure(429, { ["retry-after"] = "9" })), 0)
+    end, policy)
+    assert.is_false(ok)
+    assert.are.same({}, sleeps)
+    assert.are.equal(1, n)
+  end)
+
   it("applies jitter within +/- the fraction", function()
     local p = { base_delay = 10, factor = 1, max_delay = 10, jitter = 0.5 }
     assert.are.equal(5, retry.delay(1, p, nil, function() return 0 end))

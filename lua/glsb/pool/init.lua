@@ -127,12 +127,7 @@ local function open_store(o, provider, cls)
 end
 
 local function new_owner_id()
-  local core = require "glsb.core"
-  local f = io.open("/dev/urandom", "rb")
-  local bytes = f and f:read(16)
-  if f then f:close() end
-  if not bytes or #bytes ~= 16 then bytes = tostring(core.now()) .. tostring(core.getpid()) .. tostring({}) end
-  return "pool-owner-" .. core.sha256(bytes):sub(1, 32)
+  return "pool-owner-" .. require("glsb.ids").hex(32)
 end
 
 -- M.new(provider, opts) -> a pool that is not started yet (glsb.pool).

@@ -9,8 +9,8 @@
 local http = require "glsb.http"
 local loop = require "glsb.loop"
 local errors = require "glsb.errors"
+local retry = require "glsb.retry"
 local otlp_json = require "glsb.trace.otlp_json"
-local ids = require "glsb.trace.ids"
 
 local M = {}
 
@@ -20,9 +20,6 @@ local RETRYABLE = { [429] = true, [502] = true, [503] = true, [504] = true }
 -- 5 attempts), every wait cut to what is left of the deadline.
 M.DEFAULT_RETRY = { attempts = 5, base_delay = 1, factor = 1.5, max_delay = 5, jitter = 0.2 }
 
--- A fraction in [0, 1) for the jitter, from the id source: math.random belongs to the user's script
--- (a seeded sequence it relies on must not shift because a span was exported).
-function M.random() return string.unpack("<I2", ids.bytes(2)) / 65536 end
 
 local Exporter = {}
 Exporter.__index = Exporter
@@ -30,14 +27,14 @@ Exporter.__index = Exporter
 -- new{url, headers, timeout, resource, scope, retry, warn} -> exporter. timeout: seconds per request, nil
 -- for none (resolved by the caller: glsb.trace.config).
 function M.new(opts)
-  local retry = {}
-  for k, v in pairs(M.DEFAULT_RETRY) do retry[k] = v end
-  for k, v in pairs(opts.retry or {}) do retry[k] = v end
+  local policy = {}
+  for k, v in pairs(M.DEFAULT_RETRY) do policy[k] = v end
+  for k, v in pairs(opts.retry or {}) do policy[k] = v end
   local headers = { ["Content-Type"] = "application/json" }
   for k, v in pairs(opts.headers or {}) do headers[k] = v end
   return setmetatable({ url = opts.url, headers = headers, timeout = opts.timeout,
-    resource = opts.resource, scope = opts.scope, retry = retry, warn = opts.warn,
-    random = opts.random or M.random, stats = { requests = 0, retries = 0 } }, Exporter)
+    resource = opts.resource, scope = opts.scope, retry = policy, warn = opts.warn,
+    random = opts.random, stats = { requests = 0, retries = 0 } }, Exporter)
 end
 
 -- The clock glsb waits on (monotonic seconds).
@@ -72,28 +69,29 @@ function Exporter:_post(body, deadline)
 end
 
 -- export(spans, deadline[, attempts]) -> true, note | false, reason. deadline: absolute loop.now()
--- seconds (nil: none); attempts overrides the retry policy's count (the batch processor's single attempt while the
--- collector keeps failing, and at shutdown).
+-- seconds (nil: none); attempts overrides the retry policy's count (the batch processor's single attempt
+-- while the collector keeps failing, and at shutdown). The retries are glsb.retry's, within the deadline.
 function Exporter:export(spans, deadline, attempts)
   local body = otlp_json.encode(spans, self.resource, self.scope)
-  local r = self.retry
-  attempts = attempts or r.attempts
-  local attempt = 1
-  while true do
+  local policy = {}
+  for k, v in pairs(self.retry) do policy[k] = v end
+  policy.attempts = attempts or policy.attempts
+  policy.deadline, policy.random = deadline, self.random
+  policy.max_retry_after = math.huge -- a collector's Retry-After is waited out or the export given up
+  policy.retryable = function(f) return type(f) == "table" and f.verdict == "retry" end
+  policy.on_retry = function() self.stats.retries = self.stats.retries + 1 end
+  local ok, a = pcall(retry.call, function()
     local verdict, reason, retry_after = self:_post(body, deadline)
-    if verdict == "ok" then return true, reason end
-    if verdict == "fail" or attempt >= attempts then return false, reason end
-    local delay = math.min(r.base_delay * r.factor ^ (attempt - 1), r.max_delay)
-    delay = delay * (1 + r.jitter * (2 * self.random() - 1))
-    if retry_after then delay = retry_after end
-    if deadline and now() + delay >= deadline then
-      return false, reason .. (retry_after and string.format(" (Retry-After %ds is past the export deadline)",
-        retry_after) or "")
-    end
-    self.stats.retries = self.stats.retries + 1
-    loop.sleep(delay)
-    attempt = attempt + 1
+    if verdict == "ok" then return reason end
+    error({ verdict = verdict, reason = reason, retry_after = retry_after }, 0)
+  end, policy)
+  if ok then return true, a end
+  if type(a) ~= "table" or not a.reason then error(a, 0) end -- a cancellation, or a bug
+  local ra = a.retry_after
+  if ra and deadline and now() + ra >= deadline then
+    return false, a.reason .. string.format(" (Retry-After %ds is past the export deadline)", ra)
   end
+  return false, a.reason
 end
 
 function Exporter:describe() return self.url end
