@@ -14,7 +14,7 @@
 -- its agent's) shifts its figures by several percent, so each contender gets a new process every
 -- round. Tracing on exports every 10 ms (OTEL_BSP_SCHEDULE_DELAY's role, shortened so that exports
 -- happen during the measured calls rather than after them). Figures: median and p90 of
--- `execute_code("print(1)")` in milliseconds, to bench/results/trace.json and trace.md. Not a test.
+-- `execute_code("print(1)")` in milliseconds, to bench/results/trace.json and bench/results/trace.md. Not a test.
 --
 --   make build/glsb-lua build/glsb-confine && (cd spec && npm ci)
 --   build/glsb-lua bench/trace.lua [ROUNDS] [CALLS_PER_ROUND]      # default 20 x 200
