@@ -1,5 +1,5 @@
--- glsb.outcome: the one mapping from "the request failed" to an ExecutionResult status (API.md,
--- "Semantics to keep"). The base class applies it to whatever a hook raises; a provider that keeps the
+-- glsb.outcome: the one mapping from "the request failed" to an ExecutionResult status (docs/contract.md
+-- §5.1). The base class applies it to whatever a hook raises; a provider that keeps the
 -- output that arrived before the failure calls it itself with that output.
 --
 --   outcome.from_failure(err, ctx) -> ExecutionResult, gone

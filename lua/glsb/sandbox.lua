@@ -1,6 +1,6 @@
 -- glsb.sandbox: the contract classes BaseSandbox and CodeInterpreterSandbox.
 --
--- The base classes own every rule of API.md that is not about a wire
+-- The base classes own every rule of docs/contract.md that is not about a wire
 -- protocol: argument checks, "not initialized" checks, timeout resolution,
 -- files normalization, creation retries, additional_packages, terminate
 -- retries that keep the handle, download_file's nil-on-failure, set_timeout's
@@ -46,7 +46,7 @@
 --
 -- Class settings (fields of the class table; all optional):
 --   default_code_timeout     execute_code timeout when the caller gives none
---   default_command_timeout  execute_command default (30 s per API.md)
+--   default_command_timeout  execute_command default (30 s, docs/contract.md §3)
 --   default_sandbox_timeout  session lease default
 --   create_retry, terminate_retry   retry policies (glsb.retry), merged over
 --                            glsb.constants.CREATE_RETRY / TERMINATE_RETRY

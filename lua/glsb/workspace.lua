@@ -185,7 +185,7 @@ local function string_array(t, what)
   return t
 end
 
--- run_workspace_command(sandbox, argv, opts) -> result table (API.md "workspace primitives")
+-- run_workspace_command(sandbox, argv, opts) -> result table (docs/contract.md §9)
 function M.run_workspace_command(sb, argv, opts)
   options.check(opts, M.OPTIONS.run_workspace_command, "run_workspace_command")
   check_sandbox(sb, "run_workspace_command")

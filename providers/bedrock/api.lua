@@ -1,5 +1,5 @@
 -- glsb.providers.bedrock.api: the AgentCore wire, shared by the sandbox adapter and the template
--- builder (shared/protocols/bedrock.md): where the two planes live, SigV4-signed restJson1
+-- builder (docs/protocols/bedrock.md): where the two planes live, SigV4-signed restJson1
 -- requests, AWS error answers, retries of the operations that may be retried, and the
 -- InvokeCodeInterpreter event stream.
 --

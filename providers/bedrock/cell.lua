@@ -1,5 +1,5 @@
 -- glsb.providers.bedrock.cell: Python code as AgentCore's executeCode runs it for glsb, with the value
--- of the last expression (API.md "One behaviour behind one API": r.text on every provider).
+-- of the last expression (docs/contract.md §4: r.text on every provider).
 --
 -- AgentCore's CodeInterpreterResult has no field for that value: its structuredContent is taskId,
 -- taskStatus, stdout, stderr, exitCode, executionTime (service model, @aws-sdk/client-bedrock-agentcore

@@ -1,6 +1,6 @@
 -- glsb.providers.bedrock: AWS Bedrock AgentCore Code Interpreter as a glsb sandbox.
 --
--- A sandbox is one code-interpreter session (shared/protocols/bedrock.md):
+-- A sandbox is one code-interpreter session (docs/protocols/bedrock.md):
 --   create        StartCodeInterpreterSession (clientToken kept across retries: one session)
 --   execute_code  InvokeCodeInterpreter executeCode (python through glsb.providers.bedrock.cell, for the
 --                 last expression's value; javascript, typescript as they are)
@@ -502,7 +502,7 @@ function Sandbox._list(_cls, opts)
 end
 
 -- The session's TTL is fixed at start (AgentCore cannot extend it): _set_timeout is left out, so
--- set_timeout is a no-op that reports success (API.md: "a no-op where unsupported").
+-- set_timeout is a no-op that reports success (docs/contract.md §2.1: a no-op where the provider cannot renew).
 
 function Sandbox:_terminate(opts)
   self._stop_token = self._stop_token or ids.uuid()

@@ -1,7 +1,7 @@
 -- glsb.providers.bedrock.template: templates on AgentCore are custom code interpreters.
 --
 -- AgentCore has no image build: a custom interpreter fixes the network mode and the execution role
--- (CreateCodeInterpreter, shared/protocols/bedrock.md §2), and sandboxes created from it install
+-- (CreateCodeInterpreter, docs/protocols/bedrock.md §2), and sandboxes created from it install
 -- the spec's packages at start (their list travels in the ref, and in the interpreter's description
 -- for glsb.create(..., {template = "<id>"})). The interpreter's name ends with the first 12 hex
 -- digits of the spec's content hash and its description holds the whole hash, so the same spec

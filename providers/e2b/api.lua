@@ -2,7 +2,7 @@
 -- where E2B lives (control plane and data plane URLs), the headers each plane wants,
 -- the control-plane request, and the Connect envelope.
 --
--- Facts (shared/protocols/e2b.md §1, §2, §2.1):
+-- Facts (docs/protocols/e2b.md §1, §2, §2.1):
 -- - control plane base = api_url || E2B_API_URL || "https://api.<domain>", domain =
 --   domain || E2B_DOMAIN || "e2b.app"; every call carries X-API-KEY.
 -- - data plane: envd on port 49983, the code interpreter on 49999, reached at

@@ -1,5 +1,5 @@
 -- glsb.providers.e2b.envd: the sandbox's own daemon (port 49983), as E2B's SDK splits it into Commands
--- and Filesystem on one connection (shared/protocols/e2b.md §2.1 - §2.4):
+-- and Filesystem on one connection (docs/protocols/e2b.md §2.1 - §2.4):
 --   process.Process/Start    Connect server stream: start{pid}, data{stdout|stderr}, end{exitCode}
 --   process.Process/SendSignal, List    unary Connect (JSON)
 --   filesystem.Filesystem/ListDir, Stat, MakeDir, Remove    unary Connect (JSON)

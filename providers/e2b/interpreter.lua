@@ -1,4 +1,4 @@
--- glsb.providers.e2b.interpreter: the code-interpreter channel (port 49999, shared/protocols/e2b.md §3):
+-- glsb.providers.e2b.interpreter: the code-interpreter channel (port 49999, docs/protocols/e2b.md §3):
 --   POST /execute {code, language?, env_vars?} -> NDJSON lines: number_of_executions, stdout, stderr,
 --   result {is_main_result, text, html, png, ...}, error {name, value, traceback}, keepalive every 5 s,
 --   and last the literal {"type": "end_of_execution"}.

@@ -1,5 +1,5 @@
 -- glsb.providers.e2b.template: TemplateSpec -> an E2B template, through the build system v2
--- (shared/protocols/e2b.md §4):
+-- (docs/protocols/e2b.md §4):
 --
 --   POST /v3/templates {name, tags, cpuCount?, memoryMB?}         -> 202 {templateID, buildID}
 --   per COPY: GET /templates/{tid}/files/{filesHash}              -> 201 {present, url?, headers?}

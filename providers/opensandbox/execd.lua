@@ -1,5 +1,5 @@
 -- glsb.providers.opensandbox.execd: the sandbox's execd (port 44772), reached at the endpoint the
--- lifecycle API hands out (shared/protocols/opensandbox.md §1.5, §2):
+-- lifecycle API hands out (docs/protocols/opensandbox.md §1.5, §2):
 --   GET /ping                                   readiness
 --   POST /command {command, cwd?, envs?, timeout(ms)?}     event stream (§2.2)
 --   POST /code {code, context: {language}}      event stream, the language's default context (§2.4)

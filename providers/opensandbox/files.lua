@@ -1,4 +1,4 @@
--- glsb.providers.opensandbox.files: execd's file API (shared/protocols/opensandbox.md §2.5):
+-- glsb.providers.opensandbox.files: execd's file API (docs/protocols/opensandbox.md §2.5):
 --   POST /files/upload      multipart/form-data, `metadata` then `file` parts in pairs, both with a
 --                           filename= (metadata: JSON {path, mode?}); parents are created
 --   GET /files/download?path=     the bytes (404 FILE_NOT_FOUND)

@@ -1,6 +1,6 @@
 -- glsb.providers.opensandbox: the OpenSandbox sandbox adapter (a CodeInterpreterSandbox).
 --
--- Reads top-down like the wire (shared/protocols/opensandbox.md), one module per plane:
+-- Reads top-down like the wire (docs/protocols/opensandbox.md), one module per plane:
 --   lifecycle.lua   the lifecycle API: config, requests, errors with X-Request-ID
 --   execd.lua       execd at the endpoint the lifecycle API hands out: /ping, /command, /code streams
 --   files.lua       execd's file API: multipart upload, download, info, list
@@ -40,8 +40,8 @@ M.DEFAULT_RESOURCES = { cpu = "1", memory = "2Gi" }
 M.MIN_TIMEOUT = 60
 -- Metadata key of the token that finds a sandbox whose create answer was lost.
 M.CREATE_TOKEN = "glsb-create-token"
--- Sandboxes per page of glsb.list (the lifecycle API takes pageSize 1..200, shared/protocols/opensandbox.md
--- §1.2); a spec sets it lower to cross pages with a few sandboxes.
+-- Sandboxes per page of glsb.list (the lifecycle API takes pageSize 1..200,
+-- docs/protocols/opensandbox.md §1.2); a spec sets it lower to cross pages with a few sandboxes.
 M.LIST_PAGE_SIZE = 200
 
 local Sandbox = sandbox.CodeInterpreterSandbox:extend("opensandbox", {

@@ -1,4 +1,4 @@
--- glsb.providers.opensandbox.lifecycle: the lifecycle API (shared/protocols/opensandbox.md §1, §3, §4):
+-- glsb.providers.opensandbox.lifecycle: the lifecycle API (docs/protocols/opensandbox.md §1, §3, §4):
 -- where the server is, the request every call makes, the errors it answers with.
 --
 --   base URL      {protocol}://{domain}/v1; a domain with a scheme overrides protocol, a path prefix is

@@ -1,5 +1,5 @@
 -- glsb.providers.opensandbox.snapshot: snapshots, the template of OpenSandbox
--- (shared/protocols/opensandbox.md §3):
+-- (docs/protocols/opensandbox.md §3):
 --   POST /sandboxes/{id}/snapshots {name}   202 {id, status: Creating}; poll GET /snapshots/{sid}
 --   GET /snapshots?name=<exact>             there is no name -> id endpoint; names are not unique
 --   create a sandbox with {snapshotId} (no image) to restore one

@@ -1,5 +1,5 @@
 -- glsb.providers.opensandbox.template: TemplateSpec -> an OpenSandbox snapshot
--- (shared/protocols/opensandbox.md §3; there is no image-build API):
+-- (docs/protocols/opensandbox.md §3; there is no image-build API):
 --
 --   1. a build sandbox from base_image (or the snapshot base_template names, or the code-interpreter
 --      image), with the spec's env (a snapshot keeps the container's environment)

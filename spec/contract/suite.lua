@@ -19,7 +19,7 @@
 --   lease_slack         seconds to wait past a lease before checking (default 1.5)
 --   streams             output reaches on_stdout/on_stderr while the code runs (default true);
 --                       false: the callbacks must never be called and the output is still returned
---                       (API.md: "a provider that cannot stream accepts them and never calls them")
+--                       (docs/contract.md §7: a provider that cannot stream accepts them and never calls them)
 --   renewable_lease     set_timeout changes the lease (default true); false: it is a no-op that
 --                       reports success, and the lease given to create is the one that expires
 --   background          false: start_command must raise a clear SandboxExecutionError instead of running

@@ -264,8 +264,8 @@ describe("opensandbox adapter #opensandbox", function()
     end)
 
     it("a cell's error event decides how it ended, with or without execution_complete after it", function()
-      -- execd's /code may send execution_complete after an error or not (shared/protocols/opensandbox.md
-      -- §2.4); the emulator always does: the stream here is init, ping, status, error, execution_complete,
+      -- execd's /code may send execution_complete after an error or not
+      -- (docs/protocols/opensandbox.md §2.4); the emulator always does: the stream here is init, ping, status, error, execution_complete,
       -- cut after the error event
       emu:fault { plane = "execd", path = "^/code$", action = "cut_after_events", events = 4 }
       local r = sb:execute_code("raise ValueError('no completion after me')")

@@ -1,7 +1,7 @@
 // otlp_receiver.mjs: a loopback OTLP/HTTP trace receiver for the specs (tests only).
 //
 // Checks every export against the OTLP data model in its JSON encoding (the rules of
-// shared/protocols/otlp.md: lowercase hex ids of 32/16 digits and not all zero, 64-bit integers as
+// docs/protocols/otlp.md: lowercase hex ids of 32/16 digits and not all zero, 64-bit integers as
 // decimal strings, nanosecond timestamps, enums as integers, one AnyValue field per value, unique
 // attribute keys, a resource with service.name, the expected instrumentation scope), keeps the spans,
 // and answers as told: 200, a planned status (429 with Retry-After, 503, ...), or no listener at all

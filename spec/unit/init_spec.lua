@@ -2,7 +2,7 @@
 local glsb = require "glsb"
 
 describe("glsb #unit", function()
-  it("exports the API.md names", function()
+  it("exports the public names of docs/contract.md", function()
     for _, k in ipairs({ "ExecutionStatus", "ExecutionResult", "FailureDetail", "SandboxFile", "Stage", "Language",
       "errors", "constants" }) do
       assert.is_table(glsb[k], k)

@@ -377,7 +377,7 @@ static int l_http(lua_State *L)
 	if ((s = opt_string(L, "unix_socket")))
 		curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, s);
 	/* Not offered: libcurl 7.88's CURLOPT_AWS_SIGV4 hashes "" for a body sent through the read
-	 * callback and signs an Expect header it never sends (protocols/bedrock.md §4.3). Requests are
+	 * callback and signs an Expect header it never sends (docs/protocols/bedrock.md §4.3). Requests are
 	 * signed in Lua (glsb.aws.sigv4) and handed over as plain headers. */
 	lua_getfield(L, 1, "aws_sigv4");
 	luaL_argcheck(L, lua_isnil(L, -1), 1, "opts.aws_sigv4 is not offered (libcurl 7.88 signs streamed bodies wrong): sign with glsb.aws.sigv4 and pass its headers");

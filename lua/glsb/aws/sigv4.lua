@@ -1,6 +1,6 @@
 -- glsb.aws.sigv4: AWS Signature Version 4 for HTTP requests (header form, AWS4-HMAC-SHA256).
 --
--- Builds the canonical request exactly as shared/protocols/bedrock.md §4.1 says and as AWS's own
+-- Builds the canonical request exactly as docs/protocols/bedrock.md §4.1 says and as AWS's own
 -- signer (@smithy/signature-v4) does for every service but S3, so the same request signed here and
 -- there gets the same Authorization header (spec/bedrock/sigv4_differential_spec.lua proves it):
 --   * path: dot segments resolved, empty segments dropped, then the already-encoded path encoded

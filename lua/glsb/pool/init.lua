@@ -1,5 +1,5 @@
 -- glsb.pool: sandboxes ready before they are asked for (OpenSandbox's client-side pool,
--- shared/protocols/opensandbox.md §5, for every provider).
+-- docs/protocols/opensandbox.md §5, for every provider).
 --
 --   local pool = glsb.pool("e2b", { name = "agents", size = 8, create = {...}, store = "memory" })
 --   pool:start()

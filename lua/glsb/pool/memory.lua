@@ -1,5 +1,5 @@
 -- glsb.pool.memory: the in-process pool state store (OpenSandbox's InMemoryPoolStateStore,
--- shared/protocols/opensandbox.md §5.3): per pool a FIFO of idle entries plus a map id -> entry, whose
+-- docs/protocols/opensandbox.md §5.3): per pool a FIFO of idle entries plus a map id -> entry, whose
 -- expiry is on the loop's monotonic clock. One process only: the primary lock is always granted (there is
 -- nobody to share it with), max_idle is not stored (the pool's own size is the truth), and put_idle is
 -- idempotent. Entries keep the sandbox object itself, so an acquire needs no reconnect.

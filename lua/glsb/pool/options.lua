@@ -1,7 +1,7 @@
 -- glsb.pool.options: the declared options of glsb.pool(provider, opts), of pool:acquire and
 -- pool:shutdown (glsb.options' form: checked by it, rendered into the README by it), and their defaults.
 --
--- The defaults are OpenSandbox's pool defaults (shared/protocols/opensandbox.md §5.1): idle_timeout 24 h,
+-- The defaults are OpenSandbox's pool defaults (docs/protocols/opensandbox.md §5.1): idle_timeout 24 h,
 -- acquire_min_remaining_ttl min(60 s, idle_timeout / 2), reconcile_interval 30 s, primary_lock_ttl 60 s,
 -- degraded_threshold 3, drain_timeout 30 s, acquire/warmup ready timeouts 30 s, warmup_concurrency
 -- max(1, ceil(0.2 * size)), backoff 30 s * 2^(n-1) capped at one day. glsb's own: replenish_delay (10 ms: how

@@ -1,5 +1,5 @@
 -- glsb.pool.redis: the pool state store in Redis, shared by every process (and host) of a pool. The keys
--- and atomic scripts are OpenSandbox's (shared/protocols/opensandbox.md §5.3), so the layout matches the
+-- and atomic scripts are OpenSandbox's (docs/protocols/opensandbox.md §5.3), so the layout matches the
 -- one its Redis store documents:
 --
 --   <prefix>:{<base64url(pool name), no padding>}:<suffix>   (the {...} hash tag keeps a pool in one slot)

@@ -108,7 +108,7 @@ async function injectStatus(rule, plane, req, res) {
     return sendJson(res, 422, { detail: [{ type: 'value_error', loc: ['body'], msg: `Value error, ${message}`, input: null, ctx: { error: {} } }] }, headers);
   }
   if (plane === 'execd' && rule.status === 401) {
-    // execd's own token check answers {"error": ...} (shared/protocols/opensandbox.md §2.1).
+    // execd's own token check answers {"error": ...} (docs/protocols/opensandbox.md §2.1).
     return sendGoJson(res, 401, { error: 'Unauthorized: invalid or missing header X-EXECD-ACCESS-TOKEN' }, headers);
   }
   const code = rule.code || FAULT_CODES[plane][rule.status] || 'GENERAL::UNKNOWN_ERROR';

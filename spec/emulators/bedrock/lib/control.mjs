@@ -1,4 +1,4 @@
-// Control plane (bedrock-agentcore-control, shared/protocols/bedrock.md §2): custom code
+// Control plane (bedrock-agentcore-control, docs/protocols/bedrock.md §2): custom code
 // interpreters. Create answers 202 with CREATING; the interpreter turns READY (or CREATE_FAILED with
 // a failureReason) after --create-delay-ms. Delete answers 202 with DELETING and forgets it after
 // the same delay. The system interpreter aws.codeinterpreter.v1 always exists.

@@ -1,4 +1,4 @@
-// Data plane (bedrock-agentcore, shared/protocols/bedrock.md §1): Start, Invoke (an event stream
+// Data plane (bedrock-agentcore, docs/protocols/bedrock.md §1): Start, Invoke (an event stream
 // of `result` events), Stop, Get and List code-interpreter sessions.
 import { Session } from './session.mjs';
 import { TOOLS } from './tools.mjs';

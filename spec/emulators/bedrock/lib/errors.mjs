@@ -1,5 +1,5 @@
 // AWS error answers: the HTTP status, x-amzn-errortype and a JSON {"message"} body (restJson1,
-// shared/protocols/bedrock.md §1.4), and the same errors' names inside an event stream (§3.2).
+// docs/protocols/bedrock.md §1.4), and the same errors' names inside an event stream (§3.2).
 import { sendJson } from './util.mjs';
 
 // Modeled errors of both planes: HTTP status and fault.

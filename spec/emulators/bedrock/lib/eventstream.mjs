@@ -1,6 +1,6 @@
 // Event-stream frames (application/vnd.amazon.eventstream) encoded with AWS's own codec
 // (@smithy/eventstream-codec): result events, modeled exceptions and unmodeled errors, with the
-// headers AgentCore uses (shared/protocols/bedrock.md §3.2).
+// headers AgentCore uses (docs/protocols/bedrock.md §3.2).
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
 import { streamMemberName } from './errors.mjs';

@@ -1,6 +1,6 @@
 // SigV4 verification of every request with AWS's own signer (@smithy/signature-v4): the request
 // as received is signed again with the caller's scope, date and SignedHeaders list, and the
-// signatures must match (shared/protocols/bedrock.md §4.1). Failures answer as AWS's front end
+// signatures must match (docs/protocols/bedrock.md §4.1). Failures answer as AWS's front end
 // does: 403 with x-amzn-errortype and the real message texts.
 import crypto from 'node:crypto';
 import { SignatureV4 } from '@smithy/signature-v4';

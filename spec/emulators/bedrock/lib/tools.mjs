@@ -1,4 +1,4 @@
-// The tools of InvokeCodeInterpreter (shared/protocols/bedrock.md §1.2): each takes the session
+// The tools of InvokeCodeInterpreter (docs/protocols/bedrock.md §1.2): each takes the session
 // and the request's `arguments` and returns a CodeInterpreterResult {content, structuredContent?,
 // isError?}. Results mirror MCP's CallToolResult: text blocks, resource blocks for file contents,
 // resource_link blocks for listings, structuredContent for stdout/stderr/exitCode and tasks.

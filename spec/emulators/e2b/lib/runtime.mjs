@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 
-// 'files': glsb's upload_dir default (API.md); a code-interpreter template for glsb provides it.
+// 'files': glsb's upload_dir default (docs/contract.md §8); a code-interpreter template for glsb provides it.
 export const WRITABLE_TOPS = ['home', 'tmp', 'root', 'opt', 'app', 'code', 'workspace', 'data', 'srv', 'mnt', 'files'];
 export const USERS = { user: '/home/user', root: '/root' };
 export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';

@@ -1,5 +1,5 @@
-// execd code interpreting (controller/codeinterpreting.go, runtime/jupyter.go; shared/protocols/
-// opensandbox.md §2.4): POST /code/context, GET /code/contexts[?language=], GET/DELETE
+// execd code interpreting (controller/codeinterpreting.go, runtime/jupyter.go;
+// docs/protocols/opensandbox.md §2.4): POST /code/context, GET /code/contexts[?language=], GET/DELETE
 // /code/contexts/{id}, DELETE /code/contexts?language=, POST /code (stream), DELETE /code?id=.
 //
 // Python only: one persistent python3 process per context (driver.py) stands in for a Jupyter

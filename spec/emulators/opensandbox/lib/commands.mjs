@@ -1,4 +1,4 @@
-// execd commands (runtime/command.go, controller/command.go; shared/protocols/opensandbox.md §2.3):
+// execd commands (runtime/command.go, controller/command.go; docs/protocols/opensandbox.md §2.3):
 // POST /command (foreground stream or background), GET /command/status/{id},
 // GET /command/{id}/logs?cursor=<byte offset>, DELETE /command?id=.
 //

@@ -1,4 +1,4 @@
-// execd file system API (controller/filesystem*.go; shared/protocols/opensandbox.md §2.5).
+// execd file system API (controller/filesystem*.go; docs/protocols/opensandbox.md §2.5).
 // Paths may be absolute or relative (to the WORKDIR); ~ and $VAR are expanded. Writable paths live in
 // the sandbox tree; other absolute paths are the host's, read-only (writes there fail like EROFS).
 import fs from 'node:fs';

@@ -1,4 +1,4 @@
-// The lifecycle API (FastAPI server, shared/protocols/opensandbox.md §1, §3, §4): /v1/sandboxes,
+// The lifecycle API (FastAPI server, docs/protocols/opensandbox.md §1, §3, §4): /v1/sandboxes,
 // /v1/snapshots, endpoints, the SDK's metrics events. Every route also answers without /v1.
 import { readBody, sendJson, send } from './util.mjs';
 

@@ -1,4 +1,4 @@
-// execd's event stream (controller/sse.go, shared/protocols/opensandbox.md §2.2): every event is one
+// execd's event stream (controller/sse.go, docs/protocols/opensandbox.md §2.2): every event is one
 // compact Go-encoded JSON object followed by "\n\n" (no "data:" prefix). The 200 and the SSE headers
 // are committed lazily with the first event, so an error before it is a plain JSON error. Right after
 // `init` and then every 3 s, a {"type":"ping","text":"pong"} event (wait.Until runs its function first).
