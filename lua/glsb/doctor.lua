@@ -26,7 +26,7 @@ local ROWS = {
 }
 
 local function run_doctor(helper)
-  local p = io.popen("'" .. helper:gsub("'", "'\\''") .. "' doctor 2>&1")
+  local p = io.popen(require("glsb.shell").quote(helper) .. " doctor 2>&1")
   if not p then return nil, "cannot run " .. helper end
   local out = p:read("a")
   p:close()

@@ -4,6 +4,8 @@
 -- or leading '-') so nothing a user passes can become a pip option or shell
 -- syntax; the generated code quotes each one anyway.
 
+local shell = require "glsb.shell"
+
 local M = {}
 
 local MAX_SPEC = 200
@@ -70,12 +72,6 @@ function M.python_string(s)
   end) .. '"'
 end
 
--- A POSIX shell word for s: single quotes, embedded ' as '\''.
-function M.shell_quote(s)
-  if s:match("^[%w%%+,./:=@_-]+$") then return s end
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
-
 -- packages.python_install_code(list) -> Python source that pip-installs the
 -- packages into the running interpreter (sys.executable, so the code kernel
 -- itself sees them) through subprocess with an argv list (no shell), prints
@@ -101,9 +97,9 @@ end
 -- the same for providers that install through their command channel.
 function M.shell_install_command(list, python)
   local pkgs = M.validate(list, 2)
-  local words = { M.shell_quote(python or "python3"), "-m", "pip", "install", "--quiet",
+  local words = { shell.quote(python or "python3"), "-m", "pip", "install", "--quiet",
     "--disable-pip-version-check", "--no-input" }
-  for _, p in ipairs(pkgs) do words[#words + 1] = M.shell_quote(p) end
+  for _, p in ipairs(pkgs) do words[#words + 1] = shell.quote(p) end
   return table.concat(words, " ")
 end
 

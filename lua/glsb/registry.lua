@@ -109,7 +109,7 @@ M.install_searcher()
 
 local function list_dir(dir)
   if not io.popen then return {} end
-  local p = io.popen("ls -1A -- '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+  local p = io.popen("ls -1A -- " .. require("glsb.shell").quote(dir) .. " 2>/dev/null")
   if not p then return {} end
   local out = {}
   for line in p:lines() do out[#out + 1] = line end

@@ -17,6 +17,7 @@ local packages = require "glsb.packages"
 local http = require "glsb.http"
 local time = require "glsb.time"
 local ids = require "glsb.ids"
+local shell = require "glsb.shell"
 local core = require "glsb.core"
 local api = require "glsb.providers.bedrock.api"
 local cell = require "glsb.providers.bedrock.cell"
@@ -61,7 +62,6 @@ Sandbox.workspace_root = M.WORKDIR
 
 local function result(t) return ExecutionResult.new(t) end
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- Strings of a CodeInterpreterResult's text blocks, joined.
 local function text_of(res)
@@ -215,9 +215,9 @@ local function command_line(command, opts)
     local keys = {}
     for k in pairs(opts.env) do keys[#keys + 1] = k end
     table.sort(keys)
-    for _, k in ipairs(keys) do pre[#pre + 1] = "export " .. k .. "=" .. shell_quote(opts.env[k]) .. ";" end
+    for _, k in ipairs(keys) do pre[#pre + 1] = "export " .. k .. "=" .. shell.quote(opts.env[k]) .. ";" end
   end
-  if opts.cwd then pre[#pre + 1] = "cd " .. shell_quote(opts.cwd) .. " &&" end
+  if opts.cwd then pre[#pre + 1] = "cd " .. shell.quote(opts.cwd) .. " &&" end
   if #pre == 0 then return command end
   return table.concat(pre, " ") .. " " .. command
 end
@@ -327,7 +327,7 @@ function Sandbox:_exec_argv(argv, opts)
   else
     doc.stdin = core.b64encode(stdin)
   end
-  local line = "python3 -c " .. shell_quote(EXEC_ARGV) .. " " .. core.b64encode(http.encode_json(doc))
+  local line = "python3 -c " .. shell.quote(EXEC_ARGV) .. " " .. core.b64encode(http.encode_json(doc))
   local res, failed = self:_invoke("executeCommand", { command = line }, { timeout = opts.timeout, what = "workspace" })
   if not res then return { exit_code = nil, stdout = "", stderr = "", status = failed.status, error = failed.error } end
   local sc = type(res.structuredContent) == "table" and res.structuredContent or {}

@@ -29,6 +29,7 @@ local models = require "glsb.models"
 local http = require "glsb.http"
 local core = require "glsb.core"
 local ids = require "glsb.ids"
+local shell = require "glsb.shell"
 local loop = require "glsb.loop"
 local api = require "glsb.providers.e2b.api"
 
@@ -124,13 +125,6 @@ function M.files_hash(src, dest, files)
   return core.sha256(table.concat(parts))
 end
 
-local function sh_words(list)
-  local out = {}
-  for i, w in ipairs(list) do
-    out[i] = w:match("^[%w%.%-_=+:/<>~!,@]+$") and w or ("'" .. w:gsub("'", "'\\''") .. "'")
-  end
-  return table.concat(out, " ")
-end
 
 local function step(type_, args, files_hash)
   return { type = type_, args = args, force = false, filesHash = files_hash }
@@ -156,10 +150,10 @@ function M.build_plan(spec, opts)
   if spec.apt_packages then
     steps[#steps + 1] = step("RUN", {
       "apt-get update && DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y "
-        .. sh_words(spec.apt_packages), "root" })
+        .. shell.join(spec.apt_packages), "root" })
   end
   if spec.packages then
-    steps[#steps + 1] = step("RUN", { "pip install " .. sh_words(spec.packages), "root" })
+    steps[#steps + 1] = step("RUN", { "pip install " .. shell.join(spec.packages), "root" })
   end
   for _, f in ipairs(spec.files or {}) do
     local dest = destination(f.path, spec.workdir)

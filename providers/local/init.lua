@@ -103,7 +103,7 @@ local process = require "glsb.process"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local sandbox = require "glsb.sandbox"
-local packages = require "glsb.packages"
+local shell = require "glsb.shell"
 local output = require "glsb.output"
 local registry = require "glsb.registry"
 
@@ -588,9 +588,7 @@ function Sandbox:_install_packages(pkgs, opts)
   end
   if o.pip_index_url then words[#words + 1] = "--index-url" words[#words + 1] = o.pip_index_url end
   for _, p in ipairs(pkgs) do words[#words + 1] = p end
-  local quoted = {}
-  for i, w in ipairs(words) do quoted[i] = packages.shell_quote(w) end
-  local r = self:_run_command(table.concat(quoted, " ") .. " 2>&1", { timeout = opts.timeout })
+  local r = self:_run_command(shell.join(words) .. " 2>&1", { timeout = opts.timeout })
   if r.status == Status.SUCCESS then
     -- the kernel's import system must see the new user site-packages
     self:_run_code("import importlib, site; site.addsitedir(site.getusersitepackages()); importlib.invalidate_caches()",

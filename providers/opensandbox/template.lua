@@ -24,6 +24,7 @@
 local template = require "glsb.template"
 local errors = require "glsb.errors"
 local time = require "glsb.time"
+local shell = require "glsb.shell"
 local models = require "glsb.models"
 local packages = require "glsb.packages"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
@@ -51,11 +52,6 @@ function M.snapshot_name(name, hash)
   return name .. M.SEPARATOR .. hash:sub(1, 16)
 end
 
-local function sh_words(list)
-  local out = {}
-  for i, w in ipairs(list) do out[i] = packages.shell_quote(w) end
-  return table.concat(out, " ")
-end
 
 -- Absolute destination of a spec file: relative paths land below workdir.
 local function destination(path, workdir)
@@ -69,7 +65,7 @@ function M.steps(spec)
   if spec.apt_packages then
     steps[#steps + 1] = { title = "apt-get install " .. table.concat(spec.apt_packages, " "), command =
       "apt-get update && DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y "
-        .. sh_words(spec.apt_packages) }
+        .. shell.join(spec.apt_packages) }
   end
   if spec.packages then
     steps[#steps + 1] = { title = "pip install " .. table.concat(spec.packages, " "),
@@ -77,7 +73,7 @@ function M.steps(spec)
   end
   if spec.workdir then
     steps[#steps + 1] = { title = "mkdir " .. spec.workdir,
-      command = "mkdir -p " .. packages.shell_quote(spec.workdir) }
+      command = "mkdir -p " .. shell.quote(spec.workdir) }
   end
   if spec.files then
     local entries = {}
