@@ -1,5 +1,5 @@
--- spec/support/readme_options.lua: the option tables of README.md and providers/*/README.md come from the
--- declarations (glsb.options). A table sits between
+-- spec/support/readme_options.lua: the option tables of README.md, docs/pool.md, docs/tracing.md and
+-- providers/*/README.md come from the declarations (glsb.options). A table sits between
 --   <!-- glsb-options: WHO WHAT -->   and   <!-- /glsb-options -->
 -- WHO = "base" (the common options, every provider) or a provider name; WHAT = create, connect, list,
 -- execute_code, execute_command, download_file, terminate, ref (the sandbox's), write_workspace_file,
@@ -13,8 +13,8 @@ local M = {}
 
 local function options() return require "glsb.options" end
 
-M.FILES = { "README.md", "providers/e2b/README.md", "providers/local/README.md", "providers/opensandbox/README.md",
-  "providers/bedrock/README.md" }
+M.FILES = { "README.md", "docs/pool.md", "docs/tracing.md", "providers/e2b/README.md", "providers/local/README.md",
+  "providers/opensandbox/README.md", "providers/bedrock/README.md" }
 
 -- glsb.pool's declarations (lua/glsb/pool/options.lua) by marker.
 local POOL = { pool = "SCHEMA", pool_acquire = "ACQUIRE", pool_shutdown = "SHUTDOWN" }

@@ -8,7 +8,9 @@ describe("README option tables #unit", function()
   local expected = {
     ["README.md"] = { "base create", "base execute_code", "base execute_command", "base download_file",
       "base terminate", "base connect", "base list", "base ref", "base template", "base write_workspace_file",
-      "base run_workspace_command", "base trace", "base pool", "base pool_acquire", "base pool_shutdown" },
+      "base run_workspace_command" },
+    ["docs/tracing.md"] = { "base trace" },
+    ["docs/pool.md"] = { "base pool", "base pool_acquire", "base pool_shutdown" },
     ["providers/e2b/README.md"] = { "e2b provider", "e2b create", "e2b connect", "e2b template" },
     ["providers/local/README.md"] = { "local create", "local template" },
     ["providers/opensandbox/README.md"] = { "opensandbox provider", "opensandbox create", "opensandbox template" },

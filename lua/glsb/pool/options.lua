@@ -1,5 +1,5 @@
 -- glsb.pool.options: the declared options of glsb.pool(provider, opts), of pool:acquire and
--- pool:shutdown (glsb.options' form: checked by it, rendered into the README by it), and their defaults.
+-- pool:shutdown (glsb.options' form: checked by it, rendered into docs/pool.md by it), and their defaults.
 --
 -- The defaults are OpenSandbox's pool defaults (docs/protocols/opensandbox.md §5.1): idle_timeout 24 h,
 -- acquire_min_remaining_ttl min(60 s, idle_timeout / 2), reconcile_interval 30 s, primary_lock_ttl 60 s,

@@ -7,7 +7,7 @@
 --   trace.shutdown()                              -- flush (also done when the Lua state closes)
 --
 -- configure{...} options: declared in glsb.trace.config (M.OPTIONS, checked by glsb.options), each with
--- the OTEL_* environment variable it overrides (seconds, not ms); README.md's table is rendered from them.
+-- the OTEL_* environment variable it overrides (seconds, not ms); docs/tracing.md's table is rendered from them.
 -- Without a configure call, tracing starts by itself when the environment asks for it
 -- (OTEL_TRACES_EXPORTER other than none, or an OTLP endpoint variable), unless OTEL_SDK_DISABLED=true.
 --
