@@ -181,7 +181,7 @@ M.PROBE_TIMEOUT = 5
 
 -- conn:alive() -> true | false | nil. envd GET /health: 2xx -> true; the edge proxy's 502 "The sandbox
 -- was not found" (or envd's port closed) -> false; anything else, a transport failure too -> nil (cannot
--- tell). The SDK's own probe after a dropped connection (protocol §2, §3).
+-- tell). The SDK's own probe after a dropped connection (docs/protocols/e2b.md §2, §3).
 function Connection:alive()
   local res = self:http {
     method = "GET", url = self:url(M.ENVD_PORT, "/health"), headers = self:headers(M.ENVD_PORT),

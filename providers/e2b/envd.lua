@@ -131,7 +131,7 @@ local function process_outcome(conn, st, res, opts, elapsed)
   end
   if res.status and res.status ~= 0 and res.status ~= 200 then
     -- a non-200 stream answer: envd (or the proxy) refused it. Its body is JSON, not Connect
-    -- envelopes, so the framer may also have complained: the status decides (protocol §2.1).
+    -- envelopes, so the framer may also have complained: the status decides (docs/protocols/e2b.md §2.1).
     return api.classify_status(res, "execute_command", conn, true)
   end
   if res.error then
@@ -282,7 +282,7 @@ function M.version_at_least(v, want)
 end
 
 -- multipart/form-data with one part "file" whose filename is the target path: the only upload
--- format of envd < 0.5.7 (protocol §2.4).
+-- format of envd < 0.5.7 (docs/protocols/e2b.md §2.4).
 local function multipart(path, data)
   local boundary = "glsb" .. core.sha256(path .. #data .. tostring(core.now())):sub(1, 32)
   local body = table.concat {
