@@ -31,7 +31,11 @@ M.Files = Files
 local SCHEMA = { timeout = { "seconds", "seconds for the operation; `<= 0`: none", default = "60" } }
 M.SCHEMA = SCHEMA
 
-function M.new(sb) return setmetatable({ sandbox = sb }, Files) end
+-- new(sb, guarded, require_running) -> sb.files. glsb.sandbox makes it for each instance and hands it its
+-- own guarded and require_running (so this module, which the sandbox loads, never loads the sandbox).
+function M.new(sb, guarded, require_running)
+  return setmetatable({ sandbox = sb, _guarded = guarded, _require_running = require_running }, Files)
+end
 
 local function absolute(sb, path, what)
   if type(path) ~= "string" or path == "" then options.arg_error("files:%s: path must be a non-empty string", what) end
@@ -58,11 +62,10 @@ local function call(self, what, path, opts, body)
   local sb = self.sandbox
   path = absolute(sb, path, what)
   opts = options.check(opts, SCHEMA, "files:" .. what)
-  local sandbox = require "glsb.sandbox"
-  local timeout = sandbox.resolve_timeout(opts.timeout, constants.DEFAULT_DOWNLOAD_TIMEOUT,
-    "files:" .. what .. ": timeout")
-  return sandbox.guarded(sb, function()
-    sandbox.require_running(sb, "files:" .. what)
+  local timeout = options.timeout(opts.timeout, constants.DEFAULT_DOWNLOAD_TIMEOUT)
+  local require_running = self._require_running
+  return self._guarded(sb, function()
+    require_running(sb, "files:" .. what)
     local res = table.pack(pcall(body, sb, path, { timeout = timeout }))
     if not res[1] then fail(what, path, res[2]) end
     return table.unpack(res, 2, res.n)

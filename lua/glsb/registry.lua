@@ -164,6 +164,8 @@ local function check_module(name, mod)
   if type(mod.Sandbox) ~= "table" or type(mod.Sandbox.create) ~= "function" then
     error(string.format("glsb: provider '%s' has no Sandbox class with create(opts)", name), 0)
   end
+  -- its hooks are all defined once the module has run: a required one missing is said now, by name
+  require("glsb.sandbox").check_hooks(mod.Sandbox)
   if mod.name == nil then mod.name = name end
   return mod
 end

@@ -1,63 +1,22 @@
 -- glsb.sandbox: the contract classes BaseSandbox and CodeInterpreterSandbox.
 --
--- The base classes own every rule of docs/contract.md that is not about a wire
--- protocol: argument checks, "not initialized" checks, timeout resolution,
--- files normalization, creation retries, additional_packages, terminate
--- retries that keep the handle, download_file's nil-on-failure, set_timeout's
--- never-raise, classification of hook failures into ExecutionResult statuses,
--- stages on every error, and terminate-on-cancel. A provider only implements
--- small hooks (PROVIDERS.md has the long version):
+-- The base classes own every rule of docs/contract.md that is not about a wire protocol: argument checks,
+-- "not initialized" checks, timeout resolution, files normalization, creation retries,
+-- additional_packages, terminate retries that keep the handle, download_file's nil-on-failure,
+-- set_timeout's never-raise, classification of hook failures into ExecutionResult statuses, stages on
+-- every error, and terminate-on-cancel. A provider extends a class and defines hooks:
 --
 --   local sandbox = require "glsb.sandbox"
---   local Sandbox = sandbox.CodeInterpreterSandbox:extend("myprov", {
---     default_code_timeout = 300,          -- optional class settings, see below
---   })
+--   local Sandbox = sandbox.CodeInterpreterSandbox:extend("myprov", { default_code_timeout = 300 })
+--   function Sandbox:_start(opts) ... end          -- and _terminate, _run_code, ...
 --
---   function Sandbox:_start(opts)          -- REQUIRED. Create/connect the sandbox.
---     -- opts: the user's create opts (provider options included) with
---     -- language, timeout (lease seconds, or nil = unbounded) and template resolved.
---     -- Set self.sandbox_id as soon as the provider assigned one (so a failure
---     -- later in _start is torn down before a retry). Raise on failure: a glsb
---     -- error (e.g. SandboxStartError with stage health_check), a transport
---     -- failure table, or a string; anything not a SandboxStartError is wrapped
---     -- into one with stage "create". Only transient failures are retried.
---   end
---   function Sandbox:_run_code(code, opts)     -- CodeInterpreterSandbox: REQUIRED
---   function Sandbox:_run_command(cmd, opts)   -- REQUIRED for execute_command
---     -- opts: deadline (the call's one deadline, loop clock; nil = none: every sub-step draws from it),
---     -- timeout (what is left of it: seconds > 0, or nil),
---     -- on_stdout/on_stderr (call per line, best effort), env (table), plus
---     -- language (code) / cwd (command) when given.
---     -- Return a table {status?, code? (or exit_code), stdout, stderr, error,
---     -- failure?} or an ExecutionResult for every outcome you can name (the
---     -- code failed -> ERROR; your deadline passed -> TIMEOUT). Raise only for
---     -- transport/provider failures: the base turns a provably-unsent one
---     -- (phase connect/send, retry_safe) into ERROR + failure.retry_safe, a
---     -- receive timeout into TIMEOUT, anything else into UNKNOWN.
---   function Sandbox:_upload(files, opts)      -- for execute_code{files=...}
---     -- files: array of {filename, data, path} (path = upload_dir/filename);
---     -- opts: {upload_dir, timeout, deadline} (the execution's own budget). Raise on failure.
---   function Sandbox:_download(path, opts)     -- -> string; raise or nil on failure
---   function Sandbox:_set_timeout(seconds)     -- optional; absent = no-op
---   function Sandbox:_terminate(opts)          -- REQUIRED. opts: {timeout (nil: none), deadline}. Treat
---     -- "already gone" (404) as success. Raise on failure; the base retries.
---   function Sandbox:_install_packages(pkgs, opts)  -- optional override; the
---     -- default runs glsb.packages.python_install_code through _run_code.
---
--- Class settings (fields of the class table; all optional):
---   default_code_timeout     execute_code timeout when the caller gives none
---   default_command_timeout  execute_command default (30 s, docs/contract.md §3)
---   default_sandbox_timeout  session lease default
---   create_retry, terminate_retry   retry policies (glsb.retry), merged over
---                            glsb.constants.CREATE_RETRY / TERMINATE_RETRY
---   languages                set of supported languages, e.g. {python = true}
---
---   function Sandbox:_init(opts)               -- optional: per-instance setup at
---     -- construction (before _start); call the parent's _init when overriding.
---
--- Hooks run inside a glsb.loop task, so they may block on glsb.http / process.
--- A hook that pcalls must re-raise a cancellation (glsb.loop.is_cancelled):
--- the base terminates the sandbox when the calling task is cancelled.
+-- The hooks, which are required and what each gets and returns: M.HOOKS below, and its long version,
+-- the table "Hooks" of lua/glsb/PROVIDERS.md (a spec keeps the two equal). A class that lacks a
+-- required hook is refused when its provider is loaded (glsb.registry) and before its first instance.
+-- Hooks run inside a glsb.loop task, so they may block on glsb.http / process; what a hook may call
+-- besides the kit: M.guarded (run a body that terminates the sandbox on cancel), M.require_running.
+-- A hook that pcalls must re-raise a cancellation (glsb.loop.is_cancelled): the base terminates the
+-- sandbox when the calling task is cancelled.
 
 local errors = require "glsb.errors"
 local models = require "glsb.models"
@@ -283,6 +242,41 @@ M.BaseSandbox = BaseSandbox
 
 local METAMETHODS = { "__tostring", "__close", "__name" }
 
+-- The hooks a provider's class may define, in the order of the table "Hooks" of lua/glsb/PROVIDERS.md,
+-- which says what each gets and returns (spec/unit/hooks_spec.lua keeps the two equal). required: the
+-- base class whose every provider class must define it.
+M.HOOKS = {
+  { "_start", required = "BaseSandbox" }, { "_terminate", required = "BaseSandbox" },
+  { "_run_code", required = "CodeInterpreterSandbox" }, { "_run_command" }, { "_upload" }, { "_download" },
+  { "_set_timeout" }, { "_install_packages" }, { "_init" }, { "_files_write" }, { "_files_read" },
+  { "_files_list" }, { "_files_exists" }, { "_files_make_dir" }, { "_files_remove" }, { "_start_command" },
+  { "_get_host" }, { "_info" }, { "_alive" }, { "_attach" }, { "_ref" }, { "_list" }, { "_exec_argv" },
+  { "_workspace_helper" },
+}
+
+-- check_hooks(cls) -> cls, or raises naming the first required hook the class lacks. The registry checks
+-- a provider's class when it loads the module (its hooks are defined by then: after extend returned),
+-- and new() before a class's first instance, so a missing hook shows before anything starts.
+function M.check_hooks(cls)
+  if rawget(cls, "_hooks_checked") then return cls end
+  local bases, c = {}, cls
+  while type(c) == "table" do
+    if c == M.BaseSandbox then bases.BaseSandbox = true end
+    if c == M.CodeInterpreterSandbox then bases.CodeInterpreterSandbox = true end
+    c = rawget(c, "super")
+  end
+  -- not a class of this module (a registry entry of an embedder), or one of the two bases themselves
+  if not bases.BaseSandbox or cls == M.BaseSandbox or cls == M.CodeInterpreterSandbox then return cls end
+  for _, h in ipairs(M.HOOKS) do
+    if h.required and bases[h.required] and type(cls[h[1]]) ~= "function" then
+      error(string.format("provider '%s': its class does not define %s, a required hook of every %s "
+        .. "(lua/glsb/PROVIDERS.md, \"Hooks\")", tostring(cls.provider_name), h[1], h.required), 0)
+    end
+  end
+  rawset(cls, "_hooks_checked", true)
+  return cls
+end
+
 -- Class:extend(provider_name[, fields]) -> subclass. The subclass gets
 -- dot-callable constructors: Sub.create(opts) and Sub.new(opts).
 function BaseSandbox.extend(parent, provider_name, fields)
@@ -302,13 +296,14 @@ end
 
 -- new(cls, opts) -> an instance that is not started (state "new").
 function M.new(cls, opts)
+  M.check_hooks(cls)
   local self = setmetatable({
     provider = cls.provider_name,
     sandbox_id = nil,
     options = opts or {},
     _state = "new",
   }, cls)
-  self.files = require("glsb.files").new(self)
+  self.files = require("glsb.files").new(self, M.guarded, M.require_running)
   if cls._init then cls._init(self, self.options) end
   return self
 end
@@ -385,9 +380,6 @@ end
 -- Terminate with retries; returns true or false, last error. Does not touch
 -- the state on failure (the handle stays so the caller can retry).
 local function teardown(self, timeout, override)
-  if type(self._terminate) ~= "function" then
-    return false, hook_missing(self, "_terminate", Stage.TERMINATE)
-  end
   local p = policy(self.terminate_retry, constants.TERMINATE_RETRY, override)
   p.retryable = function(err) return errors.classify(err) ~= false end
   p.on_retry = p.on_retry or function(err, attempt, delay)
@@ -471,6 +463,22 @@ local function guarded(self, fn, ...)
 end
 M.guarded = guarded
 
+-- caught(pcall(hook, ...)) -> what pcall returned, except that a cancellation of the calling task is
+-- re-raised (guarded then terminates the sandbox): how the base calls every hook whose failure it handles.
+local function caught(ok, ...)
+  if not ok and retry.is_cancellation((...)) then error((...), 0) end
+  return ok, ...
+end
+
+-- wrapped(class, stage, pcall(hook, ...)) -> the hook's results, or raises its failure as a glsb error of
+-- that class and stage (errors.wrap: one of that class already is kept as it is); a cancellation is
+-- re-raised as it is.
+local function wrapped(class, stage, ok, ...)
+  if ok then return ... end
+  caught(ok, ...)
+  error(errors.wrap(class, stage, (...)), 0)
+end
+
 -- Tracing's choke point (glsb.trace): fn(...) inside a span named `name` when tracing is on; one field
 -- read when it is off. traced_op wraps a public operation's guarded body.
 local function traced(name, self, attributes, fn, ...)
@@ -488,9 +496,8 @@ end
 ---------------------------------------------------------------------------
 
 local function start_attempt(self, sopts)
-  local ok, err = pcall(self._start, self, sopts)
+  local ok, err = caught(pcall(self._start, self, sopts))
   if ok then return end
-  if retry.is_cancellation(err) then error(err, 0) end
   -- a half-created sandbox must not leak into the next attempt
   if self.sandbox_id ~= nil then
     teardown_quietly(self, "failed start")
@@ -571,11 +578,7 @@ end
 
 local function do_connect(self, ref, sopts)
   local started = now()
-  local ok, err = pcall(self._attach, self, ref, sopts)
-  if not ok then
-    if retry.is_cancellation(err) then error(err, 0) end
-    error(errors.wrap(errors.SandboxStartError, Stage.CONNECT, err), 0)
-  end
+  wrapped(errors.SandboxStartError, Stage.CONNECT, pcall(self._attach, self, ref, sopts))
   if self.sandbox_id == nil then self.sandbox_id = ref.sandbox_id end
   self._state = "running"
   -- the provider may know when the lease ends (remaining seconds); else a timeout we set now
@@ -649,7 +652,7 @@ local function run_hook(self, hook, arg, hopts, started)
     result = ExecutionResult.new { status = Status.ERROR, error = tostring(hook_missing(self, hook)),
       failure = { exception_type = "NotImplemented", retry_safe = true } }
   else
-    local ok, r = pcall(fn, self, arg, hopts)
+    local ok, r = caught(pcall(fn, self, arg, hopts))
     result = note_gone(self, ok and M.normalize_result(r) or M.result_from_failure(r))
   end
   if result.duration_ms == nil then result.duration_ms = (now() - started) * 1000 end
@@ -660,11 +663,8 @@ local function upload_files(self, files, upload_dir, deadline)
   if type(self._upload) ~= "function" then
     error(hook_missing(self, "_upload", Stage.UPLOAD), 0)
   end
-  local ok, err = pcall(self._upload, self, files, { upload_dir = upload_dir, deadline = deadline,
-    timeout = loop().remaining(deadline) })
-  if ok then return end
-  if retry.is_cancellation(err) then error(err, 0) end
-  error(errors.wrap(errors.SandboxExecutionError, Stage.UPLOAD, err), 0)
+  wrapped(errors.SandboxExecutionError, Stage.UPLOAD, pcall(self._upload, self, files,
+    { upload_dir = upload_dir, deadline = deadline, timeout = loop().remaining(deadline) }))
 end
 
 -- The result of a run whose deadline passed before the hook was called (the upload took it all): the
@@ -681,10 +681,9 @@ end
 -- never ran, so the result is ERROR (TIMEOUT when the budget ran out) with failure.retry_safe = true.
 local function with_files(self, what, files, upload_dir, hopts, started)
   if #files == 0 then return nil end
-  local ok, err = pcall(traced, "glsb.sandbox.upload", self, nil, upload_files, self, files, upload_dir,
-    hopts.deadline)
+  local ok, err = caught(pcall(traced, "glsb.sandbox.upload", self, nil, upload_files, self, files, upload_dir,
+    hopts.deadline))
   if ok then return nil end
-  if retry.is_cancellation(err) then error(err, 0) end
   if loop().expired(hopts.deadline) then
     return never_ran(what, hopts, started, "while the files were uploaded (" .. errors.describe(err) .. ")")
   end
@@ -742,9 +741,9 @@ local function download_body(self, path, timeout)
     log.warn("download_file: provider does not implement downloads", { provider = self.provider })
     return nil
   end
-  local ok, data = pcall(self._download, self, path, { timeout = timeout, deadline = loop().deadline(timeout) })
+  local ok, data = caught(pcall(self._download, self, path,
+    { timeout = timeout, deadline = loop().deadline(timeout) }))
   if not ok then
-    if retry.is_cancellation(data) then error(data, 0) end
     -- the reason, whole: a 404, BODY_TOO_LARGE, a timeout...
     log.warn("download_file of " .. path .. " gives nil: " .. (errors.is_error(data) and tostring(data)
       or errors.describe(data)), { provider = self.provider, path = path, stage = Stage.DOWNLOAD })
@@ -772,7 +771,7 @@ local function set_timeout_body(self, seconds)
   end
   if type(self._set_timeout) ~= "function" then return true end -- unsupported: a no-op
   local asked = now()
-  local ok, err = pcall(self._set_timeout, self, seconds)
+  local ok, err = caught(pcall(self._set_timeout, self, seconds))
   if ok then
     -- a hook may return the seconds the provider actually granted (a lifetime cap shortened them)
     local granted = type(err) == "number" and err >= 0 and math.min(err, seconds) or seconds
@@ -780,7 +779,6 @@ local function set_timeout_body(self, seconds)
     self._lease_ends = asked + granted
     return true
   end
-  if retry.is_cancellation(err) then error(err, 0) end
   log.warn("set_timeout failed: " .. errors.describe(err), { provider = self.provider, sandbox_id = self.sandbox_id })
   return false
 end
@@ -860,11 +858,8 @@ function BaseSandbox:start_command(command, opts)
     end
     local started = now()
     hopts.deadline = loop().deadline(hopts.timeout)
-    local ok, inner = pcall(self._start_command, self, command, hopts)
-    if not ok then
-      if retry.is_cancellation(inner) then error(inner, 0) end
-      error(errors.wrap(errors.SandboxExecutionError, Stage.EXECUTE, inner), 0)
-    end
+    local inner = wrapped(errors.SandboxExecutionError, Stage.EXECUTE, pcall(self._start_command, self, command,
+      hopts))
     return setmetatable({ sandbox = self, command = command, _inner = inner, _started = started }, CommandHandle)
   end)
 end
@@ -897,11 +892,10 @@ function BaseSandbox:info()
     ends_at = self._lease_ends and time.iso(time.wall() + (self._lease_ends - now()) + 0.5) or nil,
   }
   if self._state == "running" and type(self._info) == "function" then
-    local ok, extra = pcall(guarded, self, self._info)
+    local ok, extra = caught(pcall(guarded, self, self._info))
     if ok and type(extra) == "table" then
       for k, v in pairs(extra) do t[k] = v end
     elseif not ok then
-      if retry.is_cancellation(extra) then error(extra, 0) end
       log.warn("info: the provider's report failed: " .. errors.describe(extra), { provider = self.provider })
     end
   end
@@ -991,15 +985,9 @@ function CodeInterpreterSandbox:_after_start(sopts)
   local started = now()
   local timeout = M.resolve_timeout(sopts.package_install_timeout, constants.DEFAULT_PACKAGE_INSTALL_TIMEOUT,
     "create: opts.package_install_timeout")
-  local ok, r = pcall(traced, "glsb.sandbox.package_install", self, nil, self._install_packages, self, pkgs,
-    { timeout = timeout, deadline = loop().deadline(timeout) })
-  local result
-  if ok then
-    result = M.normalize_result(r)
-  else
-    if retry.is_cancellation(r) then error(r, 0) end
-    result = M.result_from_failure(r)
-  end
+  local ok, r = caught(pcall(traced, "glsb.sandbox.package_install", self, nil, self._install_packages, self, pkgs,
+    { timeout = timeout, deadline = loop().deadline(timeout) }))
+  local result = ok and M.normalize_result(r) or M.result_from_failure(r)
   if result.duration_ms == nil then result.duration_ms = (now() - started) * 1000 end
   if result.status ~= Status.SUCCESS then
     teardown_quietly(self, "failed package install")
