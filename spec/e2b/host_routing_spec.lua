@@ -44,6 +44,19 @@ describe("e2b over HTTPS host names #e2b", function()
     assert.equal("via tls", sb:download_file("/files/in.txt"))
   end)
 
+  -- issue 24: the files upload URL of a template build names the scheme the listener serves (infra
+  -- handlers/template_layer_files_upload.go hands out the storage's signed URL; the emulator's is on its
+  -- own listener), so a COPY archive goes up over TLS too (an http:// URL from a TLS listener failed)
+  it("builds a template with files over TLS: the upload URL is https and the files reach the sandbox", function()
+    local b = glsb.template("e2b", { api_key = emu.api_key, domain = "e2b.test", cainfo = emu.transport.cainfo,
+      connect_to = emu.transport.connect_to, progress = false })
+    local res = b:ensure { name = "glsb-e2b-tls-files", files = { { path = "/home/user/t.txt", data = "over tls" } } }
+    assert.is_true(res.built)
+    local sb = glsb.create("e2b", opts({ template = res.ref.name }))
+    finally(function() sb:terminate() end)
+    assert.equal("over tls", sb:download_file("/home/user/t.txt"))
+  end)
+
   it("refuses a server whose certificate it cannot verify (no cainfo): a permanent start failure", function()
     local ok, err = pcall(glsb.create, "e2b", opts({ cainfo = false }))
     assert.is_false(ok)

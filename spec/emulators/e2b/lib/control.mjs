@@ -189,7 +189,8 @@ export async function handleControl(emu, req, res, url) {
       .filter((s) => states.includes(s.state))
       .filter((s) => Object.entries(meta).every(([k, v]) => s.metadata && s.metadata[k] === v))
       .filter((s) => !tpl || s.templateID === tpl || s.alias === tpl)
-      .filter((s) => Number.isNaN(after) || s.startedAt > after);
+      // at or after (handlers/sandboxes_list.go parseSandboxListStartedAfter: `started_at >= @started_after`)
+      .filter((s) => Number.isNaN(after) || s.startedAt >= after);
     const keys = { time: (s) => s.startedAt, id: (s) => s.id, asc: order === 'asc' };
     if (p === '/sandboxes') return sendJson(res, 200, paginate(list, { ...keys, limit: Infinity }).page.map((s) => s.listed()));
     const lim = limitParam(q);
@@ -264,12 +265,24 @@ export async function handleControl(emu, req, res, url) {
       return sendJson(res, 200, sbx.created());
     }
     if (sub === 'metrics' && m === 'GET') {
+      // One sample per 5 s collection bucket of the sandbox's life so far, those inside [start, end]
+      // (unix seconds; absent: the sandbox's own start and now; clickhouse pkg/utils/sandbox.go
+      // GetSandboxStartEndTime), so a range before the sandbox existed is empty.
       if (!sbx) return notFound(res, id);
+      const q = url.searchParams;
+      const bound = (k, dflt) => (q.get(k) !== null && Number.isFinite(Number(q.get(k))) ? Number(q.get(k)) : dflt);
       const now = Math.floor(Date.now() / 1000);
-      return sendJson(res, 200, [{
-        timestamp: new Date(now * 1000).toISOString(), timestampUnix: now, cpuCount: sbx.cpuCount, cpuUsedPct: 1.5,
-        memUsed: 64 * 1024 * 1024, memTotal: sbx.memoryMB * 1024 * 1024, diskUsed: 1024 * 1024, diskTotal: sbx.diskSizeMB * 1024 * 1024,
-      }]);
+      const from = bound('start', Math.floor(sbx.startedAt / 1000));
+      const to = bound('end', now);
+      const out = [];
+      for (let t = Math.floor(sbx.startedAt / 5000) * 5; t <= now && out.length < 10000; t += 5) {
+        if (t < from - 5 || t > to) continue;
+        out.push({
+          timestamp: new Date(t * 1000).toISOString(), timestampUnix: t, cpuCount: sbx.cpuCount, cpuUsedPct: 1.5,
+          memUsed: 64 * 1024 * 1024, memTotal: sbx.memoryMB * 1024 * 1024, diskUsed: 1024 * 1024, diskTotal: sbx.diskSizeMB * 1024 * 1024,
+        });
+      }
+      return sendJson(res, 200, out);
     }
     if (sub === 'logs' && m === 'GET') {
       if (!sbx) return notFound(res, id);
@@ -310,7 +323,8 @@ export async function handleControl(emu, req, res, url) {
     if (present) return sendJson(res, 201, { present: true });
     const token = randomId('', 24);
     emu.templates.uploads.set(token, { templateID: t.templateID, hash });
-    const base = `http://${req.headers.host}`;
+    // the scheme this listener serves (an http:// URL from a TLS listener is refused by the client)
+    const base = `${req.socket.encrypted ? 'https' : 'http'}://${req.headers.host}`;
     return sendJson(res, 201, { present: false, url: `${base}/_upload/${token}` });
   }
 

@@ -5,6 +5,7 @@ import { randomId } from './util.mjs';
 import { rmrf, killTree, liveChildren, makeStateDir } from './runtime.mjs';
 import { makeVmTree, spawnVm, baseEnv, copyTree, hasIdentities, USERS } from './vm.mjs';
 import { Faults } from './faults.mjs';
+import { stopXattrHelper } from './xattr.mjs';
 import { Templates } from './templates.mjs';
 import { startDefaultKernel } from './interp.mjs';
 import { CI_START, CI_READY } from './templates.mjs';
@@ -50,7 +51,6 @@ export class Sandbox {
     this.processes = new Map(); // pid -> Proc (envd.mjs)
     this.contexts = new Map(); // id -> Context (interp.mjs)
     this.active = new Set(); // in-flight data-plane responses
-    this.fileMeta = new Map(); // sandbox path -> {k: v}
     this.timer = null;
   }
 
@@ -316,6 +316,7 @@ export class Emulator {
     this.closed = true;
     for (const sbx of [...this.sandboxes.values()]) this.killSandbox(sbx, 'shutdown');
     this.templates.shutdown();
+    stopXattrHelper();
     rmrf(this.stateDir);
   }
 }

@@ -3,9 +3,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import crypto from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { readBody, parseJson, send, sendJson, randomId } from './util.mjs';
 import { killTree } from './runtime.mjs';
-import { USERS, vmPath as hostPath, resolvePath as normalizeSandboxPath, writeFileAs, ensureDirs, ownerName } from './vm.mjs';
+import { USERS, vmPath as hostPath, resolvePath as normalizeSandboxPath, writeFileAs, ensureDirs, ownerName, evalSymlinks, vmPathResolved } from './vm.mjs';
+import { readMetadata, writeMetadata } from './xattr.mjs';
 import { RpcError, parseEnvelope, unaryError, unaryOk, ServerStream } from './connect.mjs';
 import { boundaryOf, parseMultipart } from './multipart.mjs';
 
@@ -260,68 +262,137 @@ async function processRpc(emu, sbx, method, req, res, ctx) {
 
 // ---- filesystem ---------------------------------------------------------------------------
 
-function goMode(st) {
-  const perm = st.mode & 0o777;
-  if (st.isDirectory()) return (2 ** 31) + perm;
-  if (st.isSymbolicLink()) return (2 ** 27) + perm;
-  return perm;
-}
-
+// Go's os.FileMode.String(): the type letter (d, L, p, S, D, c) then rwx, as envd reports
+// `permissions` from the entry's own lstat.
 function permString(st) {
-  const kind = st.isDirectory() ? 'd' : st.isSymbolicLink() ? 'L' : '-';
+  const kind = st.isDirectory() ? 'd' : st.isSymbolicLink() ? 'L' : st.isFIFO() ? 'p' : st.isSocket() ? 'S'
+    : st.isCharacterDevice() ? 'Dc' : st.isBlockDevice() ? 'D' : '-';
   const rwx = 'rwxrwxrwx';
   let s = kind;
   for (let i = 0; i < 9; i++) s += (st.mode & (1 << (8 - i))) ? rwx[i] : '-';
   return s;
 }
 
-function entryInfo(sbx, sbxPath, hostP) {
+function fileType(st) {
+  if (st.isFile()) return 'FILE_TYPE_FILE';
+  if (st.isDirectory()) return 'FILE_TYPE_DIRECTORY';
+  return 'FILE_TYPE_UNSPECIFIED';
+}
+
+// envd's EntryInfo (infra packages/shared/pkg/filesystem/entry.go GetEntryInfo, envd services/
+// filesystem/utils.go entryInfo): `mode` is the permission bits only (Perm(): 0o755 for a directory,
+// not Go's ModeDir bit); a symlink reports its resolved absolute target (filepath.EvalSymlinks; the
+// link's own path when that fails) and the target's type and permission bits; `metadata` is read
+// from the file's user.e2b.* xattrs (xattr.go ReadMetadata). `meta` is what readMetadata answered.
+function entryInfo(sbx, sbxPath, hostP, meta) {
   const st = fs.lstatSync(hostP);
-  const type = st.isDirectory() ? 'FILE_TYPE_DIRECTORY' : st.isSymbolicLink() ? 'FILE_TYPE_SYMLINK' : 'FILE_TYPE_FILE';
   // real owners (getFileOwnership), or, with one uid for everything, where the file lives
   const owner = ownerName(st.uid) || (sbxPath.startsWith('/root') || !hostPath(sbx.root, sbxPath).writable ? 'root' : 'user');
+  let type = fileType(st);
+  let mode = st.mode & 0o777;
+  let symlinkTarget;
+  if (st.isSymbolicLink()) {
+    symlinkTarget = evalSymlinks(sbx.root, sbxPath) || sbxPath;
+    let target = null;
+    try { target = fs.statSync(hostPath(sbx.root, symlinkTarget).host); } catch { target = null; }
+    type = target ? fileType(target) : 'FILE_TYPE_UNSPECIFIED';
+    mode = target ? target.mode & 0o777 : 0;
+  }
   const e = {
     name: path.posix.basename(sbxPath) || '/',
     type,
     path: sbxPath,
     size: String(st.size),
-    mode: goMode(st),
+    mode,
     permissions: permString(st),
     owner,
     group: owner,
     modifiedTime: st.mtime.toISOString(),
   };
-  if (st.isSymbolicLink()) {
-    try { e.symlinkTarget = fs.readlinkSync(hostP); } catch { /* dangling */ }
-  }
-  const meta = sbx.fileMeta.get(sbxPath);
+  if (symlinkTarget !== undefined) e.symlinkTarget = symlinkTarget;
   if (meta) e.metadata = meta;
   return e;
+}
+
+// entryInfo with the file's xattr metadata read first.
+async function entryWithMeta(sbx, sbxPath, hostP) {
+  const [meta] = await readMetadata([hostP]);
+  return entryInfo(sbx, sbxPath, hostP, meta);
 }
 
 function exists(p) {
   try { fs.lstatSync(p); return true; } catch { return false; }
 }
 
-// fs.watch -> FilesystemEvent{name (relative to the watched dir), type, entry?}.
-function startWatch(sbx, sp, host, recursive, includeEntry, onEvent) {
-  return fs.watch(host, { recursive: !!recursive }, (evt, filename) => {
-    if (!filename) return;
-    const name = String(filename);
-    const full = path.join(host, name);
-    const there = exists(full);
-    const type = evt === 'change' ? 'EVENT_TYPE_WRITE' : there ? 'EVENT_TYPE_CREATE' : 'EVENT_TYPE_REMOVE';
-    const ev = { name, type };
-    if (includeEntry && there) {
-      try { ev.entry = entryInfo(sbx, path.posix.join(sp, name), full); } catch { /* raced away */ }
+// inotify -> FilesystemEvent{name (relative to the watched dir), type, entry?}. A recursive watch is
+// one watcher per directory, and a directory created under it gets its own at once, so writes in a
+// folder made after the watch began are reported (infra envd services/filesystem/watch.go: fsnotify's
+// recursive "dir/..." path, utils/rfsnotify.go; node's recursive fs.watch misses them). Entries of
+// create/write events carry EntryInfo when asked (opCarriesEntry), read after the event (best effort).
+class TreeWatcher extends EventEmitter {
+  constructor(sbx, sp, host, recursive, includeEntry, onEvent) {
+    super();
+    Object.assign(this, { sbx, sp, host, recursive: !!recursive, includeEntry, onEvent });
+    this.watchers = new Map(); // relative dir ('' = the root) -> fs.FSWatcher
+    this.closed = false;
+    this.add('', true);
+  }
+
+  add(rel, first = false) {
+    if (this.closed || this.watchers.has(rel)) return;
+    const dir = path.join(this.host, rel);
+    let w;
+    try {
+      w = fs.watch(dir, (evt, filename) => this.event(rel, evt, filename));
+    } catch (e) {
+      if (first) throw e;
+      return; // raced away
     }
-    onEvent(ev);
-  });
+    w.on('error', (e) => { if (rel === '') this.emit('error', e); else this.drop(rel); });
+    this.watchers.set(rel, w);
+    if (!this.recursive) return;
+    let names = [];
+    try { names = fs.readdirSync(dir, { withFileTypes: true }); } catch { names = []; }
+    for (const d of names) if (d.isDirectory()) this.add(rel ? `${rel}/${d.name}` : d.name);
+  }
+
+  drop(rel) {
+    for (const [k, w] of this.watchers) {
+      if (k === rel || k.startsWith(rel + '/')) { try { w.close(); } catch { /* closed */ } this.watchers.delete(k); }
+    }
+  }
+
+  event(rel, evt, filename) {
+    if (this.closed || !filename) return;
+    const name = rel ? `${rel}/${filename}` : String(filename);
+    const full = path.join(this.host, name);
+    let st = null;
+    try { st = fs.lstatSync(full); } catch { st = null; }
+    const type = evt === 'change' ? 'EVENT_TYPE_WRITE' : st ? 'EVENT_TYPE_CREATE' : 'EVENT_TYPE_REMOVE';
+    if (this.recursive && type === 'EVENT_TYPE_CREATE' && st.isDirectory()) this.add(name);
+    if (this.recursive && type === 'EVENT_TYPE_REMOVE') this.drop(name);
+    const ev = { name, type };
+    if (!this.includeEntry || !st) { this.onEvent(ev); return; }
+    entryWithMeta(this.sbx, path.posix.join(this.sp, name), full)
+      .then((entry) => { ev.entry = entry; }, () => { /* raced away */ })
+      .finally(() => { if (!this.closed) this.onEvent(ev); });
+  }
+
+  close() {
+    this.closed = true;
+    this.drop('');
+    for (const w of this.watchers.values()) { try { w.close(); } catch { /* closed */ } }
+    this.watchers.clear();
+  }
+}
+
+function startWatch(sbx, sp, host, recursive, includeEntry, onEvent) {
+  return new TreeWatcher(sbx, sp, host, recursive, includeEntry, onEvent);
 }
 
 function watchTarget(sbx, p, user) {
   const sp = normalizeSandboxPath(p, user);
-  const { host } = hostPath(sbx.root, sp);
+  const { host } = vmPathResolved(sbx.root, sp);
   let st;
   try { st = fs.statSync(host); } catch { throw new RpcError('not_found', `directory not found: ${sp}`); }
   if (!st.isDirectory()) throw new RpcError('invalid_argument', `path is not a directory: ${sp}`);
@@ -341,14 +412,14 @@ async function filesystemRpc(emu, sbx, method, req, res, ctx) {
   const user = u.user;
   const resolve = (p) => {
     const sp = normalizeSandboxPath(p, user);
-    return { sp, ...hostPath(sbx.root, sp) };
+    return { sp, ...vmPathResolved(sbx.root, sp) };
   };
 
   switch (method) {
     case 'Stat': {
       const { sp, host } = resolve(msg.path);
       if (!exists(host)) throw new RpcError('not_found', `file not found: ${sp}`);
-      return unaryOk(res, { entry: entryInfo(sbx, sp, host) });
+      return unaryOk(res, { entry: await entryWithMeta(sbx, sp, host) });
     }
     case 'MakeDir': {
       const { sp, host, writable } = resolve(msg.path);
@@ -359,7 +430,7 @@ async function filesystemRpc(emu, sbx, method, req, res, ctx) {
       if (!writable) throw new RpcError('permission_denied', `permission denied: ${sp}`);
       // envd (root) makes it and its missing parents for the user (filesystem/dir.go: EnsureDirs)
       ensureDirs(sbx.root, sp, user);
-      return unaryOk(res, { entry: entryInfo(sbx, sp, host) });
+      return unaryOk(res, { entry: await entryWithMeta(sbx, sp, host) });
     }
     case 'ListDir': {
       const { sp, host } = resolve(msg.path);
@@ -367,27 +438,30 @@ async function filesystemRpc(emu, sbx, method, req, res, ctx) {
       try { st = fs.statSync(host); } catch { throw new RpcError('not_found', `directory not found: ${sp}`); }
       if (!st.isDirectory()) throw new RpcError('invalid_argument', `path is not a directory: ${sp}`);
       const depth = Number(msg.depth) > 0 ? Number(msg.depth) : 1;
-      const entries = [];
+      const found = [];
       const walk = (dirSp, dirHost, level) => {
         let names;
-        try { names = fs.readdirSync(dirHost).sort(); } catch { return; }
-        for (const n of names) {
-          const csp = path.posix.join(dirSp, n);
-          const chost = path.join(dirHost, n);
-          let e;
-          try { e = entryInfo(sbx, csp, chost); } catch { continue; }
-          entries.push(e);
-          if (level < depth && e.type === 'FILE_TYPE_DIRECTORY') walk(csp, chost, level + 1);
+        try { names = fs.readdirSync(dirHost, { withFileTypes: true }).sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0)); } catch { return; }
+        for (const d of names) {
+          const csp = path.posix.join(dirSp, d.name);
+          const chost = path.join(dirHost, d.name);
+          found.push({ csp, chost });
+          // a link to a directory is listed, not followed (ListDir walks with lstat)
+          if (level < depth && d.isDirectory()) walk(csp, chost, level + 1);
         }
       };
       walk(sp, host, 1);
+      const metas = await readMetadata(found.map((f) => f.chost));
+      const entries = [];
+      found.forEach((f, i) => {
+        try { entries.push(entryInfo(sbx, f.csp, f.chost, metas[i])); } catch { /* raced away */ }
+      });
       return unaryOk(res, { entries });
     }
     case 'Remove': {
       const { sp, host, writable } = resolve(msg.path);
       if (!writable) throw new RpcError('permission_denied', `permission denied: ${sp}`);
       fs.rmSync(host, { recursive: true, force: true });
-      sbx.fileMeta.delete(sp);
       return unaryOk(res, {});
     }
     case 'Move': {
@@ -397,8 +471,7 @@ async function filesystemRpc(emu, sbx, method, req, res, ctx) {
       if (!src.writable || !dst.writable) throw new RpcError('permission_denied', `permission denied: ${src.writable ? dst.sp : src.sp}`);
       ensureDirs(sbx.root, path.posix.dirname(dst.sp), user);
       fs.renameSync(src.host, dst.host);
-      if (sbx.fileMeta.has(src.sp)) { sbx.fileMeta.set(dst.sp, sbx.fileMeta.get(src.sp)); sbx.fileMeta.delete(src.sp); }
-      return unaryOk(res, { entry: entryInfo(sbx, dst.sp, dst.host) });
+      return unaryOk(res, { entry: await entryWithMeta(sbx, dst.sp, dst.host) });
     }
     case 'WatchDir': {
       const { sp, host } = watchTarget(sbx, msg.path, user);
@@ -467,30 +540,63 @@ function restError(res, status, message) {
   sendJson(res, status, { code: status, message });
 }
 
-function signatureOk(sbx, q, op) {
+// envd's validateSigning (infra envd/internal/api/auth.go), run by GET and POST /files (which the
+// token middleware lets through): with a token set, a token header must match; else a signature
+// must be there and match v1_<base64 sha256 of path:operation:username:token[:expiration]>, and only
+// then is the expiration checked. Each failure is a 401 with its own message; null = allowed.
+function signingError(sbx, req, q, op) {
+  if (!sbx.envdAccessToken) return null;
+  const header = req.headers['x-access-token'];
+  if (header) return header === sbx.envdAccessToken ? null : 'access token present in header but does not match';
   const sig = q.get('signature');
-  if (!sig) return false;
+  if (!sig) return 'missing signature query parameter';
   const exp = q.get('signature_expiration');
-  if (exp && Number(exp) < Date.now() / 1000) return false;
-  const raw = `${q.get('path') || ''}:${op}:${q.get('username') || ''}:${sbx.envdAccessToken}${exp ? ':' + exp : ''}`;
+  const raw = `${q.get('path') || ''}:${op}:${q.get('username') || ''}:${sbx.envdAccessToken}${exp !== null ? ':' + exp : ''}`;
   const want = 'v1_' + crypto.createHash('sha256').update(raw).digest('base64').replace(/=+$/, '');
-  return sig === want;
+  if (sig !== want) return 'invalid signature';
+  if (exp !== null && Number(exp) < Math.floor(Date.now() / 1000)) return 'signature is already expired';
+  return null;
+}
+
+// envd's ValidateMetadata (shared/pkg/filesystem/xattr.go): keys and values printable ASCII, keys
+// non-empty and <= 246 bytes, 4096 bytes in all (prefix + key + value per entry).
+function metadataError(meta) {
+  let total = 0;
+  const printable = (what, v) => {
+    for (let i = 0; i < v.length; i++) {
+      const c = v.charCodeAt(i);
+      if (c < 0x20 || c > 0x7e) return `metadata ${what} contains non-printable-ASCII byte 0x${c.toString(16).padStart(2, '0')} at offset ${i}`;
+    }
+    return null;
+  };
+  for (const [k, v] of Object.entries(meta)) {
+    if (k === '') return 'metadata key must not be empty';
+    if (k.length > 255 - 'user.e2b.'.length) return `metadata key "${k}" exceeds ${255 - 'user.e2b.'.length} bytes`;
+    const bad = printable('key', k) || printable(`value for key "${k}"`, v);
+    if (bad) return bad;
+    total += 'user.e2b.'.length + k.length + v.length;
+  }
+  if (total > 4096) return `total metadata size ${total} exceeds 4096 bytes`;
+  return null;
 }
 
 async function files(emu, sbx, req, res, url) {
   const q = url.searchParams;
   const op = req.method === 'GET' ? 'read' : 'write';
-  if (sbx.envdAccessToken && req.headers['x-access-token'] !== sbx.envdAccessToken && !signatureOk(sbx, q, op)) {
-    return restError(res, 401, UNAUTHORIZED);
+  const denied = signingError(sbx, req, q, op);
+  if (denied) {
+    await readBody(req).catch(() => {});
+    return restError(res, 401, denied);
   }
   const user = q.get('username') || sbx.templateUser;
-  if (!USERS[user]) return restError(res, 401, `invalid username: '${user}'`);
+  if (!USERS[user]) return restError(res, 401, `error looking up user '${user}': user: unknown user ${user}`);
 
   if (req.method === 'GET') {
     const p = q.get('path');
     if (!p) return restError(res, 400, 'path is required');
     const sp = normalizeSandboxPath(p, user);
-    const { host } = hostPath(sbx.root, sp);
+    // links followed in the sandbox (os.Stat / os.Open in download.go)
+    const { host } = hostPath(sbx.root, evalSymlinks(sbx.root, sp) || sp);
     let st;
     try { st = fs.statSync(host); } catch { return restError(res, 404, `path '${sp}' does not exist`); }
     if (st.isDirectory()) return restError(res, 400, `path '${sp}' is a directory`);
@@ -508,10 +614,13 @@ async function files(emu, sbx, req, res, url) {
 
   if (req.method !== 'POST') return restError(res, 405, 'method not allowed');
   let body = await readBody(req);
+  // X-Metadata-<key> headers, keys lower-cased (api/upload.go extractMetadataHeaders)
   const meta = {};
   for (const [k, v] of Object.entries(req.headers)) {
     if (k.startsWith('x-metadata-')) meta[k.slice('x-metadata-'.length)] = String(v);
   }
+  const badMeta = metadataError(meta);
+  if (badMeta) return restError(res, 400, `invalid metadata: ${badMeta}`);
   const targets = [];
   const ctype = String(req.headers['content-type'] || '');
   if (ctype.startsWith('application/octet-stream')) {
@@ -549,11 +658,14 @@ async function files(emu, sbx, req, res, url) {
       if (fs.existsSync(hp.host) && fs.statSync(hp.host).isDirectory()) return restError(res, 400, `path '${sp}' is a directory`);
       // envd writes as root: any path, missing parents and the file owned by the user (api/upload.go)
       writeFileAs(sbx.root, sp, t.data, user);
+      // always rewritten, so an overwrite replaces the whole set (processFile, WriteMetadata)
+      await writeMetadata(hp.host, meta);
     } catch (e) {
       return restError(res, 500, `error writing file '${sp}': ${e.message}`);
     }
     const info = { path: sp, name: path.posix.basename(sp), type: 'file' };
-    if (Object.keys(meta).length) { sbx.fileMeta.set(sp, meta); info.metadata = meta; } else sbx.fileMeta.delete(sp);
+    const [persisted] = await readMetadata([hp.host]);
+    if (persisted) info.metadata = persisted;
     out.push(info);
   }
   return sendJson(res, 200, out);

@@ -250,13 +250,20 @@ export class Templates {
       try {
         switch (step.type) {
           case 'RUN': {
+            // envd runs the step as its user, named in Basic auth: one the image lacks is refused before
+            // anything runs; a non-zero exit is the end event's status (orchestrator template/build/
+            // commands/run.go, sandboxtools/command.go; envd permissions/authenticate.go)
             const runUser = args[1] || user;
-            const r = await this.runCmd(b, args[0] || '', runUser, n);
-            if (r !== 0) return this.fail(b, `step ${n} failed: command '${args[0]}' exited with code ${r}`, n);
+            const cmd = args[0] || '';
+            if (!USERS[runUser]) {
+              return this.fail(b, `failed to run command '${cmd}': command failed: unauthenticated: invalid username: '${runUser}'`, n);
+            }
+            const r = await this.runCmd(b, cmd, runUser, n);
+            if (r !== 0) return this.fail(b, `failed to run command '${cmd}': exit status ${r}`, n);
             break;
           }
           case 'COPY': {
-            const err = await this.copy(t, b, step, args);
+            const err = await this.copy(t, b, step, args, user);
             if (err) return this.fail(b, `step ${n} failed: ${err}`, n);
             break;
           }
@@ -319,7 +326,10 @@ export class Templates {
     });
   }
 
-  async copy(t, b, step, args) {
+  // A relative destination is against the workdir, or with none the current user's home: /root for a
+  // build from an image, which starts as root with no workdir (commands/copy_script.sh: `getent passwd
+  // "$user"`; phases/base/builder.go defaultUser).
+  async copy(t, b, step, args, user) {
     const [src, dest, , mode] = args;
     if (!src || !dest) return 'COPY needs a source and a destination';
     const file = this.filePath(t.templateID, step.filesHash);
@@ -333,22 +343,35 @@ export class Templates {
         c.on('error', () => { liveChildren.delete(c); resolve(-1); });
       });
       if (code !== 0) return `could not extract the uploaded archive for '${src}'`;
-      const destAbs = path.posix.resolve(b.workdir || '/home/user', dest);
+      const destAbs = path.posix.resolve(b.workdir || (USERS[user] || USERS.user).home, dest);
       const target = hostPath(b.root, destAbs);
       if (!target.writable) return `destination '${destAbs}' is outside the emulator's writable tree`;
-      const matches = globMatches(ctx, src);
-      if (matches.length === 0) return `no files matched '${src}'`;
-      for (const m of matches) {
-        const st = fs.lstatSync(m);
-        let to;
-        if (st.isDirectory()) to = target.host;
-        else if (dest.endsWith('/') || matches.length > 1 || isDir(target.host)) to = path.join(target.host, path.basename(m));
-        else to = target.host;
-        fs.mkdirSync(st.isDirectory() ? to : path.dirname(to), { recursive: true });
-        fs.cpSync(m, to, { recursive: true, verbatimSymlinks: true, force: true });
-        if (mode) fs.chmodSync(to, parseInt(mode, 8));
+      // The source is the part before the first glob (doublestar.SplitPattern in commands/copy.go): a
+      // glob copies that folder (the SDK's archive holds only what matched) into the destination
+      const segs = src.replace(/^\.\/+/, '').replace(/\/+$/, '').split('/');
+      const firstGlob = segs.findIndex((x) => /[*?[{]/.test(x));
+      const entry = path.join(ctx, ...(firstGlob >= 0 ? segs.slice(0, firstGlob) : segs));
+      let st;
+      try { st = fs.lstatSync(entry); } catch { return `source path does not exist: ${src}`; }
+      const owner = (args[2] || b.user || 'root').split(':')[0];
+      if (st.isDirectory()) {
+        // merged into the target directory (copy_script.sh: tar into "$targetPath")
+        fs.mkdirSync(target.host, { recursive: true });
+        for (const n of fs.readdirSync(entry)) {
+          const to = path.join(target.host, n);
+          fs.cpSync(path.join(entry, n), to, { recursive: true, verbatimSymlinks: true, force: true });
+          if (mode) fs.chmodSync(to, parseInt(mode, 8));
+          chownTree(to, owner);
+        }
+      } else {
+        // a file or link: to the exact path, or into it with a trailing slash; mv into an existing directory
+        if (dest.endsWith('/')) fs.mkdirSync(target.host, { recursive: true });
+        else fs.mkdirSync(path.dirname(target.host), { recursive: true });
+        const to = dest.endsWith('/') || isDir(target.host) ? path.join(target.host, path.basename(entry)) : target.host;
+        fs.cpSync(entry, to, { verbatimSymlinks: true, force: true });
+        if (mode && !st.isSymbolicLink()) fs.chmodSync(to, parseInt(mode, 8));
         // owned by the step's owner, else the build's user (orchestrator template/build/commands/copy.go)
-        chownTree(to, (args[2] || b.user || 'root').split(':')[0]);
+        chownTree(to, owner);
       }
       return null;
     } finally {
@@ -359,25 +382,4 @@ export class Templates {
 
 function isDir(p) {
   try { return fs.statSync(p).isDirectory(); } catch { return false; }
-}
-
-// Files under `base` matching a glob relative to it (*, ?, ** supported).
-function globMatches(base, pattern) {
-  const clean = pattern.replace(/^\.\/+/, '').replace(/\/+$/, '');
-  if (!/[*?[]/.test(clean)) {
-    const p = path.join(base, clean);
-    return fs.existsSync(p) ? [p] : [];
-  }
-  const re = new RegExp('^' + clean.split('/').map((seg) => (seg === '**' ? '.*' : seg
-    .replace(/[.+^${}()|\\]/g, '\\$&').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]'))).join('/') + '$');
-  const out = [];
-  const walk = (dir, rel) => {
-    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-      const r = rel ? `${rel}/${e.name}` : e.name;
-      if (re.test(r)) out.push(path.join(dir, e.name));
-      else if (e.isDirectory()) walk(path.join(dir, e.name), r);
-    }
-  };
-  walk(base, '');
-  return out;
 }

@@ -114,6 +114,33 @@ export function vmPath(root, sbxPath) {
   return { host: path.join(root, norm), writable: true, path: norm };
 }
 
+// Go's filepath.EvalSymlinks inside the sandbox: the sandbox path with every symlink on the way
+// resolved (absolute links against the sandbox's /), or null when a part is missing or the links loop.
+export function evalSymlinks(root, sbxPath) {
+  let todo = path.posix.resolve('/', sbxPath).split('/').filter(Boolean);
+  let cur = '/';
+  for (let hops = 0; todo.length > 0;) {
+    const next = path.posix.join(cur, todo.shift());
+    let st;
+    try { st = fs.lstatSync(vmPath(root, next).host); } catch { return null; }
+    if (!st.isSymbolicLink()) { cur = next; continue; }
+    if (++hops > 255) return null;
+    const target = fs.readlinkSync(vmPath(root, next).host);
+    todo = target.split('/').filter(Boolean).concat(todo);
+    if (target.startsWith('/')) cur = '/';
+  }
+  return cur;
+}
+
+// vmPath for what the sandbox means by sbxPath: the links on the way to its last part resolved in the
+// sandbox (an absolute link names a sandbox path, not the host's), the last part itself not followed.
+export function vmPathResolved(root, sbxPath) {
+  const norm = path.posix.resolve('/', sbxPath);
+  const parent = path.posix.dirname(norm);
+  const real = parent === '/' ? '/' : evalSymlinks(root, parent);
+  return vmPath(root, real ? path.posix.join(real, path.posix.basename(norm)) : norm);
+}
+
 export function resolvePath(p, user = 'user') {
   const home = (USERS[user] || USERS.user).home;
   if (typeof p !== 'string' || p === '') return home;

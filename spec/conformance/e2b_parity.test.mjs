@@ -1,0 +1,165 @@
+// Conformance, part two: behaviours of the real E2B service (each named in spec/emulators/README.md with
+// the infra or code-interpreter source it follows) as the official SDKs (pinned in spec/package.json)
+// see them against glsb's E2B emulator. Written from the SDKs' documented behaviour (issue 24).
+//
+//   cd spec && node --test conformance/e2b_parity.test.mjs
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Sandbox as BaseSandbox, Template, BuildError, FilesystemEventType } from 'e2b';
+import { startEmulator, admin, until } from './emulator.mjs';
+
+const KEY = 'e2b_parity_key';
+for (const k of ['E2B_API_KEY', 'E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_DOMAIN', 'E2B_DEBUG', 'E2B_ACCESS_TOKEN']) delete process.env[k];
+
+let emu = null;
+let opts = null;
+let adm = null;
+
+before(async () => {
+  emu = await startEmulator('e2b', ['--api-key', KEY]);
+  adm = admin(emu.url);
+  opts = { apiKey: KEY, apiUrl: emu.url, sandboxUrl: emu.url, requestTimeoutMs: 20000 };
+});
+
+after(async () => { if (emu) await emu.stop(); });
+
+async function withSandbox(fn, extra = {}) {
+  const sbx = await BaseSandbox.create('base', { ...opts, ...extra });
+  try {
+    return await fn(sbx);
+  } finally {
+    await sbx.kill().catch(() => {});
+  }
+}
+
+// A file URL the SDK signed, fetched through the shared sandbox host (the routing headers are the
+// edge proxy's, which the SDK sends on its own requests; a plain fetch of the URL carries none).
+function fetchFileUrl(sbx, url, init = {}) {
+  return fetch(url, { ...init, headers: { ...(init.headers || {}), 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' } });
+}
+
+test('file info: a directory reports permission bits only, a symlink its resolved target, xattrs as metadata', async () => {
+  await withSandbox(async (sbx) => {
+    await sbx.files.makeDir('/home/user/d');
+    const dir = await sbx.files.getInfo('/home/user/d');
+    assert.equal(dir.type, 'dir');
+    assert.equal(dir.mode, 0o755, 'Go\'s ModeDir bit is not part of mode');
+    assert.equal(dir.permissions, 'drwxr-xr-x');
+    const listed = (await sbx.files.list('/home/user')).find((e) => e.name === 'd');
+    assert.equal(listed.mode, 0o755);
+
+    await sbx.files.write('/home/user/d/t.txt', 'x');
+    await sbx.commands.run('ln -s t.txt /home/user/d/rel && ln -s /home/user/d /home/user/dl && ln -s nowhere /home/user/d/dangling');
+    const rel = await sbx.files.getInfo('/home/user/d/rel');
+    assert.equal(rel.symlinkTarget, '/home/user/d/t.txt', 'the target, resolved and absolute');
+    assert.equal(rel.type, 'file', 'a link to a file has the file\'s type');
+    assert.equal(rel.mode, 0o644, 'and the file\'s permission bits');
+    assert.equal(rel.permissions, 'Lrwxrwxrwx');
+    const viaDirLink = await sbx.files.getInfo('/home/user/dl/rel');
+    assert.equal(viaDirLink.symlinkTarget, '/home/user/d/t.txt');
+    const dangling = await sbx.files.getInfo('/home/user/d/dangling');
+    assert.equal(dangling.symlinkTarget, '/home/user/d/dangling', 'unresolvable: the link\'s own path');
+
+    await sbx.commands.run(`python3 -c "import os; os.setxattr('/home/user/d/t.txt', 'user.e2b.author', b'ada'); os.setxattr('/home/user/d/t.txt', 'user.other', b'no')"`);
+    assert.deepEqual((await sbx.files.getInfo('/home/user/d/t.txt')).metadata, { author: 'ada' });
+    assert.deepEqual((await sbx.files.list('/home/user/d')).find((e) => e.name === 't.txt').metadata, { author: 'ada' });
+    // an upload with metadata sets the xattrs; an overwrite without replaces the whole set
+    await sbx.files.write('/home/user/m.txt', 'a', { metadata: { Owner: 'bob' } });
+    const xattr = await sbx.commands.run(`python3 -c "import os; print(os.getxattr('/home/user/m.txt', 'user.e2b.owner').decode())"`);
+    assert.equal(xattr.stdout.trim(), 'bob', 'keys lower-cased, stored as user.e2b.* xattrs');
+    await sbx.files.write('/home/user/m.txt', 'b');
+    assert.equal((await sbx.files.getInfo('/home/user/m.txt')).metadata, undefined);
+  });
+});
+
+test('signed file URLs: valid, expired and bad signatures get envd\'s own answers', async () => {
+  await withSandbox(async (sbx) => {
+    await sbx.files.write('/home/user/s.txt', 'signed');
+    const ok = await fetchFileUrl(sbx, await sbx.downloadUrl('/home/user/s.txt', { useSignatureExpiration: 60 }));
+    assert.equal(ok.status, 200);
+    assert.equal(await ok.text(), 'signed');
+    const expired = await fetchFileUrl(sbx, await sbx.downloadUrl('/home/user/s.txt', { useSignatureExpiration: -10 }));
+    assert.equal(expired.status, 401);
+    assert.deepEqual(await expired.json(), { code: 401, message: 'signature is already expired' });
+    const url = new URL(await sbx.uploadUrl('/home/user/u.txt', { useSignatureExpiration: 60 }));
+    url.searchParams.set('signature', 'v1_' + 'A'.repeat(43));
+    const form = new FormData();
+    form.append('file', new Blob(['x']), 'u.txt');
+    const bad = await fetchFileUrl(sbx, url.toString(), { method: 'POST', body: form });
+    assert.equal(bad.status, 401);
+    assert.deepEqual(await bad.json(), { code: 401, message: 'invalid signature' });
+    url.searchParams.delete('signature');
+    const missing = await fetchFileUrl(sbx, url.toString(), { method: 'POST', body: form });
+    assert.deepEqual(await missing.json(), { code: 401, message: 'missing signature query parameter' });
+    const up = await fetchFileUrl(sbx, await sbx.uploadUrl('/home/user/u.txt', { useSignatureExpiration: 60 }), { method: 'POST', body: form });
+    assert.equal(up.status, 200);
+    assert.equal(await sbx.files.read('/home/user/u.txt'), 'x');
+  }, { secure: true });
+});
+
+test('list(startedAfter) is at or after; metrics honour start and end', async () => {
+  await withSandbox(async (sbx) => {
+    const info = await sbx.getInfo();
+    const items = await BaseSandbox.list({ ...opts, query: { startedAfter: info.startedAt } }).nextItems();
+    assert.ok(items.some((s) => s.sandboxId === sbx.sandboxId), 'a sandbox started exactly at the bound is listed');
+    const later = await BaseSandbox.list({ ...opts, query: { startedAfter: new Date(info.startedAt.getTime() + 1000) } }).nextItems();
+    assert.ok(!later.some((s) => s.sandboxId === sbx.sandboxId));
+    const now = await sbx.getMetrics();
+    assert.ok(now.length > 0);
+    const before = await sbx.getMetrics({ start: new Date(Date.now() - 3600_000), end: new Date(Date.now() - 1800_000) });
+    assert.deepEqual(before, [], 'nothing before the sandbox existed');
+    const start = new Date(Date.now() - 1000);
+    const recent = await sbx.getMetrics({ start, end: new Date() });
+    assert.ok(recent.length > 0 && recent.every((m) => m.timestamp.getTime() >= start.getTime() - 5000));
+  });
+});
+
+test('a recursive watch reports writes in a folder made after it began', async () => {
+  await withSandbox(async (sbx) => {
+    await sbx.files.makeDir('/home/user/w');
+    const events = [];
+    const handle = await sbx.files.watchDir('/home/user/w', (e) => events.push(e), { recursive: true });
+    try {
+      await sbx.files.makeDir('/home/user/w/new');
+      await until(() => events.some((e) => e.name === 'new' && e.type === FilesystemEventType.CREATE), 'the folder\'s create');
+      await sbx.files.write('/home/user/w/new/f.txt', 'hello');
+      await until(() => events.some((e) => e.name === 'new/f.txt' && e.type === FilesystemEventType.WRITE), 'the write in the new folder');
+      await sbx.commands.run('mkdir -p /home/user/w/new/deeper && echo x > /home/user/w/new/deeper/g.txt');
+      await until(() => events.some((e) => e.name === 'new/deeper/g.txt'), 'a write two levels down');
+    } finally {
+      await handle.stop();
+    }
+  });
+});
+
+test('template builds: a relative COPY lands in the build user\'s home; RUN as an unknown user fails the build', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'glsb-parity-'));
+  try {
+    fs.mkdirSync(path.join(dir, 'folder'));
+    fs.writeFileSync(path.join(dir, 'folder', 'a.txt'), 'copied');
+    const tpl = Template({ fileContextPath: dir }).fromImage('ubuntu:22.04').copy('folder/*', 'folder').runCmd('cat folder/a.txt');
+    await Template.build(tpl, 'parity-copy', { ...opts });
+    const sbx = await BaseSandbox.create('parity-copy', opts);
+    try {
+      assert.equal(await sbx.files.read('/root/folder/a.txt', { user: 'root' }), 'copied', 'an image build runs as root, no workdir');
+    } finally {
+      await sbx.kill();
+    }
+    const bad = Template().fromImage('ubuntu:22.04').runCmd('whoami', { user: 'root123' });
+    await assert.rejects(Template.build(bad, 'parity-baduser', { ...opts }), (e) => e instanceof BuildError
+      && e.message.includes("failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'"));
+    const failing = Template().fromImage('ubuntu:22.04').runCmd('exit 3');
+    await assert.rejects(Template.build(failing, 'parity-exit', { ...opts }), (e) => e instanceof BuildError
+      && e.message.includes("failed to run command 'exit 3': exit status 3"));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('nothing leaked: no live sandboxes or child processes', async () => {
+  const s = await until(async () => { const x = await adm('GET', '/_emulator/state'); return x.sandboxes.length === 0 && x.children === 0 && x; }, 'an empty emulator');
+  assert.deepEqual(s.sandboxes, []);
+});
