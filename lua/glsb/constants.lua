@@ -3,6 +3,10 @@
 
 local M = {}
 
+-- glsb's version (glsb.VERSION; the scope of its trace spans). Kept here, the bottom layer, so that
+-- whoever needs it (glsb.trace) does not load glsb itself.
+M.VERSION = "0.1.0"
+
 M.DEFAULT_PROVIDER = "local"
 M.DEFAULT_LANGUAGE = "python"
 M.DEFAULT_UPLOAD_DIR = "/files"

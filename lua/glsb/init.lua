@@ -10,7 +10,7 @@ local log = require "glsb.log"
 
 local M = {}
 
-M.VERSION = "0.1.0"
+M.VERSION = constants.VERSION
 
 M.ExecutionStatus = models.ExecutionStatus
 M.ExecutionResult = models.ExecutionResult

@@ -30,6 +30,8 @@ local outcome = require "glsb.outcome"
 local options = require "glsb.options"
 local time = require "glsb.time"
 local trace_seam = require "glsb.trace.seam"
+-- the environment asks for spans: glsb.trace registers itself with the seam (which cannot load it)
+if trace_seam.on then require "glsb.trace" end
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus

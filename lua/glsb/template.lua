@@ -24,6 +24,8 @@ local options = require "glsb.options"
 local output = require "glsb.output"
 local Stage = require("glsb.models").Stage
 local trace_seam = require "glsb.trace.seam"
+-- the environment asks for spans: glsb.trace registers itself with the seam (which cannot load it)
+if trace_seam.on then require "glsb.trace" end
 
 local M = {}
 

@@ -281,7 +281,7 @@ function Sandbox:_start(opts)
     ro[#ro + 1] = { opts.pip_find_links, M.FIND_LINKS_DIR }
   end
   for _, b in ipairs(opts.ro_binds or {}) do ro[#ro + 1] = b end
-  local pyc = M.agent_bytecode(python, require("glsb.providers.local.template").cache_dir(opts))
+  local pyc = M.agent_bytecode(python, layout.cache_dir(opts))
   if pyc then ro[#ro + 1] = { pyc, M.AGENT_BYTECODE } end
   if opts.env then
     for k, v in pairs(opts.env) do env[k] = tostring(v) end

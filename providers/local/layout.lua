@@ -96,6 +96,18 @@ function M.find_in_sandbox_path(name)
   return nil
 end
 
+-- cache_dir(opts) -> the host folder of this user's glsb cache: opts.cache_dir, else $XDG_CACHE_HOME/glsb,
+-- else ~/.cache/glsb. Its local/ holds template layers (template.lua), their scratch and the agent's
+-- bytecode (agent_bytecode).
+function M.cache_dir(opts)
+  if opts and opts.cache_dir then return opts.cache_dir end
+  local xdg = os.getenv("XDG_CACHE_HOME")
+  if xdg and xdg ~= "" then return xdg .. "/glsb" end
+  local home = os.getenv("HOME")
+  if not home or home == "" then home = "/tmp" end
+  return home .. "/.cache/glsb"
+end
+
 ---------------------------------------------------------------------------
 -- How glsb-confine is started
 ---------------------------------------------------------------------------

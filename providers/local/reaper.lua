@@ -135,7 +135,7 @@ function M.main(args)
   if #dirs == 0 then
     local tmp = os.getenv("TMPDIR")
     dirs[1] = (tmp and tmp ~= "") and tmp or "/tmp"
-    dirs[2] = require("glsb.providers.local.template").cache_dir() .. "/local/tmp"
+    dirs[2] = require("glsb.providers.local.layout").cache_dir() .. "/local/tmp"
   end
   local n = 0
   for _, dir in ipairs(dirs) do

@@ -76,14 +76,7 @@ local function run(argv, timeout)
   return true, out
 end
 
-function M.cache_dir(opts)
-  if opts and opts.cache_dir then return opts.cache_dir end
-  local xdg = os.getenv("XDG_CACHE_HOME")
-  if xdg and xdg ~= "" then return xdg .. "/glsb" end
-  local home = os.getenv("HOME")
-  if not home or home == "" then home = "/tmp" end
-  return home .. "/.cache/glsb"
-end
+M.cache_dir = layout.cache_dir
 
 local function dirs(opts)
   local base = M.cache_dir(opts) .. "/local"

@@ -39,10 +39,6 @@ local state = {
 
 local function warn(msg) require("glsb.log").warn("trace: " .. msg) end
 
-local function log_version()
-  local glsb = package.loaded.glsb
-  return type(glsb) == "table" and glsb.VERSION or nil
-end
 
 local function build_processors(s)
   local processors = {}
@@ -52,7 +48,7 @@ local function build_processors(s)
     elseif name == "otlp" then
       local exporter = require("glsb.trace.otlp").new {
         url = s.endpoint, headers = s.headers, timeout = s.timeout, retry = s.export_retry, warn = warn,
-        resource = s.resource, scope = { name = "glsb", version = log_version() or require("glsb").VERSION },
+        resource = s.resource, scope = { name = "glsb", version = require("glsb.constants").VERSION },
       }
       processors[#processors + 1] = require("glsb.trace.batch").new {
         exporter = exporter, warn = warn, clear_context = require("glsb.trace.context").clear,
@@ -122,6 +118,13 @@ function M._ensure()
   else
     activate()
   end
+end
+
+-- The seam starts tracing through this (it cannot load this module itself: see glsb.trace.seam).
+seam.start = function()
+  M._ensure()
+  if seam.on then return require "glsb.trace.instrument" end
+  return nil
 end
 
 -- set_tracer(t): glsb's spans go to t (see the interface above); nil gives them back to the configured

@@ -10,34 +10,42 @@
 -- load time, so loading glsb.http never loads the exporter that itself needs glsb.http).
 local M = { on = false }
 
-local function trace() return require "glsb.trace" end
-
 do
   local _, wants = require("glsb.trace.config").from_env(os.getenv, function() end)
   M.on = wants == true
 end
 
+-- start() -> glsb.trace.instrument once tracing is configured and on, else nil. glsb.trace sets it when it
+-- is loaded (this module never loads glsb.trace: glsb.trace reaches glsb.http, which reads this one), and
+-- the modules that read the seam load glsb.trace when `on` is true at their load (glsb, glsb.sandbox,
+-- glsb.template), so the environment's spans start on the first traced call. Until then the forwarders
+-- below run their function untraced.
+M.start = nil
+
 -- operation(name, subject, attributes, fn, ...), annotate(attributes), http(request_fn, opts) and
 -- sandbox_env(env, asked): see glsb.trace.instrument. glsb.trace replaces these forwarders with the
 -- instrument functions themselves once it is configured.
-function M.operation(...)
-  trace()._ensure()
-  return require("glsb.trace.instrument").operation(...)
+function M.operation(name, subject, attributes, fn, ...)
+  local instrument = M.start and M.start()
+  if instrument then return instrument.operation(name, subject, attributes, fn, ...) end
+  return fn(...)
 end
 
-function M.http(...)
-  trace()._ensure()
-  return require("glsb.trace.instrument").http(...)
+function M.http(request_fn, opts)
+  local instrument = M.start and M.start()
+  if instrument then return instrument.http(request_fn, opts) end
+  return request_fn(opts)
 end
 
-function M.annotate(...)
-  trace()._ensure()
-  return require("glsb.trace.instrument").annotate(...)
+function M.annotate(attributes)
+  local instrument = M.start and M.start()
+  if instrument then return instrument.annotate(attributes) end
 end
 
-function M.sandbox_env(...)
-  trace()._ensure()
-  return require("glsb.trace.instrument").sandbox_env(...)
+function M.sandbox_env(env, asked)
+  local instrument = M.start and M.start()
+  if instrument then return instrument.sandbox_env(env, asked) end
+  return env
 end
 
 return M
