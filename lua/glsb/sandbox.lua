@@ -253,7 +253,7 @@ M.HOOKS = {
   { "_set_timeout" }, { "_install_packages" }, { "_init" }, { "_files_write" }, { "_files_read" },
   { "_files_list" }, { "_files_exists" }, { "_files_make_dir" }, { "_files_remove" }, { "_start_command" },
   { "_get_host" }, { "_info" }, { "_alive" }, { "_attach" }, { "_ref" }, { "_list" }, { "_exec_argv" },
-  { "_workspace_helper" },
+  { "_workspace_helper" }, { "_find_created" },
 }
 
 -- check_hooks(cls) -> cls, or raises naming the first required hook the class lacks. The registry checks
@@ -507,6 +507,30 @@ local function start_attempt(self, sopts)
     self._state = "new"
   end
   error(errors.wrap(errors.SandboxStartError, Stage.CREATE, err), 0)
+end
+
+-- send_create(self, send) -> the create answer, for a provider's _start whose create request may be
+-- delivered and its answer lost. send(token) sends the create with `token` (fresh, glsb.ids) in the
+-- sandbox's metadata and returns the glsb.http result. When that result is a transport failure after
+-- delivery (not glsb.outcome.unsent), the sandbox may exist: the hook self:_find_created(token) looks
+-- for the sandbox carrying the token and returns an answer shaped like send's, or nil. What it finds is
+-- adopted rather than leaked, and a retry of create does not make a second one. A failure of the
+-- lookup itself is logged; the lost answer then stands.
+function M.send_create(self, send)
+  local token = require("glsb.ids").hex(32)
+  local res = send(token)
+  local tf = type(res) == "table" and res.error or nil
+  if tf == nil or outcome.unsent(tf) or type(self._find_created) ~= "function" then return res end
+  local ok, found = pcall(self._find_created, self, token)
+  if not ok then
+    if retry.is_cancellation(found) then error(found, 0) end
+    log.warn("create: the answer was lost and looking for the sandbox it may have made failed: "
+      .. errors.describe(found), { provider = self.provider, stage = Stage.CREATE })
+    return res
+  end
+  if found == nil then return res end
+  log.info("create: the answer was lost; adopted the sandbox it created", { provider = self.provider })
+  return found
 end
 
 local function do_create(self, sopts, retry_override)

@@ -91,6 +91,40 @@ local function helper_path(sb)
   return path
 end
 
+---------------------------------------------------------------------------
+-- For providers: stdin through a staged file (their channel carries an argv but no stdin)
+---------------------------------------------------------------------------
+
+-- Where a staged stdin goes inside the sandbox (a file per call, unlinked before the program runs).
+M.STAGING_DIR = "/tmp/.glsb"
+
+-- stage_stdin(sb, data[, {timeout, dir}]) -> path: data uploaded through sb:_upload (within timeout: the
+-- call's own, nil for none) to a fresh name (dir, default STAGING_DIR, then "/stdin-" and 24 random hex
+-- digits), for _exec_argv to open as the program's stdin and unlink (stdin_argv does both). Raises
+-- WorkspaceError[workspace] when the upload fails: then nothing ran.
+function M.stage_stdin(sb, data, opts)
+  opts = opts or {}
+  local dir = opts.dir or M.STAGING_DIR
+  local name = "stdin-" .. require("glsb.ids").hex(24)
+  local path = dir .. "/" .. name
+  local ok, err = pcall(sb._upload, sb, { { filename = name, data = data, path = path } },
+    { upload_dir = dir, timeout = opts.timeout })
+  if ok then return path end
+  if require("glsb.loop").is_cancelled(err) then error(err, 0) end
+  error(workspace_error("staging stdin failed (nothing ran): " .. errors.describe(err), "channel", err), 0)
+end
+
+-- sh opens the staged file as stdin and unlinks it; argv reaches the program through "$@" untouched.
+-- `command exec`: a redirection that fails on the special built-in exec makes a POSIX sh exit at once
+-- (status 2, dash), before `|| exit 127` could say "not run"; `command` takes that property away.
+local STDIN_SCRIPT = 'f=$1; shift; command exec 0<"$f" || exit 127; rm -f -- "$f"; exec "$@"'
+
+-- stdin_argv(path, argv) -> the argv that runs argv exactly with the file at path (from stage_stdin) as
+-- its stdin, the file unlinked before argv[1] starts (exit 127 when it cannot be opened).
+function M.stdin_argv(path, argv)
+  return { "/bin/sh", "-c", STDIN_SCRIPT, "glsb-stdin", path, table.unpack(argv) }
+end
+
 -- Runs the helper and decodes its one JSON object; raises WorkspaceError when it refused.
 local function call_helper(sb, argv, opts)
   local r = sb:_exec_argv(argv, opts)

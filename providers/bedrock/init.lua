@@ -18,6 +18,7 @@ local http = require "glsb.http"
 local time = require "glsb.time"
 local ids = require "glsb.ids"
 local shell = require "glsb.shell"
+local workspace = require "glsb.workspace"
 local core = require "glsb.core"
 local api = require "glsb.providers.bedrock.api"
 local cell = require "glsb.providers.bedrock.cell"
@@ -314,7 +315,6 @@ local EXEC_ARGV = table.concat({
   "print('glsb-exec-argv ' + json.dumps(r))",
 }, "\n")
 local INLINE_STDIN = 32 * 1024
-M.STAGING_DIR = "/tmp/.glsb"
 
 function Sandbox:_exec_argv(argv, opts)
   local enc = {}
@@ -322,8 +322,7 @@ function Sandbox:_exec_argv(argv, opts)
   local doc = { argv = enc }
   local stdin = opts.stdin or ""
   if #stdin > INLINE_STDIN then
-    doc.stdin_path = M.STAGING_DIR .. "/stdin-" .. ids.hex(24)
-    self:_upload({ { path = doc.stdin_path, data = stdin } }, { timeout = opts.timeout })
+    doc.stdin_path = workspace.stage_stdin(self, stdin, { timeout = opts.timeout })
   else
     doc.stdin = core.b64encode(stdin)
   end

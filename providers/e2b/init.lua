@@ -18,7 +18,7 @@ local errors = require "glsb.errors"
 local models = require "glsb.models"
 local http = require "glsb.http"
 local time = require "glsb.time"
-local ids = require "glsb.ids"
+local workspace = require "glsb.workspace"
 local core = require "glsb.core"
 local log = require "glsb.log"
 local registry = require "glsb.registry"
@@ -116,24 +116,20 @@ function Sandbox:run_helper(argv, opts)
     error("run_helper: argv must be an array of strings", 2)
   end
   require_running(self, "run_helper")
-  local args = {}
-  for i = 2, #argv do args[i - 1] = tostring(argv[i]) end
   return sandbox.guarded(self, function()
-    if opts.stdin == nil then
-      return envd.run(self._conn, { cmd = argv[1], args = args }, { timeout = opts.timeout })
+    local run = argv
+    if opts.stdin ~= nil then
+      local ok, staged = pcall(workspace.stage_stdin, self, opts.stdin, { timeout = opts.timeout, dir = HELPER_DIR })
+      if not ok then
+        if require("glsb.loop").is_cancelled(staged) then error(staged, 0) end
+        return models.ExecutionResult.new { status = Status.ERROR, error = tostring(staged),
+          failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+      end
+      run = workspace.stdin_argv(staged, argv)
     end
-    local staged = HELPER_DIR .. "/stdin-" .. ids.hex(24)
-    local ok, err = pcall(envd.write_file, self._conn, staged, opts.stdin, 120, Stage.WORKSPACE)
-    if not ok then
-      if require("glsb.loop").is_cancelled(err) then error(err, 0) end
-      return models.ExecutionResult.new { status = Status.ERROR, error = "staging stdin failed: " .. tostring(err),
-        failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
-    end
-    -- sh only opens and unlinks the staged file; argv reaches the program through "$@" untouched
-    local sh_args = { "-c", 'f=$1; shift; exec 0<"$f" || exit 127; rm -f -- "$f"; exec "$@"', "glsb-stdin", staged,
-      argv[1] }
-    for _, a in ipairs(args) do sh_args[#sh_args + 1] = a end
-    return envd.run(self._conn, { cmd = "/bin/sh", args = sh_args }, { timeout = opts.timeout })
+    local args = {}
+    for i = 2, #run do args[i - 1] = tostring(run[i]) end
+    return envd.run(self._conn, { cmd = run[1], args = args }, { timeout = opts.timeout })
   end)
 end
 
@@ -166,9 +162,9 @@ end
 
 local CREATE_TOKEN = "glsb_create_token"
 
--- After a create whose answer was lost: GET /v2/sandboxes?metadata=<token> and, when the
--- sandbox is there, its detail (GET /sandboxes/{id} carries envdAccessToken), shaped like a
--- create answer. nil when not found or when the lookup itself fails.
+-- After a create whose answer was lost (glsb.sandbox.send_create): GET /v2/sandboxes?metadata=<token>
+-- and, when the sandbox is there, its detail (GET /sandboxes/{id} carries envdAccessToken), shaped like
+-- a create answer. nil when not found or when the lookup itself fails.
 function Sandbox:_find_created(token)
   local q = http.escape(CREATE_TOKEN .. "=" .. token)
   local res = self:_api("GET", "/v2/sandboxes?metadata=" .. q, nil, 15)
@@ -181,7 +177,6 @@ function Sandbox:_find_created(token)
     self:_api("DELETE", "/sandboxes/" .. http.escape(id), nil, 10)
     return nil
   end
-  log.info("E2B create: the answer was lost; adopted the sandbox it created", { sandbox_id = id })
   return d
 end
 
@@ -287,23 +282,18 @@ function Sandbox:_start(opts)
   self._create_env = body.envVars
   -- E2B has no unbounded lease; nil leaves the server default (300 s), which the base then knows.
   if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout)) else self._lease_remaining = 300 end
-  -- A create token in the metadata: when the answer is lost after the request was delivered,
-  -- the sandbox may exist; we find it by its token and adopt it instead of leaking it (and a
-  -- retry would otherwise create a second one).
-  local token = ids.hex(32)
-  body.metadata = body.metadata or {}
-  body.metadata[CREATE_TOKEN] = token
-  local res = self:_post_versioned("/v2/sandboxes", "/sandboxes", body, function(b)
-    -- the legacy create: `secure` for an envd access token, and its default lease is 15 s
-    local l = {}
-    for k, v in pairs(b) do l[k] = v end
-    l.secure, l.allow_internet_access, l.timeout = true, true, b.timeout or 300
-    return l
-  end, opts.create_timeout)
-  if res.error and not res.error.retry_safe then
-    local adopted = self:_find_created(token)
-    if adopted then res = adopted end
-  end
+  -- A create token in the metadata: a create whose answer is lost is found by it (_find_created)
+  local res = sandbox.send_create(self, function(token)
+    body.metadata = body.metadata or {}
+    body.metadata[CREATE_TOKEN] = token
+    return self:_post_versioned("/v2/sandboxes", "/sandboxes", body, function(b)
+      -- the legacy create: `secure` for an envd access token, and its default lease is 15 s
+      local l = {}
+      for k, v in pairs(b) do l[k] = v end
+      l.secure, l.allow_internet_access, l.timeout = true, true, b.timeout or 300
+      return l
+    end, opts.create_timeout)
+  end)
   local quota = quota_exceeded(res)
   if quota then errors.raise(errors.SandboxStartError, Stage.CREATE, "E2B create failed: " .. quota.message, quota) end
   self:_adopt_answer(res, Stage.CREATE, "E2B create")

@@ -17,8 +17,8 @@ local errors = require "glsb.errors"
 local models = require "glsb.models"
 local http = require "glsb.http"
 local time = require "glsb.time"
-local ids = require "glsb.ids"
-local log = require "glsb.log"
+local shell = require "glsb.shell"
+local workspace = require "glsb.workspace"
 local registry = require "glsb.registry"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 local execd = require "glsb.providers.opensandbox.execd"
@@ -176,30 +176,27 @@ local function octal_escapes(s)
   return (s:gsub(".", function(c) return string.format("\\%03o", c:byte()) end))
 end
 
--- A POSIX sh word for s. UTF-8 text goes in single quotes; other bytes cannot cross execd's JSON intact,
+-- A POSIX sh word for s. UTF-8 text is quoted (glsb.shell); other bytes cannot cross execd's JSON intact,
 -- so such an argument is rebuilt inside the sandbox from octal escapes by printf (a trailing "_" keeps
 -- trailing newlines through the command substitution). Returns word, assignment or nil.
 local function sh_word(s, i)
-  if utf8.len(s) then return "'" .. s:gsub("'", "'\\''") .. "'" end
+  if utf8.len(s) then return shell.quote(s) end
   local var = "_glsb_a" .. i
   return '"$' .. var .. '"', string.format("%s=$(printf '%s_'); %s=${%s%%_}", var, octal_escapes(s), var, var)
 end
 
 -- _exec_argv(argv, {stdin, timeout}) -> {exit_code, stdout, stderr, status, error}: argv run exactly, no
 -- shell syntax of ours around it beyond quoting; stdin (bytes) is staged as a file through the upload
--- API, opened as the program's stdin and unlinked before the exec.
+-- API (glsb.workspace.stage_stdin), opened as the program's stdin and unlinked before the exec.
 function Sandbox:_exec_argv(argv, opts)
+  if opts.stdin ~= nil then
+    argv = workspace.stdin_argv(workspace.stage_stdin(self, opts.stdin, { timeout = opts.timeout }), argv)
+  end
   local words, pre = {}, {}
   for i, a in ipairs(argv) do
     local w, assign = sh_word(a, i)
     words[i] = w
     if assign then pre[#pre + 1] = assign end
-  end
-  if opts.stdin ~= nil then
-    local staged = "/tmp/.glsb/stdin-" .. ids.hex(24)
-    files.upload(self._conn, { { path = staged, data = opts.stdin } },
-      { timeout = 120, class = errors.WorkspaceError, stage = Stage.WORKSPACE })
-    pre[#pre + 1] = string.format("exec 0<'%s' || exit 127; rm -f -- '%s'", staged, staged)
   end
   pre[#pre + 1] = "exec " .. table.concat(words, " ")
   local r = execd.run_command(self._conn, table.concat(pre, "; "), { timeout = opts.timeout, alive = alive_fn(self) })
@@ -210,15 +207,15 @@ end
 -- Life cycle: create, set_timeout, terminate
 ---------------------------------------------------------------------------
 
--- After a create whose answer was lost: the sandbox carrying our token, if the server made it.
+-- After a create whose answer was lost (glsb.sandbox.send_create): the sandbox carrying our token, if
+-- the server made it, as a create answer ({id = ...}).
 function Sandbox:_find_created(token)
   local q = lifecycle.query { { "metadata", lifecycle.metadata_filter { [M.CREATE_TOKEN] = token } } }
   local res = self:_api("GET", "/sandboxes", nil, { query = q, timeout = 15 })
   if res.error or res.status ~= 200 or type(res.json) ~= "table" or type(res.json.items) ~= "table" then return nil end
   local item = res.json.items[1]
   if type(item) ~= "table" or type(item.id) ~= "string" then return nil end
-  log.info("OpenSandbox create: the answer was lost; adopted the sandbox it created", { sandbox_id = item.id })
-  return item.id
+  return { status = 200, headers = res.headers, json = { id = item.id } }
 end
 
 function Sandbox:_create_body(opts)
@@ -267,25 +264,18 @@ end
 function Sandbox:_start(opts)
   self._cfg = lifecycle.config(opts)
   local body = self:_create_body(opts)
-  local token = ids.hex(32)
-  body.metadata[M.CREATE_TOKEN] = token
-  local res = self:_api("POST", "/sandboxes", body)
-  if res.error and not res.error.retry_safe then
-    local id = self:_find_created(token)
-    if id then
-      self.sandbox_id = id
-      res = nil
-    end
+  -- A create token in the metadata: a create whose answer is lost is found by it (_find_created)
+  local res = sandbox.send_create(self, function(token)
+    body.metadata[M.CREATE_TOKEN] = token
+    return self:_api("POST", "/sandboxes", body)
+  end)
+  lifecycle.raise_if(errors.SandboxStartError, Stage.CREATE, res, "OpenSandbox create failed")
+  local j = res.json
+  if type(j) ~= "table" or type(j.id) ~= "string" then
+    errors.raise(errors.SandboxStartError, Stage.CREATE, "OpenSandbox create: the answer has no id",
+      lifecycle.failure(res))
   end
-  if res then
-    lifecycle.raise_if(errors.SandboxStartError, Stage.CREATE, res, "OpenSandbox create failed")
-    local j = res.json
-    if type(j) ~= "table" or type(j.id) ~= "string" then
-      errors.raise(errors.SandboxStartError, Stage.CREATE, "OpenSandbox create: the answer has no id",
-        lifecycle.failure(res))
-    end
-    self.sandbox_id = j.id
-  end
+  self.sandbox_id = j.id
   self:_ready(opts.ready_timeout)
   if opts.timeout and opts.timeout < M.MIN_TIMEOUT then self:_set_timeout(opts.timeout) end
 end
