@@ -11,7 +11,7 @@
 --   M.agent_bytecode). The helper itself is bound read-only
 --   at /.glsb/glsb-confine so workspace primitives can exec it inside. Every
 --   option reaches glsb-confine on its stdin (--config-fd 0), none in argv.
---   The workspace is <host_workspace_dir>/glsb-local-XXXXXX on the host
+--   The workspace is <host_workspace_dir>/glsb-<uid>/glsb-local-XXXXXX on the host
 --   (home -> /home/user, files -> /files); --cleanup makes the supervisor
 --   remove it when the sandbox ends, and terminate removes whatever is left.
 --   The supervisor's report (--report-fd 3, a socketpair from glsb.core's
@@ -61,8 +61,8 @@
 --   removes the workspace. Dropping the last reference (garbage collection, or
 --   lua_close at exit) does the same through a finalizer. If owner and
 --   supervisor are killed together, the next sandbox in the same root (or
---   `glsb-lua --gc`) removes what they left (reaper.lua: owner.json records who
---   owns each workspace).
+--   `glsb-lua --gc`) removes what they left (reaper.lua: a glsb-owner record says
+--   who owns each workspace; only glsb's own glsb-<uid> folder is ever swept).
 --
 -- Streaming: on_stdout / on_stderr get one call per line, without its "\n"
 --   (a line longer than 64 KiB arrives in pieces).
@@ -166,8 +166,8 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
       ro_binds = { "table", "extra read-only binds `{ {host_path, sandbox_path}, ... }`" },
       python = { "string", "the kernel's interpreter (the host's, bound read-only with /usr)",
         default = "/usr/bin/python3" },
-      host_workspace_dir = { "string", "host folder where the per-sandbox workspace directory is created "
-        .. "(`sb.workspace_root` is the path inside, `/home/user`)", default = "$TMPDIR or /tmp" },
+      host_workspace_dir = { "string", "host folder whose `glsb-<uid>` folder holds the per-sandbox workspace "
+        .. "directories (`sb.workspace_root` is the path inside, `/home/user`)", default = "$TMPDIR or /tmp" },
       workspace_root = { "string", "deprecated name of `host_workspace_dir` (still works, with one warning)" },
       confine = { "string", "path of glsb-confine", default = "$GLSB_CONFINE, else next to the core" },
       start_timeout = { "positive", "seconds for the sandbox agent to start", default = "10" },
@@ -254,9 +254,11 @@ function Sandbox:_start(opts)
   end
   local template_dir = resolve_template(opts)
   -- what sandboxes of killed owners left in this root goes first (once per process and root)
-  local host_dir = layout.host_workspace_dir(opts)
-  reaper.sweep_once(host_dir)
-  local base, merr = core.mkdtemp(host_dir .. "/glsb-local-")
+  -- in glsb's own folder of the host workspace folder, never beside the user's files
+  local root, rerr = reaper.workspace_root(layout.host_workspace_dir(opts))
+  if not root then error(layout.start_error("local: " .. rerr), 0) end
+  reaper.sweep_once(root)
+  local base, merr = core.mkdtemp(root .. "/glsb-local-")
   if not base then error(layout.start_error("local: cannot create the workspace: " .. tostring(merr)), 0) end
   -- the workspace is the mkdtemp directory itself, so the supervisor's
   -- --cleanup (also on owner death: it gets SIGHUP) removes all of it

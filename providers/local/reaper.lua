@@ -1,28 +1,40 @@
--- glsb.providers.local.reaper: what sandboxes of dead owners left behind, found and removed.
+-- glsb.providers.local.reaper: what sandboxes of dead owners left behind, found and removed, and only that.
 --
 -- A local sandbox cleans up after itself: terminate, the supervisor's --cleanup, SIGHUP when the owner
 -- dies. All of these need someone alive at the end: when the owner and its supervisor are killed
 -- together (kill -9 of the whole process group), the workspace directory and the cgroup leaves stay.
--- So each workspace carries a record of who owns it (owner.json, in the host-only top directory the
--- sandbox cannot see):
+-- So each workspace carries a record of who owns it (glsb-owner, in the host-only top directory the
+-- sandbox cannot see), a few lines in a strict format:
 --
---   {"owner": {"pid": P, "start": T}, "supervisor": {"pid": P, "start": T}, "cgroup_dirs": [...]}
+--   glsb-owner 1
+--   owner <pid> <start>
+--   supervisor <pid> <start>
+--   cgroup <leaf directory>          (zero to three lines)
 --
--- start is the process's start time (field 22 of /proc/<pid>/stat), so a recycled pid is not taken
--- for the owner. A workspace is stale when neither its owner nor its supervisor is alive; sweep()
--- removes its cgroup leaves (rmdir: empty once the supervisor is gone, its sandbox died with it) and
--- the directory (core.rmtree: no symlink followed, no mount crossed). Workspaces without a record are
--- left alone (another version of glsb, or one being created).
+-- start is the process's start time (field 22 of /proc/<pid>/stat; 0 when unknown), so a recycled pid
+-- is not taken for the owner. A workspace is stale when neither its owner nor its supervisor is alive;
+-- sweep() removes its cgroup leaves (rmdir: empty once the supervisor is gone, its sandbox died with
+-- it) and the directory (core.rmtree: no symlink followed, no mount crossed).
 --
--- When: the first local sandbox (or template build) of a process sweeps its workspace root (or build
--- scratch) once; `glsb-lua --gc [DIR...]` sweeps the default places (or the DIRs) now.
+-- What may be removed is only what glsb made: the sweep looks inside glsb's own root only, never at
+-- the folder the user named: <host_workspace_dir>/glsb-<uid> for workspaces (workspace_root), the
+-- template cache's tmp for builds. A root is glsb's own when it is a directory (not a symlink) owned by
+-- our effective uid that nobody else may write to; another is refused, never swept (and a create in it
+-- fails). In it, an entry is taken only when its name is one of ours (glsb-local-*, build-*, import-*,
+-- delete-*), it is a directory owned by us, and its record is a regular file of ours of at most
+-- RECORD_MAX bytes in exactly the format above, read without following a symlink or waiting on a FIFO
+-- (core.read_own_file). Anything else is left alone: another version of glsb, one being created, or
+-- something planted.
+--
+-- When: the first local sandbox (or template build) of a process sweeps its root once; `glsb-lua --gc
+-- [DIR...]` sweeps the default places (or the DIRs) now.
 local core = require "glsb.core"
-local cjson = require "cjson.safe"
 
 local M = {}
 
-M.RECORD = "owner.json"
-M.PREFIXES = { "glsb-local-", "build-", "import-" }
+M.RECORD = "glsb-owner"
+M.RECORD_MAX = 4096
+M.PREFIXES = { "glsb-local-", "build-", "import-", "delete-" }
 
 -- Start time of a process (clock ticks since boot), or nil when there is no such process (a zombie
 -- counts as none: a killed supervisor stays one until whoever inherited it reaps it).
@@ -53,28 +65,96 @@ local function me()
   return { pid = pid, start = M.start_time(pid) }
 end
 
--- record(dir, fields) writes dir/owner.json: the calling process as owner, plus fields (supervisor =
+-- record(dir, fields) writes dir/glsb-owner: the calling process as owner, plus fields (supervisor =
 -- pid of the sandbox's supervisor, cgroup_dirs). Called again as more is known; never raises. Not
 -- fsynced: the record only matters while this boot lasts (a reboot takes /tmp, cgroups and processes).
+-- dir is a directory this process just made (mkdtemp, 0700): nobody else can have put a file there.
 function M.record(dir, fields)
-  local doc = { owner = me() }
-  for k, v in pairs(fields or {}) do doc[k] = v end
-  if type(doc.supervisor) == "number" then
-    doc.supervisor = { pid = doc.supervisor, start = M.start_time(doc.supervisor) }
+  fields = fields or {}
+  local o = me()
+  local lines = { "glsb-owner 1", string.format("owner %d %d", o.pid, o.start or 0) }
+  local sup = math.tointeger(fields.supervisor)
+  if sup then lines[#lines + 1] = string.format("supervisor %d %d", sup, M.start_time(sup) or 0) end
+  for i, cg in ipairs(type(fields.cgroup_dirs) == "table" and fields.cgroup_dirs or {}) do
+    if i <= 3 and type(cg) == "string" and cg:match("^/%S+$") then lines[#lines + 1] = "cgroup " .. cg end
   end
   local f = io.open(dir .. "/" .. M.RECORD, "wb")
   if f then
-    f:write(cjson.encode(doc) or "{}")
+    f:write(table.concat(lines, "\n"), "\n")
     f:close()
   end
 end
 
+-- parse_record(text) -> {owner = {pid, start}, supervisor = {pid, start} | nil, cgroup_dirs = {...}}, or
+-- nil for anything that is not exactly what record() writes.
+function M.parse_record(text)
+  if type(text) ~= "string" or #text > M.RECORD_MAX or text:sub(-1) ~= "\n" then return nil end
+  local rec = { cgroup_dirs = {} }
+  local n = 0
+  for line in text:gmatch("([^\n]*)\n") do
+    n = n + 1
+    if n == 1 then
+      if line ~= "glsb-owner 1" then return nil end
+    else
+      local key, pid, start = line:match("^(%l+) (%d+) (%d+)$")
+      local cg = line:match("^cgroup (/%S+)$")
+      if (key == "owner" or key == "supervisor") and not rec[key] and #pid <= 10 and #start <= 20 then
+        rec[key] = { pid = math.tointeger(tonumber(pid)), start = math.tointeger(tonumber(start)) }
+        if not rec[key].pid or not rec[key].start then return nil end
+      elseif cg and #rec.cgroup_dirs < 3 then
+        rec.cgroup_dirs[#rec.cgroup_dirs + 1] = cg
+      else
+        return nil
+      end
+    end
+  end
+  if not rec.owner then return nil end
+  return rec
+end
+
+-- own(path) -> true, or nil and why: path is a directory (not a symlink) owned by our effective uid
+-- that nobody else may write to.
+local function own(path)
+  local st, err = core.lstat(path)
+  if not st then return nil, err end
+  if st.type ~= "dir" then return nil, path .. " is a " .. st.type .. ", not a directory" end
+  if st.uid ~= core.geteuid() then
+    return nil, string.format("%s belongs to uid %d, not to us (uid %d)", path, st.uid, core.geteuid())
+  end
+  if st.mode & 18 ~= 0 then return nil, string.format("%s may be written by others (mode %04o)", path, st.mode) end
+  return true
+end
+
+-- own_root(dir[, make]) -> dir, or nil and a message: dir is glsb's own root (see above); made (0700)
+-- when missing if make.
+function M.own_root(dir, make)
+  if make then
+    local ok, err, code = core.mkdir(dir, 448) -- 0700
+    if not ok and code ~= "EEXIST" then return nil, "cannot create " .. dir .. ": " .. tostring(err) end
+  end
+  local ok, why = own(dir)
+  if not ok then return nil, why end
+  return dir
+end
+
+-- root_name() -> "glsb-<uid>": the folder of ours that a host workspace folder holds.
+function M.root_name()
+  return "glsb-" .. core.geteuid()
+end
+
+-- workspace_root(host_dir) -> host_dir/glsb-<uid> (made if missing), where this uid's workspaces are
+-- made and swept; or nil and a message saying why that folder is not glsb's own.
+function M.workspace_root(host_dir)
+  local root, why = M.own_root(host_dir .. "/" .. M.root_name(), true)
+  if not root then
+    return nil, "the workspace folder " .. host_dir .. "/" .. M.root_name() .. " is not glsb's own (" .. why
+      .. "): remove it, or pass another host_workspace_dir"
+  end
+  return root
+end
+
 local function read_record(dir)
-  local f = io.open(dir .. "/" .. M.RECORD, "rb")
-  if not f then return nil end
-  local doc = cjson.decode(f:read("a") or "")
-  f:close()
-  return type(doc) == "table" and doc or nil
+  return M.parse_record(core.read_own_file(dir .. "/" .. M.RECORD, M.RECORD_MAX))
 end
 
 -- Only a leaf glsb-confine names for that supervisor (.../glsb/sb-<supervisor pid>-<time>) is
@@ -93,25 +173,25 @@ local function has_prefix(name)
   return false
 end
 
--- sweep(root) -> array of the directories removed (and their cgroup leaves), array of failures.
--- Only entries named like ours (glsb-local-*, build-*, import-*) with a record whose owner and
--- supervisor are both gone.
+-- sweep(root) -> array of the directories removed (and their cgroup leaves), array of failures; or
+-- nil and a message when root is not glsb's own. Only entries named like ours, directories of ours,
+-- with a record in the strict format whose owner and supervisor are both gone.
 function M.sweep(root)
+  local ok, why = own(root)
+  if not ok then return nil, why end
   local removed, failed = {}, {}
   local names = core.listdir(root)
   for _, name in ipairs(names or {}) do
-    if has_prefix(name) then
-      local dir = root .. "/" .. name
-      local rec = read_record(dir)
-      if rec and not alive(rec.owner) and not alive(rec.supervisor) then
-        for _, cg in ipairs(type(rec.cgroup_dirs) == "table" and rec.cgroup_dirs or {}) do
-          if own_leaf(cg, rec.supervisor) then
-            os.remove(cg) -- rmdir: fails on a leaf that still has processes; gone if collected already
-          end
+    local dir = root .. "/" .. name
+    local rec = has_prefix(name) and own(dir) and read_record(dir)
+    if rec and not alive(rec.owner) and not alive(rec.supervisor) then
+      for _, cg in ipairs(rec.cgroup_dirs) do
+        if own_leaf(cg, rec.supervisor) then
+          os.remove(cg) -- rmdir: fails on a leaf that still has processes; gone if collected already
         end
-        local ok, err = core.rmtree(dir)
-        if ok then removed[#removed + 1] = dir else failed[#failed + 1] = tostring(err) end
       end
+      local rok, err = core.rmtree(dir)
+      if rok then removed[#removed + 1] = dir else failed[#failed + 1] = tostring(err) end
     end
   end
   return removed, failed
@@ -127,26 +207,50 @@ function M.sweep_once(root)
   pcall(M.sweep, root)
 end
 
--- `glsb-lua --gc [DIR...]`: sweeps the DIRs, or the default workspace root ($TMPDIR or /tmp) and the
--- template cache's scratch; prints what it removed. Returns the number removed.
+-- The root --gc sweeps for DIR: DIR itself when it is named glsb-<uid>, else DIR/glsb-<uid> (DIR is a
+-- host_workspace_dir); nil when there is none.
+local function gc_root(dir)
+  if dir:match("([^/]+)/*$") == M.root_name() then return dir end
+  local root = dir:gsub("/+$", "") .. "/" .. M.root_name()
+  local _, _, code = core.lstat(root)
+  if code == "ENOENT" then return nil end
+  return root
+end
+
+-- `glsb-lua --gc [DIR...]`: sweeps the workspaces in each DIR (a host_workspace_dir, or the glsb-<uid>
+-- folder in it), or in the default one ($TMPDIR or /tmp) and the template cache's scratch; prints what
+-- it removed. A folder that is not glsb's own is refused: said on stderr, and the exit status is 1.
+-- Returns the number removed.
 function M.main(args)
-  local dirs = {}
-  for i = 1, #(args or {}) do dirs[#dirs + 1] = args[i] end
-  if #dirs == 0 then
+  local roots, refused = {}, 0
+  for i = 1, #(args or {}) do
+    local root = gc_root(args[i])
+    if root then roots[#roots + 1] = root
+    else print("glsb-lua --gc: nothing of glsb's in " .. args[i] .. " (no " .. M.root_name() .. " in it)") end
+  end
+  if #(args or {}) == 0 then
     local tmp = os.getenv("TMPDIR")
-    dirs[1] = (tmp and tmp ~= "") and tmp or "/tmp"
-    dirs[2] = require("glsb.providers.local.layout").cache_dir() .. "/local/tmp"
+    roots[1] = gc_root((tmp and tmp ~= "") and tmp or "/tmp")
+    local cache_tmp = require("glsb.providers.local.layout").cache_dir() .. "/local/tmp"
+    if core.lstat(cache_tmp) then roots[#roots + 1] = cache_tmp end
   end
   local n = 0
-  for _, dir in ipairs(dirs) do
-    local removed, failed = M.sweep(dir)
-    for _, r in ipairs(removed) do
+  for _, root in pairs(roots) do
+    local removed, failed = M.sweep(root)
+    if not removed then
+      refused = refused + 1
+      io.stderr:write("glsb-lua --gc: refused: ", tostring(failed), " (not glsb's own: nothing in it was touched)\n")
+    end
+    for _, r in ipairs(removed or {}) do
       print("removed " .. r)
       n = n + 1
     end
-    for _, f in ipairs(failed) do io.stderr:write("glsb-lua --gc: ", f, "\n") end
+    for _, f in ipairs(removed and failed or {}) do io.stderr:write("glsb-lua --gc: ", f, "\n") end
   end
   print(string.format("glsb-lua --gc: %d stale sandbox director%s removed", n, n == 1 and "y" or "ies"))
+  if refused > 0 then
+    error(string.format("glsb-lua --gc: %d folder%s refused", refused, refused == 1 and "" or "s"), 0)
+  end
   return n
 end
 

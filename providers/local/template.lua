@@ -83,6 +83,19 @@ local function dirs(opts)
   return { base = base, templates = base .. "/templates", names = base .. "/names", tmp = base .. "/tmp" }
 end
 
+-- scratch_dir(d, prefix) -> a new directory d.tmp/<prefix>XXXXXX, or raises. d.tmp must be glsb's own
+-- (a directory of ours nobody else may write to: reaper.own_root); what builds and imports of killed
+-- owners left there goes first (once per process).
+local function scratch_dir(d, prefix)
+  local reaper = require "glsb.providers.local.reaper"
+  local root, why = reaper.own_root(d.tmp)
+  if not root then fail("the template scratch folder is not glsb's own: " .. tostring(why)) end
+  reaper.sweep_once(root)
+  local scratch, merr = core.mkdtemp(root .. "/" .. prefix)
+  if not scratch then fail("cannot create a scratch directory: " .. tostring(merr)) end
+  return scratch
+end
+
 local function ensure_dirs(d)
   local ok, err = run({ "mkdir", "-p", "-m", "0755", d.templates, d.names, d.tmp })
   if not ok then fail("cannot create the template cache under " .. d.base .. ": " .. err) end
@@ -351,10 +364,7 @@ function Template:_build(spec, hash)
   local d = self.dirs
   local pdir, pmeta = parent_of(self, spec)
   ensure_dirs(d)
-  -- what builds and imports of killed owners left goes first (once per process)
-  require("glsb.providers.local.reaper").sweep_once(d.tmp)
-  local scratch, merr = core.mkdtemp(d.tmp .. "/build-")
-  if not scratch then fail("cannot create a build directory: " .. tostring(merr)) end
+  local scratch = scratch_dir(d, "build-")
   local ok, res = pcall(function()
     local log = run_build(self, scratch, spec, popts, pdir, pmeta)
     local layer = scratch .. "/layer"
@@ -448,11 +458,8 @@ function Template:_delete(name)
   if name ~= id then os.remove(d.names .. "/" .. name) end
   local dir = d.templates .. "/" .. id
   if not M.read_meta(dir) then return false end
-  local reaper = require "glsb.providers.local.reaper"
-  reaper.sweep_once(d.tmp)
-  local scratch, merr = core.mkdtemp(d.tmp .. "/delete-")
-  if not scratch then fail("cannot create a scratch directory: " .. tostring(merr)) end
-  reaper.record(scratch)
+  local scratch = scratch_dir(d, "delete-")
+  require("glsb.providers.local.reaper").record(scratch)
   local ok, rerr = os.rename(dir, scratch .. "/layer")
   if not ok then
     core.rmtree(scratch)
@@ -536,11 +543,8 @@ function Template:import(path)
       record_name(self, meta.name, meta.id)
       return { template_id = meta.id, name = meta.name, path = final, imported = false }
     end
-    local reaper = require "glsb.providers.local.reaper"
-    reaper.sweep_once(d.tmp)
-    local scratch, merr = core.mkdtemp(d.tmp .. "/import-")
-    if not scratch then fail("cannot create a scratch directory: " .. tostring(merr)) end
-    reaper.record(scratch)
+    local scratch = scratch_dir(d, "import-")
+    require("glsb.providers.local.reaper").record(scratch)
     local ok, res = pcall(function()
       local layer = scratch .. "/layer"
       local mkdirs = { "mkdir", "-p", layer }

@@ -121,7 +121,7 @@ describe("README examples run #readme #local #e2b", function()
         assert.are.equal(0, code, ("%s:%d failed:\n%s"):format(path, b.line, out))
         assert.is_nil(out:find("glsb: error", 1, true), out)
         -- nothing left behind: local workspaces, E2B sandboxes
-        assert.are.same({}, helper.list_dir(tmp .. "/ws"))
+        assert.are.same({}, helper.list_dir(helper.workspace_root(tmp .. "/ws")))
         local left = {}
         for _, s in ipairs(emu:state().sandboxes or {}) do left[#left + 1] = s.sandboxID end
         assert.are.same({}, left, "E2B sandboxes left by " .. path .. ":" .. b.line)

@@ -10,13 +10,13 @@ end, {
   tag = "#local",
   background = true,  -- start_command: the agent starts it at once; its events share the stream (mux.lua)
   ports = false,      -- get_host: without network = true the sandbox has its own loopback (spec/local: with it)
-  leftovers = function() return helper.list_dir(root) end,
+  leftovers = function() return helper.list_dir(helper.workspace_root(root)) end,
   package_opts = function() return { pip_find_links = wheels } end,
 })
 
 describe("contract suite cleanup #contract #local", function()
   it("leaves its private directories empty", function()
-    assert.are.same({}, helper.list_dir(root))
+    assert.are.same({}, helper.list_dir(helper.workspace_root(root)))
     helper.rm_rf(root)
     helper.rm_rf(wheels)
   end)

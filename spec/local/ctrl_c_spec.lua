@@ -28,7 +28,7 @@ describe("Ctrl-C at the owner's terminal #local", function()
 
   setup(function() tmp = helper.private_tmp() end)
   teardown(function()
-    local left = helper.list_dir(tmp .. "/ws")
+    local left = helper.list_dir(helper.workspace_root(tmp .. "/ws"))
     helper.rm_rf(tmp)
     assert.are.same({}, left)
   end)

@@ -103,7 +103,7 @@ describe("local provider, the first hour #local", function()
         assert.truthy(tostring(err):find("lease expired", 1, true), tostring(err))
       end
       sb:terminate()
-      assert.are.same({}, helper.list_dir(root))
+      assert.are.same({}, helper.list_dir(helper.workspace_root(root)))
     end
   end)
 
@@ -121,7 +121,7 @@ describe("local provider, the first hour #local", function()
     local ok, err = pcall(sb.execute_code, sb, "print(1)")
     assert.is_false(ok)
     assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
-    assert.are.same({}, helper.list_dir(root)) -- the supervisor removed the workspace
+    assert.are.same({}, helper.list_dir(helper.workspace_root(root))) -- the supervisor removed the workspace
   end)
 
   it("memory_mb too low to start the interpreter says so", function()
@@ -130,7 +130,7 @@ describe("local provider, the first hour #local", function()
     assert.is_false(ok)
     assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
     assert.truthy(err.message:find("memory_mb = 1 is too low to start the interpreter", 1, true), err.message)
-    assert.are.same({}, helper.list_dir(root))
+    assert.are.same({}, helper.list_dir(helper.workspace_root(root)))
   end)
 
   it("private spec directories are removed even when the spec that made one does not run", function()

@@ -27,11 +27,25 @@ function M.list_dir(dir)
 end
 
 -- The end of a describe that gave its sandboxes a private host_workspace_dir: remove it, and fail if
--- a terminated sandbox left anything in it (a workspace, an owner file).
+-- a terminated sandbox left anything in it (a workspace, an owner file) or in glsb's own folder in it
+-- (glsb-<uid>, where the workspaces are made: that folder itself stays for the next create).
 function M.remove_root(root)
-  local left = M.list_dir(root)
+  local own = "glsb-" .. require("glsb.core").geteuid()
+  local left = {}
+  for _, name in ipairs(M.list_dir(root)) do
+    if name == own then
+      for _, inner in ipairs(M.list_dir(root .. "/" .. own)) do left[#left + 1] = own .. "/" .. inner end
+    else
+      left[#left + 1] = name
+    end
+  end
   M.rm_rf(root)
   require("luassert").are.same({}, left, "left behind in " .. root)
+end
+
+-- The folder of root where this uid's workspaces are made (providers/local/reaper.lua workspace_root).
+function M.workspace_root(root)
+  return root .. "/glsb-" .. require("glsb.core").geteuid()
 end
 
 -- Is a process with this pid alive (and not a zombie)?

@@ -25,13 +25,13 @@ describe("local provider #local", function()
   end)
   teardown(function()
     glsb.log.set_handler(prev_log)
-    assert.are.same({}, helper.list_dir(root))
+    assert.are.same({}, helper.list_dir(helper.workspace_root(root)))
     helper.rm_rf(root)
   end)
   after_each(function()
     if sb then pcall(sb.terminate, sb) end
     sb = nil
-    assert.are.same({}, helper.list_dir(root), "a workspace was left behind")
+    assert.are.same({}, helper.list_dir(helper.workspace_root(root)), "a workspace was left behind")
   end)
 
   it("is the default provider: glsb.create() with no name", function()
@@ -254,7 +254,7 @@ describe("local provider #local", function()
     assert.are.equal(Status.TIMEOUT, r.status, tostring(r))
     assert.truthy(r.error:find("lease expired", 1, true), r.error)
     assert.is_false(sb:is_running())
-    assert.are.same({}, helper.list_dir(root))
+    assert.are.same({}, helper.list_dir(helper.workspace_root(root)))
   end)
 
   it("caps output at 10 MiB per stream and says so", function()
@@ -390,11 +390,12 @@ if arg[1] == "exit" then os.exit(0) end
       for _ = 1, 40 do
         gone = not helper.pid_alive(words[1]) and not helper.pid_alive(words[2])
         for i = 3, #words do gone = gone and not helper.exists(words[i]) end
-        gone = gone and #helper.list_dir(root) == 0
+        gone = gone and #helper.list_dir(helper.workspace_root(root)) == 0
         if gone then break end
         loop.sleep(0.05)
       end
-      assert.is_true(gone, mode .. ": something was left: " .. out .. " / " .. table.concat(helper.list_dir(root), " "))
+      assert.is_true(gone, mode .. ": something was left: " .. out .. " / "
+        .. table.concat(helper.list_dir(helper.workspace_root(root)), " "))
     end
   end)
 

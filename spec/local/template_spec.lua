@@ -33,7 +33,7 @@ describe("local templates #local", function()
   end)
 
   teardown(function()
-    local left = helper.list_dir(root)
+    local left = helper.list_dir(helper.workspace_root(root))
     local scratch = helper.list_dir(cache .. "/local/tmp")
     helper.rm_rf(tmp)
     assert.are.same({}, left)

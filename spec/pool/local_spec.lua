@@ -18,7 +18,7 @@ describe("glsb.pool on local #pool #local", function()
   after_each(function()
     if pool then pcall(pool.shutdown, pool, { graceful = false }) end
     pool = nil
-    assert.are.same({}, helper.list_dir(root), "a workspace was left behind")
+    assert.are.same({}, helper.list_dir(helper.workspace_root(root)), "a workspace was left behind")
   end)
 
   local function new_pool(extra)

@@ -16,7 +16,7 @@ describe("a full disk in a local sandbox #security #local", function()
   teardown(function()
     if sb then sb:terminate() end
     glsb.log.set_handler(nil)
-    local left = helper.list_dir(tmp)
+    local left = helper.list_dir(helper.workspace_root(tmp))
     helper.rm_rf(tmp)
     assert.are.same({}, left)
   end)

@@ -60,7 +60,7 @@ describe("the host's memory is bounded whatever the sandbox sends #security #loc
     os.execute("mkdir " .. helper.q(tmp .. "/ws"))
   end)
   teardown(function()
-    local left = helper.list_dir(tmp .. "/ws")
+    local left = helper.list_dir(helper.workspace_root(tmp .. "/ws"))
     helper.rm_rf(tmp)
     assert.are.same({}, left)
   end)

@@ -374,7 +374,7 @@ print("sysrq", os.path.exists("/proc/sysrq-trigger") and os.access("/proc/sysrq-
       end
     end
     local mounts_after = helper.mount_count()
-    local entries = helper.list_dir(root)
+    local entries = helper.list_dir(helper.workspace_root(root))
     helper.rm_rf(root)
     helper.rm_rf(victim)
     assert.are.same({}, left)

@@ -1,4 +1,5 @@
-/* fs.c: temp directories, symlink-safe tree removal and moves, atomic file writes and where the core lives on disk. */
+/* fs.c: temp directories, symlink-safe tree removal and moves, atomic file writes, what a path is (lstat) and
+ * small files read without following a symlink or waiting on a FIFO, and where the core lives on disk. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -731,6 +732,109 @@ static int l_listdir(lua_State *L)
 	return 1;
 }
 
+/* ---- what a path is, small files of our own ---- */
+
+static const char *file_type(mode_t m)
+{
+	return S_ISDIR(m) ? "dir" : S_ISREG(m) ? "file" : S_ISLNK(m) ? "link" : S_ISFIFO(m) ? "fifo"
+	       : S_ISSOCK(m) ? "socket" : S_ISCHR(m) || S_ISBLK(m) ? "device" : "other";
+}
+
+/* core.lstat(path) -> {type = "dir"|"file"|"link"|"fifo"|"socket"|"device"|"other", uid, mode
+ * (permission bits), size}, or nil, message, code. A symlink is described, never followed. */
+static int l_lstat(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return glsb_push_errno(L, "lstat", path, errno);
+	lua_createtable(L, 0, 4);
+	lua_pushstring(L, file_type(st.st_mode));
+	lua_setfield(L, -2, "type");
+	lua_pushinteger(L, (lua_Integer)st.st_uid);
+	lua_setfield(L, -2, "uid");
+	lua_pushinteger(L, (lua_Integer)(st.st_mode & 07777));
+	lua_setfield(L, -2, "mode");
+	lua_pushinteger(L, (lua_Integer)st.st_size);
+	lua_setfield(L, -2, "size");
+	return 1;
+}
+
+/* core.mkdir(path[, mode]) -> true, or nil, message, code (EEXIST when something is there already).
+ * mode defaults to 0700; the parent must exist. */
+static int l_mkdir(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	lua_Integer mode = luaL_optinteger(L, 2, 0700);
+
+	luaL_argcheck(L, mode >= 0 && mode <= 07777, 2, "mode must be in 0..07777");
+	if (mkdir(path, (mode_t)mode) < 0)
+		return glsb_push_errno(L, "mkdir", path, errno);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/* core.read_own_file(path, cap) -> the content, or nil, message, code. Only a regular file owned by
+ * our effective uid, at most cap bytes, is read: the open never follows a symlink (ELOOP), never
+ * waits for a FIFO's writer (O_NONBLOCK; a FIFO is then refused by its type), and never reads past
+ * cap + 1 bytes whatever the file claims (a file that grows while read is refused too). For records
+ * in directories others could have planted something in. */
+static int l_read_own_file(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	lua_Integer cap = luaL_checkinteger(L, 2);
+	luaL_Buffer b;
+	struct stat st;
+	size_t got = 0;
+	int e = 0;
+
+	luaL_argcheck(L, cap >= 0 && cap <= (1 << 24), 2, "cap must be in 0..16 MiB");
+	/* the buffer first: nothing may raise once the descriptor is open */
+	char *buf = luaL_buffinitsize(L, &b, (size_t)cap + 1);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return glsb_push_errno(L, "read_own_file", path, errno);
+	if (fstat(fd, &st) < 0) {
+		e = errno;
+	} else if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		lua_pushnil(L);
+		lua_pushfstring(L, "read_own_file: %s: a %s, not a regular file", path, file_type(st.st_mode));
+		lua_pushstring(L, glsb_errno_code(EINVAL));
+		return 3;
+	} else if (st.st_uid != geteuid()) {
+		close(fd);
+		lua_pushnil(L);
+		lua_pushfstring(L, "read_own_file: %s: owned by uid %d, not by us (uid %d)", path, (int)st.st_uid,
+				(int)geteuid());
+		lua_pushstring(L, glsb_errno_code(EPERM));
+		return 3;
+	}
+	while (!e && got <= (size_t)cap) {
+		ssize_t n = read(fd, buf + got, (size_t)cap + 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			e = errno;
+		else if (n == 0)
+			break;
+		else
+			got += (size_t)n;
+	}
+	close(fd);
+	if (e)
+		return glsb_push_errno(L, "read_own_file", path, e);
+	if (got > (size_t)cap) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "read_own_file: %s: larger than %d bytes", path, (int)cap);
+		lua_pushstring(L, glsb_errno_code(EFBIG));
+		return 3;
+	}
+	luaL_pushresultsize(&b, got);
+	return 1;
+}
+
 /* ---- process and module facts ---- */
 
 /* core.realpath(path) -> canonical absolute path, or nil, message, code. */
@@ -748,6 +852,12 @@ static int l_realpath(lua_State *L)
 static int l_getpid(lua_State *L)
 {
 	lua_pushinteger(L, (lua_Integer)getpid());
+	return 1;
+}
+
+static int l_geteuid(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)geteuid());
 	return 1;
 }
 
@@ -819,6 +929,10 @@ void glsb_open_fs(lua_State *L)
 		{"listdir", l_listdir},
 		{"realpath", l_realpath},
 		{"getpid", l_getpid},
+		{"geteuid", l_geteuid},
+		{"lstat", l_lstat},
+		{"mkdir", l_mkdir},
+		{"read_own_file", l_read_own_file},
 		{"module_path", l_module_path},
 		{NULL, NULL},
 	};
