@@ -68,6 +68,21 @@ function M.new(t)
   return b
 end
 
+-- results.clean(v) -> v without JSON nulls as values of string keys, at any depth (a chart's
+-- x_unit = null is then absent, as nil is in Lua: cjson.null is a truthy userdata); nulls in lists stay
+-- (a list keeps its length). Changes v in place.
+function M.clean(v)
+  if type(v) ~= "table" then return v end
+  for k, x in pairs(v) do
+    if x == cjson.null then
+      if type(k) == "string" then v[k] = nil end
+    elseif type(x) == "table" then
+      M.clean(x)
+    end
+  end
+  return v
+end
+
 -- results.note(text) -> a bundle that is glsb's own word about the results (dropped, not returned by
 -- the provider), not something the code displayed: text only, extra.glsb_note = true.
 function M.note(text)
@@ -169,8 +184,17 @@ end
 function Collector:room() return self.cap - self.size end
 
 function Collector:drop(bytes)
-  self.dropped = self.dropped + 1
-  self.dropped_bytes = self.dropped_bytes + math.max(0, math.floor(tonumber(bytes) or 0))
+  self:drops(1, bytes)
+end
+
+-- drops(count, bytes): bundles the far side dropped itself (its own cap), counted and noted like ours.
+function Collector:drops(count, bytes)
+  count = math.tointeger(tonumber(count)) or 0
+  if count <= 0 then return end
+  self.dropped = self.dropped + count
+  local n = tonumber(bytes) or 0
+  if n ~= n or n < 0 or n == math.huge then n = 0 end
+  self.dropped_bytes = self.dropped_bytes + math.floor(n)
 end
 
 -- add(bundle or table) -> true when kept.

@@ -11,11 +11,13 @@
 --     (state persists, clearContext still resets it), the trailing expression with eval;
 --   * an exception is printed to stderr as Python prints it, minus the wrapper's own frame, and the
 --     code is reported as failed;
---   * the verdict ({text?, error?}) is written once, at the end, to the stdout object the code started
---     with, between two copies of a per-call random mark, as ASCII JSON: the user's output cannot
---     contain the mark by accident, and decode() removes exactly what was added.
--- The wrapper binds no name in the session's namespace (it runs in a private dict) and its last
--- statement evaluates to None, so an interpreter that shows a bare expression's value shows nothing.
+--   * the verdict ({text?, error?, results, dropped, figures?}) is written once, at the end, to the
+--     stdout object the code started with, between two copies of a per-call random mark, as ASCII
+--     JSON: the user's output cannot contain the mark by accident, and decode() removes exactly what
+--     was added.
+-- The wrapper binds no name in the session's namespace but `display` (when the code has none; below),
+-- it runs in a private dict, and its last statement evaluates to None, so an interpreter that shows a
+-- bare expression's value shows nothing.
 -- If the verdict never arrives (the interpreter exited, the code closed its stdout), the caller falls
 -- back to what the service said (isError, exitCode) and r.text stays nil.
 local packages = require "glsb.packages"
@@ -23,12 +25,31 @@ local http = require "glsb.http"
 
 local M = {}
 
--- Runs in a private namespace holding `_glsb_args` = (session globals, source bytes, mark, env).
+-- Rich results (issue 21): the wrapper runs glsb's display protocol (providers/local/display.py, sent
+-- with every call and compiled once per interpreter into sys.modules["_glsb_display"]): display() in
+-- the session's globals (unless the code defined its own) and the last value's bundle go into the
+-- verdict's `results` ({forms, extra, main}, binary forms base64), at most RESULTS_CAP bytes of them
+-- (the rest counted in `dropped`); `figures` counts the matplotlib figures open at the end that no
+-- earlier call reported, which the service is expected to return as image blocks (the adapter notes
+-- the ones it did not).
+M.RESULTS_CAP = require("glsb.results").CAP
+
+-- Runs in a private namespace holding `_glsb_args` = (session globals, source bytes, mark, env,
+-- display.py's source, its id, the results cap).
 M.WRAPPER = table.concat({
-  "import ast, json, os, sys, traceback",
-  "g, src, mark, env = _glsb_args",
+  "import ast, base64, json, os, sys, traceback",
+  "g, src, mark, env, dsrc, did, cap = _glsb_args",
   "out, err = sys.stdout, sys.stderr",
   "report = {}",
+  "dm = sys.modules.get('_glsb_display')",
+  "if dm is None or getattr(dm, 'GLSB_ID', None) != did:",
+  "    dm = type(sys)('_glsb_display')",
+  "    exec(compile(dsrc, '<glsb-display>', 'exec'), dm.__dict__)",
+  "    dm.GLSB_ID = did",
+  "    sys.modules['_glsb_display'] = dm",
+  "shown = []",
+  "dm.set_publisher(lambda forms, extra, main: shown.append((forms, extra, main)))",
+  "g.setdefault('display', dm.display)",
   "saved = {k: os.environ.get(k) for k in env}",
   "os.environ.update(env)",
   "try:",
@@ -40,36 +61,61 @@ M.WRAPPER = table.concat({
   "    if last is not None:",
   "        value = eval(compile(last, '<string>', 'eval'), g)",
   "        if value is not None:",
-  "            text = repr(value)",
-  "            if isinstance(value, str) and len(text) >= 2 and text[0] == text[-1] and text[0] in '\\'\"':",
-  "                text = text[1:-1]",
-  "            report['text'] = text",
+  "            forms, extra = dm.bundle(value)",
+  "            report['text'] = forms.get('text')",
+  "            shown.append((forms, extra, True))",
   "except BaseException as e:",
   "    tb = e.__traceback__",
   "    while tb is not None and tb.tb_frame.f_code.co_filename == '<glsb>':",
   "        tb = tb.tb_next",
   "    try:",
-  "        shown = ''.join(traceback.format_exception(type(e), e, tb))",
+  "        text = ''.join(traceback.format_exception(type(e), e, tb))",
   "    except BaseException:",
-  "        shown = type(e).__name__ + '\\n'",
-  "    report['error'] = {'name': type(e).__name__, 'traceback': shown}",
+  "        text = type(e).__name__ + '\\n'",
+  "    report['error'] = {'name': type(e).__name__, 'traceback': text}",
   "    try:",
-  "        err.write(shown)",
+  "        err.write(text)",
   "        err.flush()",
   "    except BaseException:",
   "        pass",
   "finally:",
+  "    dm.set_publisher(None)",
   "    for k, v in saved.items():",
   "        if v is None:",
   "            os.environ.pop(k, None)",
   "        else:",
   "            os.environ[k] = v",
+  "kept, room, dropped = [], cap, [0, 0]",
+  "for forms, extra, main in shown:",
+  "    try:",
+  "        f = {k: base64.b64encode(v).decode('ascii') if isinstance(v, bytes) else v for k, v in forms.items()}",
+  "        item = json.dumps({'forms': f, 'extra': extra, 'main': main}, ensure_ascii=True, default=str)",
+  "    except BaseException:",
+  "        continue",
+  "    if len(item) > room:",
+  "        dropped[0] += 1",
+  "        dropped[1] += len(item)",
+  "        continue",
+  "    room -= len(item)",
+  "    kept.append(item)",
+  "report['dropped'] = dropped",
+  "try:",
+  "    if 'matplotlib.pyplot' in sys.modules:",
+  "        import weakref",
+  "        from matplotlib._pylab_helpers import Gcf",
+  "        seen = dm.__dict__.setdefault('GLSB_SEEN', weakref.WeakSet())",
+  "        figs = [m.canvas.figure for m in Gcf.get_all_fig_managers()]",
+  "        report['figures'] = sum(1 for fig in figs if fig not in seen)",
+  "        seen.update(figs)",
+  "except BaseException:",
+  "    pass",
   "for f in {id(sys.stdout): sys.stdout, id(out): out}.values():",
   "    try:",
   "        f.flush()",
   "    except BaseException:",
   "        pass",
-  "verdict = mark + json.dumps(report, ensure_ascii=True) + mark",
+  "head = json.dumps(report, ensure_ascii=True)[:-1] + (', ' if len(report) else '') + '\"results\": ['",
+  "verdict = mark + head + ', '.join(kept) + ']}' + mark",
   "for f in (out, sys.__stdout__):",
   "    try:",
   "        f.write(verdict)",
@@ -79,6 +125,19 @@ M.WRAPPER = table.concat({
   "        pass",
   "",
 }, "\n")
+
+-- display.py's source (sent with each call) and its id (a new source is compiled again).
+local display_source, display_id
+local function display_py()
+  if not display_source then
+    local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+    local f = assert(io.open(here .. "/../local/display.py", "rb"))
+    display_source = f:read("a")
+    f:close()
+    display_id = require("glsb.core").sha256(display_source):sub(1, 16)
+  end
+  return display_source, display_id
+end
 
 -- A bytes literal holding exactly s.
 local function bytes_literal(s) return "b" .. packages.python_string(s) end
@@ -95,8 +154,10 @@ function M.encode(code, env, mark)
   for _, k in ipairs(keys) do
     items[#items + 1] = text_literal(k) .. ": " .. text_literal(tostring(env[k]))
   end
-  return ("exec(compile(%s, '<glsb>', 'exec'), {'_glsb_args': (globals(), %s, %s, {%s})})"):format(
-    packages.python_string(M.WRAPPER), bytes_literal(code), packages.python_string(mark), table.concat(items, ", "))
+  local dsrc, did = display_py()
+  return ("exec(compile(%s, '<glsb>', 'exec'), {'_glsb_args': (globals(), %s, %s, {%s}, %s, %s, %d)})"):format(
+    packages.python_string(M.WRAPPER), bytes_literal(code), packages.python_string(mark), table.concat(items, ", "),
+    packages.python_string(dsrc), packages.python_string(did), M.RESULTS_CAP)
 end
 
 -- cell.decode(stdout, mark) -> stdout without the verdict, the verdict table (nil when absent).

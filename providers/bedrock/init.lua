@@ -20,6 +20,7 @@ local ids = require "glsb.ids"
 local shell = require "glsb.shell"
 local workspace = require "glsb.workspace"
 local core = require "glsb.core"
+local results = require "glsb.results"
 local api = require "glsb.providers.bedrock.api"
 local cell = require "glsb.providers.bedrock.cell"
 
@@ -162,6 +163,75 @@ local function exception_line(stderr)
   return last
 end
 
+-- Rich results of one executeCode: the bundles the wrapper's verdict carries (display() and the last
+-- value, binary forms base64 there, decoded here once), then the content blocks that are not text
+-- (service model ContentBlock: image {data, mimeType}, resource {resource = {type, uri, mimeType, text,
+-- blob}}, resource_link {uri, name, description, mimeType, size}), in their order. Figures the wrapper
+-- saw open at the end that came back as no image block get a note saying so.
+M.NO_IMAGE_NOTE = "[glsb: %d matplotlib figure%s open at the end of the cell came back from AgentCore as no "
+  .. "image; save it in the code (fig.savefig('/tmp/fig.png')) and read it with download_file]"
+
+local function binary_form(mime)
+  local form = results.FORM_OF_MIME[mime]
+  return form, form ~= nil and (results.BINARY[form] or form == "svg")
+end
+
+local function block_bundle(block)
+  local t = block.type
+  if t == "image" then
+    local data = type(block.data) == "string" and core.b64decode(block.data)
+    if not data then return nil end
+    local mime = str(block.mimeType) or "image/png"
+    local form = results.FORM_OF_MIME[mime]
+    if form then return { [form] = data } end
+    return { extra = { [mime] = data } }
+  elseif t == "resource" and type(block.resource) == "table" then
+    local r = block.resource
+    local data = str(r.text)
+    if not data and type(r.blob) == "string" then data = core.b64decode(r.blob) end
+    local b = { extra = { uri = str(r.uri) } }
+    local form = binary_form(str(r.mimeType))
+    if form then b[form] = data elseif data then b.extra[str(r.mimeType) or "application/octet-stream"] = data end
+    return b
+  elseif t == "resource_link" then
+    return { text = str(block.name) or str(block.uri), extra = { resource_link = {
+      uri = str(block.uri), name = str(block.name), description = str(block.description),
+      mime_type = str(block.mimeType), size = math.tointeger(block.size) } } }
+  end
+  return nil
+end
+
+local function code_results(res, verdict)
+  local c = results.collector()
+  for _, item in ipairs(verdict and type(verdict.results) == "table" and verdict.results or {}) do
+    local forms = type(item) == "table" and type(item.forms) == "table" and item.forms
+    if forms then
+      local b = { is_main_result = item.main == true, extra = type(item.extra) == "table" and item.extra or nil }
+      for form, v in pairs(forms) do
+        if results.BINARY[form] then v = type(v) == "string" and core.b64decode(v) or nil end
+        b[form] = v
+      end
+      c:add(results.clean(b))
+    end
+  end
+  local dropped = verdict and type(verdict.dropped) == "table" and verdict.dropped or {}
+  c:drops(dropped[1], dropped[2])
+  local images = 0
+  for _, block in ipairs(type(res.content) == "table" and res.content or {}) do
+    local b = type(block) == "table" and block_bundle(block)
+    if b then
+      if block.type == "image" then images = images + 1 end
+      c:add(results.clean(b))
+    end
+  end
+  local figures = verdict and math.tointeger(verdict.figures) or 0
+  if figures > images then
+    local n = figures - images
+    c:note(M.NO_IMAGE_NOTE:format(n, n == 1 and " that was" or "s that were"))
+  end
+  return c
+end
+
 -- executeCode takes a language per call (service model: python | javascript | typescript). Python
 -- runs inside glsb.providers.bedrock.cell (the last expression's value, env); JavaScript and
 -- TypeScript are sent as they are: r.text stays nil there, and a per-call env cannot be applied
@@ -187,25 +257,28 @@ function Sandbox:_run_code(code, opts)
   local exit = math.tointeger(sc.exitCode)
   local verdict
   if mark then stdout, verdict = cell.decode(stdout, mark) end
+  local rich = code_results(res, verdict)
+  local r
   if verdict then
     -- the wrapper saw the code end: its word decides (the service only saw the wrapper succeed)
     local e = type(verdict.error) == "table" and verdict.error or nil
     if e then
-      local r = result { status = Status.ERROR, code = 1, stdout = stdout, stderr = stderr,
+      r = result { status = Status.ERROR, code = 1, stdout = stdout, stderr = stderr,
         error = (str(e.traceback) or str(e.name) or "the code raised"):gsub("%s+$", "") }
       r.error_name = str(e.name)
-      return r
+    else
+      r = result { status = Status.SUCCESS, code = 0, stdout = stdout, stderr = stderr, text = str(verdict.text) }
     end
-    return result { status = Status.SUCCESS, code = 0, stdout = stdout, stderr = stderr, text = str(verdict.text) }
-  end
-  if res.isError or (exit and exit ~= 0) then
+  elseif res.isError or (exit and exit ~= 0) then
     local tb = stderr ~= "" and stderr or text_of(res)
-    local r = result { status = Status.ERROR, code = exit or 1, stdout = stdout, stderr = stderr,
+    r = result { status = Status.ERROR, code = exit or 1, stdout = stdout, stderr = stderr,
       error = tb:gsub("%s+$", "") }
     r.error_name = exception_line(tb) and exception_line(tb):match("^([%a_][%w_%.]*)")
-    return r
+  else
+    r = result { status = Status.SUCCESS, code = 0, stdout = stdout, stderr = stderr }
   end
-  return result { status = Status.SUCCESS, code = 0, stdout = stdout, stderr = stderr }
+  rich:finish(r)
+  return r
 end
 
 -- The command line AgentCore runs: executeCommand takes one shell string, so env and cwd are set

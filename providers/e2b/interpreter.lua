@@ -114,7 +114,7 @@ local function parse_result(msg)
     for k, v in pairs(msg.extra) do r.extra[k] = clean(v) end
   end
   r.extra.chart, r.extra.data = clean(msg.chart), clean(msg.data)
-  return results.new(r)
+  return results.new(results.clean(r))
 end
 
 ---------------------------------------------------------------------------

@@ -34,6 +34,7 @@ import sys
 import time
 
 OUTPUT_CAP = 10 * 1024 * 1024
+RESULTS_CAP = 10 * 1024 * 1024   # bytes of rich results per request (glsb.results.CAP)
 LINE_PIECE = 64 * 1024
 TEMPLATE_DIR = "/opt/glsb/template"
 
@@ -60,10 +61,13 @@ except ImportError:
     pass
 
 
-def encode(v):
-    """JSON for the few types the events carry (ASCII output)."""
+def encode(v, cut=MAX_TEXT):
+    """JSON for the few types the events carry (ASCII output). Strings longer than cut are cut there
+    (headers); cut=None for JSON that travels as a payload (a result's json and extra)."""
     if isinstance(v, str):
-        return _enc_str(v if len(v) <= MAX_TEXT else v[:MAX_TEXT] + "\n[glsb: text cut at %d characters]" % MAX_TEXT)
+        if cut is None or len(v) <= cut:
+            return _enc_str(v)
+        return _enc_str(v[:cut] + "\n[glsb: text cut at %d characters]" % cut)
     if v is True:
         return "true"
     if v is False:
@@ -75,10 +79,10 @@ def encode(v):
     if isinstance(v, float):
         return repr(v) if v == v and v not in (float("inf"), float("-inf")) else "null"
     if isinstance(v, dict):
-        return "{" + ",".join(_enc_str(str(k)) + ":" + encode(x) for k, x in v.items()) + "}"
+        return "{" + ",".join(_enc_str(str(k)) + ":" + encode(x, cut) for k, x in v.items()) + "}"
     if isinstance(v, (list, tuple)):
-        return "[" + ",".join(encode(x) for x in v) + "]"
-    return encode(str(v))
+        return "[" + ",".join(encode(x, cut) for x in v) + "]"
+    return encode(str(v), cut)
 
 
 class _ScanContext:
@@ -165,14 +169,46 @@ os.close(_null)
 
 
 class Capture:
-    """Counts and forwards one request's output; both streams share the id."""
+    """Counts and forwards one request's output and rich results; both streams share the id."""
 
     def __init__(self, rid, cap=OUTPUT_CAP):
         self.rid = rid
         self.cap = cap
         self.sent = {1: 0, 2: 0}
         self.dropped = {1: 0, 2: 0}
+        self.results_room = RESULTS_CAP
+        self.results_dropped = 0
+        self.results_dropped_bytes = 0
         self.lock = _thread.allocate_lock()
+
+    def result(self, forms, extra, main):
+        """One result bundle as a "res" frame: its forms (and extra) as named parts of the payload, raw
+        (PROTOCOL.md). Past RESULTS_CAP a bundle is counted, not sent (glsb.results counts the same:
+        the bytes of the forms, json and extra as JSON text)."""
+        names, parts = [], []
+        for form, value in forms.items():
+            if form == "json":
+                data = encode(value, None).encode("ascii")
+            elif isinstance(value, bytes):
+                data = value
+            else:
+                data = str(value).encode("utf-8", "replace")
+            names.append([form, len(data)])
+            parts.append(data)
+        if extra:
+            data = encode(extra, None).encode("ascii")
+            names.append(["extra", len(data)])
+            parts.append(data)
+        total = sum(len(p) for p in parts)
+        with self.lock:
+            if total > self.results_room:
+                self.results_dropped += 1
+                self.results_dropped_bytes += total
+                return
+            self.results_room -= total
+        head = (encode({"ev": "res", "id": self.rid, "main": bool(main), "parts": names, "n": total}) + "\n")
+        with _send_lock:
+            _write_all([head.encode("ascii")] + parts)
 
     def emit(self, stream, data):
         with self.lock:
@@ -188,7 +224,11 @@ class Capture:
             send_out(self.rid, stream, data[i:i + PAYLOAD_PIECE])
 
     def fields(self):
-        return {"dropped_stdout": self.dropped[1], "dropped_stderr": self.dropped[2]}
+        f = {"dropped_stdout": self.dropped[1], "dropped_stderr": self.dropped[2]}
+        if self.results_dropped:
+            f["dropped_results"] = self.results_dropped
+            f["dropped_results_bytes"] = self.results_dropped_bytes
+        return f
 
 
 class LineReader:
@@ -377,6 +417,82 @@ def kill_group(proc):
         pass
 
 
+# ---------------------------------------------------------------- rich results
+#
+# Jupyter's display protocol without IPython (display.py, beside this file, loaded on first use): the
+# cell's last value and display() give result bundles ("res" frames); figures pyplot still has open at
+# the end of a cell are shown and closed, as matplotlib-inline does. When the code imports matplotlib,
+# MatplotlibHook selects the backend "module://glsb_inline" (plt.show() and fig.show() display) right
+# after matplotlib's own import, unless the sandbox's env sets MPLBACKEND. Nothing is imported
+# before something needs it: the hook sits on sys.meta_path, and display.py is read on first use.
+
+DISPLAY_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "display.py")
+_display = []
+
+
+def display_module():
+    if not _display:
+        mod = type(sys)("glsb_display")
+        mod.__file__ = DISPLAY_SOURCE
+        with open(DISPLAY_SOURCE, "rb") as f:
+            exec(compile(f.read(), DISPLAY_SOURCE, "exec"), mod.__dict__)
+        mod.set_publisher(publish_result)
+        _display.append(mod)
+    return _display[0]
+
+
+def publish_result(forms, extra, main):
+    cap = OUT.capture
+    if cap is not None:  # displays outside a request (a thread of the code, later) go nowhere
+        cap.result(forms, extra, main)
+
+
+def display(*objs, **kwargs):
+    """IPython's display(), a builtin here as in IPython."""
+    display_module().display(*objs, **kwargs)
+
+
+# Values of these types are shown as their text alone: no display.py, no attribute lookups.
+PLAIN_TYPES = frozenset((int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset, range))
+
+
+def text_of(value):
+    """The value's repr, without one pair of outer quotes (E2B's rule for text/plain)."""
+    text = repr(value)
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    return text
+
+
+def main_result(value):
+    """Publishes the cell's last value as the main result; returns its text (r.text)."""
+    if type(value) in PLAIN_TYPES:
+        forms = {"text": text_of(value)}
+        publish_result(forms, None, True)
+        return forms["text"]
+    forms, extra = display_module().bundle(value)
+    publish_result(forms, extra, True)
+    return forms.get("text")
+
+
+class MatplotlibHook:
+    """On sys.meta_path until the code imports matplotlib: then display.py's finder takes over (it
+    selects the inline backend once matplotlib has run) and this one leaves."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "matplotlib":
+            return None
+        sys.meta_path.remove(MatplotlibHook)
+        return display_module().MatplotlibFinder.find_spec(name, path, target)
+
+
+def flush_figures():
+    """The inline backend's end of a cell: the figures pyplot still has open are shown, then closed."""
+    if "matplotlib.pyplot" in sys.modules:
+        display_module().flush_figures()
+
+
 # ---------------------------------------------------------------- python cells
 
 def run_python(rid, code, env):
@@ -400,16 +516,20 @@ def run_python(rid, code, env):
         tail = compile(last, filename, "eval") if last is not None else None
         STATE.in_user_code = True
         try:
-            exec(body, NAMESPACE)
-            if tail is not None:
-                value = eval(tail, NAMESPACE)
-                if value is not None:
-                    # the value goes to the result's text, as E2B's main result: its repr, a
-                    # string's without the outer quotes (glsb.models ExecutionResult.text)
-                    text = repr(value)
-                    if isinstance(value, str) and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-                        text = text[1:-1]
-                    result["text"] = text
+            try:
+                exec(body, NAMESPACE)
+                if tail is not None:
+                    value = eval(tail, NAMESPACE)
+                    if value is not None:
+                        # the main result, as E2B's: its bundle, and its text as the result's text
+                        # (glsb.models ExecutionResult.text)
+                        text = main_result(value)
+                        if text is not None:
+                            result["text"] = text
+            finally:
+                # also after an error, as the inline backend's post-execute hook; not on a timeout
+                if not STATE.interrupted:
+                    flush_figures()
         finally:
             STATE.in_user_code = False
             if os.getpid() != AGENT_PID:
@@ -934,6 +1054,8 @@ def install_template():
 def main():
     global OUT
     _signal.signal(_signal.SIGINT, on_sigint)
+    builtins.display = display
+    sys.meta_path.insert(0, MatplotlibHook)
     try:
         user_site = site.getusersitepackages()
         os.makedirs(user_site, exist_ok=True)

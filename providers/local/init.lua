@@ -271,7 +271,7 @@ function Sandbox:_start(opts)
   -- /proc/self/mountinfo inside names no host path of ours (a directory bind would show it)
   local dir = M.agent_dir()
   local ro = { { dir .. "/boot.py", M.AGENT_DIR .. "/boot.py" }, { dir .. "/agent.py", M.AGENT_DIR .. "/agent.py" },
-    { helper, M.HELPER_PATH } }
+    { dir .. "/display.py", M.AGENT_DIR .. "/display.py" }, { helper, M.HELPER_PATH } }
   if template_dir then
     ro[#ro + 1] = { template_dir, M.TEMPLATE_DIR }
     local tmeta = require("glsb.providers.local.template").read_meta(template_dir)

@@ -6,6 +6,8 @@ local loop = require "glsb.loop"
 local models = require "glsb.models"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
+local results = require "glsb.results"
+local cjson = require "cjson.safe"
 local agent = require "glsb.providers.local.agent"
 
 local Status = models.ExecutionStatus
@@ -16,11 +18,37 @@ local M = {}
 -- at the cap are dropped unread (keep), so what the host holds stays bounded whatever the sandbox sends.
 local STREAMS = { "stdout", "stderr" }
 
+-- A "res" frame's payload (PROTOCOL.md): its named parts, in order, back into a bundle; nil when the
+-- parts do not describe the payload exactly (the frame was not the agent's: the code can write to
+-- the protocol on purpose).
+local JSON_PART = { json = true, extra = true }
+
+local function bundle_of(ev)
+  local parts, data = ev.parts, ev.data
+  if type(parts) ~= "table" or type(data) ~= "string" then return nil end
+  local b, pos = { is_main_result = ev.main == true }, 1
+  for _, p in ipairs(parts) do
+    local name, n = type(p) == "table" and p[1], type(p) == "table" and math.tointeger(p[2])
+    if type(name) ~= "string" or not n or n < 0 or pos + n - 1 > #data then return nil end
+    local v = data:sub(pos, pos + n - 1)
+    pos = pos + n
+    if JSON_PART[name] then v = cjson.decode(v) end
+    if v ~= nil then b[name] = v end
+  end
+  if pos ~= #data + 1 then return nil end
+  return results.clean(b)
+end
+
 local function collector(opts)
   local out = output.capture(opts)
+  local res = results.collector()
   local sizes = { 0, 0 }
-  local c = { out = out }
+  local c = { out = out, results = res }
   c.keep = function(ev, n)
+    if ev.ev == "res" then
+      -- a bundle that cannot fit any more is read and dropped unkept (counted in on_event)
+      return n <= res:room()
+    end
     if ev.ev ~= "out" then return true end
     local s = ev.s == 2 and 2 or 1
     if sizes[s] >= out.cap then
@@ -30,6 +58,11 @@ local function collector(opts)
     return true
   end
   c.on_event = function(ev)
+    if ev.ev == "res" then
+      local b = ev.data and bundle_of(ev)
+      if b then res:add(b) else res:drop(ev.dropped or (ev.data and #ev.data)) end
+      return
+    end
     if ev.ev ~= "out" or not ev.data then return end
     local s = ev.s == 2 and 2 or 1
     sizes[s] = sizes[s] + #ev.data
@@ -40,7 +73,9 @@ local function collector(opts)
     if done then
       out:dropped("stdout", tonumber(done.dropped_stdout))
       out:dropped("stderr", tonumber(done.dropped_stderr))
+      res:drops(done.dropped_results, done.dropped_results_bytes)
     end
+    res:finish(fields)
     return out:finish(fields)
   end
   return c

@@ -17,6 +17,8 @@ local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local loop = require "glsb.loop"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
+local results = require "glsb.results"
+local core = require "glsb.core"
 
 local Status = models.ExecutionStatus
 local result = models.ExecutionResult.new
@@ -413,15 +415,54 @@ local function is_busy(res, st)
   return body:find("busy", 1, true) ~= nil
 end
 
--- run_cell(conn, code, opts) -> ExecutionResult of one cell in the language's default context.
-local function run_cell(conn, code, opts)
+-- One `result` event (execd controller/sse.go OnExecuteResult): the kernel's execute_result MIME bundle,
+-- text/plain renamed "text". Forms under glsb's names (png, jpeg, pdf are base64 there: decoded here,
+-- once; text as r.text shows it), other MIME types under extra. Only execute_result reaches the client
+-- (the stream registers no display_data handler: components/execd/pkg/jupyter/execute/execute.go
+-- registerExecuteCodeStreamHandlers), so every bundle is the cell's main result.
+local function bundle_of(mimes)
+  local b = { is_main_result = true, extra = {} }
+  for k, v in pairs(mimes) do
+    v = clean(v)
+    local form = k == "text" and "text" or results.FORM_OF_MIME[k]
+    if form and results.BINARY[form] then
+      b[form] = type(v) == "string" and core.b64decode(v) or nil -- not base64: the form is left out
+    elseif form == "text" then
+      b.text = models.ExecutionResult.text_of(v)
+    elseif form then
+      b[form] = v
+    elseif type(k) == "string" then
+      b.extra[k] = v
+    end
+  end
+  return results.new(results.clean(b))
+end
+
+-- What display() and figures show never comes back (above): a Python cell that looks like it shows
+-- something gets a note saying so, rather than silence. The patterns are a cheap reading of the code,
+-- not a parse: a note too many is harmless, a missing one is the silence it avoids.
+M.DISPLAY_PATTERNS = { "display%s*%(", "%.show%s*%(", "pyplot", "plt%." }
+M.DISPLAY_NOTE = "[glsb: OpenSandbox returns only the value of the cell's last expression (execd forwards the "
+  .. "kernel's execute_result, not its display_data): what display(), plt.show() or a figure left open at the "
+  .. "end of the cell showed is not returned; end the cell with the object (e.g. the figure) to get it]"
+
+local function may_display(code)
+  for _, p in ipairs(M.DISPLAY_PATTERNS) do
+    if code:find(p) then return true end
+  end
+  return false
+end
+
+-- run_cell(conn, code, opts[, note]) -> ExecutionResult of one cell in the language's default context;
+-- note: the user's cell (not glsb's env cells), which may get the display note.
+local function run_cell(conn, code, opts, note)
   local body = { code = code, context = { language = opts.language or "python" } }
   local deadline = opts.timeout and (loop.now() + opts.timeout)
   local busy_until = loop.now() + math.min(M.BUSY_WAIT, opts.timeout or M.BUSY_WAIT)
   local wait = 0.05
   while true do
     local out = output.capture(opts)
-    local st_ev = { results = {} }
+    local st_ev = { results = results.collector() }
     local res, st = M.stream(conn, "/code", body, { timeout = deadline and math.max(0.001, deadline - loop.now()) },
       function(ev)
         local t = ev.type
@@ -432,11 +473,10 @@ local function run_cell(conn, code, opts)
         elseif t == "execution_count" then
           st_ev.execution_count = clean(ev.execution_count)
         elseif t == "result" and type(ev.results) == "table" then
-          local rs = {}
-          for k, v in pairs(ev.results) do rs[k] = clean(v) end
           -- execd renames the MIME key text/plain to text (the SDKs read either)
-          rs.text = rs.text or rs["text/plain"]
-          st_ev.results[#st_ev.results + 1] = rs
+          local text = clean(ev.results.text or ev.results["text/plain"])
+          if type(text) == "string" then st_ev.main_text = text end
+          if st_ev.results:room() > 0 then st_ev.results:add(bundle_of(ev.results)) else st_ev.results:drop(0) end
         elseif t == "error" then
           st_ev.error = type(ev.error) == "table" and ev.error or {}
         elseif t == "execution_complete" then
@@ -467,11 +507,15 @@ local function run_cell(conn, code, opts)
           failure = { exception_type = gone and outcome.GONE or "ProtocolError", retry_safe = false } }
       end
       out:finish(r)
-      r.results = st_ev.results
+      if note and (opts.language or "python") == "python" and may_display(code) then
+        st_ev.results:note(M.DISPLAY_NOTE)
+      end
+      st_ev.results:finish(r)
       r.execution_count = st_ev.execution_count
       r.context_id = st_ev.context_id
-      local last = st_ev.results[#st_ev.results]
-      if last and r.status == Status.SUCCESS then r.text = models.ExecutionResult.text_of(last.text) end
+      if st_ev.main_text and r.status == Status.SUCCESS then
+        r.text = models.ExecutionResult.text_of(st_ev.main_text)
+      end
       return r
     end
   end
@@ -506,16 +550,16 @@ end
 
 -- run_code(conn, code, opts) -> ExecutionResult. opts: timeout (s or nil), language, env, on_stdout,
 -- on_stderr, alive (fn). r.text is the value of the cell's last expression (text/plain, the repr),
--- r.results every result's MIME bundle, r.execution_count the kernel's counter.
+-- r.results the main result's bundle (and the note above), r.execution_count the kernel's counter.
 function M.run_code(conn, code, opts)
-  if not (opts.env and next(opts.env)) then return run_cell(conn, code, opts) end
+  if not (opts.env and next(opts.env)) then return run_cell(conn, code, opts, true) end
   local set, restore = env_cells(opts.env)
   local pre = run_cell(conn, set, { timeout = opts.timeout, language = opts.language, alive = opts.alive })
   if pre.status ~= Status.SUCCESS then
     pre.error = "execute_code: setting env failed: " .. tostring(pre.error)
     return pre
   end
-  local r = run_cell(conn, code, opts)
+  local r = run_cell(conn, code, opts, true)
   if r.status ~= Status.TIMEOUT and r.status ~= Status.UNKNOWN then
     run_cell(conn, restore, { timeout = 30, language = opts.language, alive = opts.alive })
   end

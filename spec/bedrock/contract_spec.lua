@@ -20,6 +20,9 @@ describe("bedrock contract run #bedrock", function()
     -- which the emulator does not run (spec/bedrock/sandbox_spec.lua checks what reaches the wire)
     ports = false,
     call_languages = {},
+    -- figures come back as image blocks of the service (no chart extraction); display() and the last
+    -- value's forms come through glsb's cell wrapper
+    charts = false,
     -- sessions still READY and processes the emulator started for them
     leftovers = function() return emu:leftovers() end,
   })

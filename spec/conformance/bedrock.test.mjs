@@ -7,7 +7,7 @@
 //   cd spec && npm ci && node --test conformance/bedrock.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -224,6 +224,26 @@ test('executeCode keeps state in one python process; clearContext starts afresh;
     // Output of child processes is captured too.
     const sub = await invoke(id, 'executeCode', { code: "import subprocess\nsubprocess.run(['echo', 'from child'])" });
     assert.equal(sub.result.structuredContent.stdout, 'from child\n');
+  });
+});
+
+const HAS_MATPLOTLIB = spawnSync('/usr/bin/python3', ['-c', 'import matplotlib']).status === 0;
+
+test('a figure left open at the end of executeCode is an image content block the SDK decodes to PNG bytes',
+  { skip: HAS_MATPLOTLIB ? false : 'needs python3-matplotlib (scripts/install-deps)' }, async () => {
+  await withSession(async (id) => {
+    const r = await invoke(id, 'executeCode', { code: 'import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint("drawn")' });
+    assert.equal(r.result.isError, false);
+    assert.equal(r.result.content[0].type, 'text');
+    assert.equal(r.result.content[0].text, 'drawn\n');
+    const img = r.result.content[1];
+    assert.equal(img.type, 'image');
+    assert.equal(img.mimeType, 'image/png');
+    assert.ok(img.data instanceof Uint8Array);
+    assert.equal(Buffer.from(img.data).subarray(0, 8).toString('latin1'), '\x89PNG\r\n\x1a\n');
+    // the figure was closed: the next run shows nothing
+    const next = await invoke(id, 'executeCode', { code: 'print(1)' });
+    assert.equal(next.result.content.length, 1);
   });
 });
 

@@ -4,7 +4,7 @@
 //   cd spec && npm ci && node --test conformance/
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -162,6 +162,32 @@ test('code contexts, env vars, rich results, child-process output, syntax errors
     const uni = await sbx.runCode('print("h\u00e9llo \u{1F600}")\n"\u00fc"');
     assert.deepEqual(uni.logs.stdout, ['h\u00e9llo \u{1F600}\n']);
     assert.equal(uni.text, '\u00fc');
+  });
+});
+
+// matplotlib and pandas for the kernel's python3 (this machine's): scripts/install-deps installs them
+const HAS_PLOTTING = spawnSync('/usr/bin/python3', ['-c', 'import matplotlib, pandas']).status === 0;
+
+test('a figure left open comes back as the SDK reads E2B\'s: base64 png, chart with E2B\'s fields, DataFrame data',
+  { skip: HAS_PLOTTING ? false : 'needs python3-matplotlib and python3-pandas (scripts/install-deps)' }, async () => {
+  await withSandbox(async (sbx) => {
+    const fig = await sbx.runCode('import matplotlib.pyplot as plt\n'
+      + 'plt.bar(["Author A", "Author B"], [100, 200], label="Books Sold")\nplt.title("Sales")\nplt.xlabel("Authors")');
+    assert.equal(fig.error, undefined);
+    assert.equal(fig.results.length, 2); // the main result (the xlabel's Text), then the figure at the end
+    const shown = fig.results[1];
+    assert.equal(shown.isMainResult, false);
+    assert.equal(Buffer.from(shown.png, 'base64').subarray(0, 8).toString('latin1'), '\x89PNG\r\n\x1a\n');
+    assert.deepEqual(shown.formats(), ['png']); // the SDK lists neither text nor chart
+    assert.equal(shown.text, '<Figure size 640x480 with 1 Axes>');
+    assert.equal(shown.chart.type, 'bar');
+    assert.equal(shown.chart.title, 'Sales');
+    assert.equal(shown.chart.x_label, 'Authors');
+    assert.deepEqual(shown.chart.elements, [{ label: 'Author A', group: 'Books Sold', value: 100 },
+      { label: 'Author B', group: 'Books Sold', value: 200 }]);
+    const df = await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2]})');
+    assert.deepEqual(df.results[0].data, { a: [1, 2] });
+    assert.match(df.results[0].html, /<table/);
   });
 });
 

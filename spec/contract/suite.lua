@@ -29,6 +29,12 @@
 --   call_languages      languages besides python execute_code{language=...} runs in this test setting:
 --                       "bash", "javascript", "typescript" (default {"bash"}; the emulators' interpreters
 --                       run python only)
+--   displays            false: only the main result (the last value's bundle) comes back: display() and
+--                       figures shown at the end of a cell do not (OpenSandbox's execd forwards only the
+--                       kernel's execute_result); the call's results then end with a note saying so
+--   charts              false: figures come back without extra.chart (E2B's chart extraction; default true)
+--   host_python         false: the code does not run with this machine's python3 (a live provider), so
+--                       the rich results case does not look for matplotlib and pandas here
 local busted = require "busted"
 local assert = require "luassert"
 local describe, it = busted.describe, busted.it
@@ -340,6 +346,95 @@ return function(provider, opts_factory, features)
       assert.are.equal("aa", r.text) -- a string's repr without its outer quotes, as E2B shows it
       assert.is_nil(sb:execute_code("y = 1").text)
       assert.is_nil(sb:execute_code("None").text)
+    end)
+
+    -- The rich results case (issue 21): matplotlib and pandas must be importable by the python3 that runs
+    -- the code: this machine's, for the local sandbox and the emulators.
+    local function host_has(modules)
+      local _, code = require("support.shell").sh("/usr/bin/python3 -c 'import " .. modules .. "' 2>/dev/null")
+      return code == 0
+    end
+
+    -- width, height of a PNG (its IHDR), or nil when the bytes are not a PNG
+    local function png_size(data)
+      if type(data) ~= "string" or data:sub(1, 8) ~= "\137PNG\r\n\26\n" or data:sub(13, 16) ~= "IHDR" then return nil end
+      local w, h = string.unpack(">I4I4", data, 17)
+      return w, h
+    end
+
+    -- 4 x 3 inches at 50 dpi, one axes filling it, no frame, no padding: 200 x 150 pixels whether the
+    -- provider draws the whole figure or its tight box (as matplotlib-inline does)
+    local FIGURE = "plt.rcParams['savefig.pad_inches'] = 0\nfig = plt.figure(figsize=(4, 3), dpi=50)\n"
+      .. "ax = fig.add_axes([0, 0, 1, 1])\nax.axis('off')\n"
+
+    it("rich results: a figure is one PNG of its size, a DataFrame html, display() in order, none is {}", function()
+      if features.host_python ~= false and not host_has("matplotlib, pandas") then
+        pending("needs python3-matplotlib and python3-pandas on this machine (scripts/install-deps installs them): "
+          .. "the local sandbox and the emulators run the code with its python3")
+        return
+      end
+      sb = create()
+      -- a figure left open at the end of the cell
+      local r = sb:execute_code("import matplotlib.pyplot as plt\n" .. FIGURE .. "_ = ax.hist([10, 20, 20, 30, 40])",
+        { timeout = 120 })
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.is_nil(r.text)
+      if features.displays == false then
+        assert.are.equal(0, #r:images(), tostring(r.results[1]))
+        assert.are.equal(1, #r.results)
+        assert.is_true(glsb.results.is_note(r.results[1]))
+        assert.matches("figure", r.results[1].text)
+      else
+        assert.are.equal(1, #r.results, tostring(r.results[2]))
+        local b = r.results[1]
+        assert.is_false(b.is_main_result)
+        assert.are.equal(1, #r:images())
+        assert.are.equal("image/png", r:images()[1].mime)
+        assert.are.same({ 200, 150 }, { png_size(b.png) })
+        if features.charts ~= false then
+          assert.are.equal("bar", b.extra.chart.type)
+          assert.is_true(#b.extra.chart.elements > 0)
+        end
+        -- the figure was closed: the next cell shows nothing
+        assert.are.same({}, sb:execute_code("x = 1").results)
+      end
+      -- a figure as the cell's value is the main result, on every provider
+      r = sb:execute_code("import matplotlib, matplotlib.figure\nmatplotlib.rcParams['savefig.pad_inches'] = 0\n"
+        .. "f = matplotlib.figure.Figure(figsize=(4, 3), dpi=50)\na = f.add_axes([0, 0, 1, 1])\na.axis('off')\n"
+        .. "_ = a.plot([1, 3, 2])\nf")
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.are.equal(1, #r.results, tostring(r.results[2]))
+      assert.is_true(r.results[1].is_main_result)
+      assert.are.same({ 200, 150 }, { png_size(r.results[1].png) })
+      assert.are.equal("<Figure size 200x150 with 1 Axes>", r.text)
+      -- a DataFrame: html and its text
+      r = sb:execute_code("import pandas as pd\npd.DataFrame({'kind': ['a', 'b'], 'n': [3, 4]})")
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.are.equal(1, #r.results)
+      assert.is_true(r.results[1].is_main_result)
+      assert.matches("<table", r.results[1].html)
+      assert.matches("kind", r.results[1].text)
+      assert.are.equal(r.text, r.results[1].text)
+      -- display() of two objects: two bundles in order, then the main result
+      r = sb:execute_code("class Bold:\n    def _repr_html_(self):\n        return '<b>bold</b>'\n"
+        .. "display(Bold(), 'second')\n7")
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      if features.displays == false then
+        assert.are.equal(2, #r.results)
+        assert.are.equal("7", r.results[1].text)
+        assert.is_true(glsb.results.is_note(r.results[2]))
+      else
+        assert.are.equal(3, #r.results)
+        assert.are.equal("<b>bold</b>", r.results[1].html)
+        assert.are.equal("second", r.results[2].text)
+        assert.is_false(r.results[1].is_main_result or r.results[2].is_main_result)
+        assert.are.equal("7", r.results[3].text)
+        assert.is_true(r.results[3].is_main_result)
+      end
+      -- a cell that displays nothing has no results
+      r = sb:execute_code("print(1)")
+      assert.are.same({}, r.results)
+      assert.is_false(r.results_truncated)
     end)
 
     it("caps each stream at glsb.output.CAP with the same flag and note", function()

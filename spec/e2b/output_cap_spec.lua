@@ -142,11 +142,17 @@ describe("e2b output caps: a line too long to read whole #e2b", function()
     for decode_piece = 12, 25 do check(ENVELOPE + 400, decode_piece) end
   end)
 
-  it("a cut result line (not a stream's) makes the call UNKNOWN, naming the line; the sandbox goes on", function()
+  it("a cut result line is dropped and noted (results_truncated); a cut error line makes the call UNKNOWN", function()
     interpreter.MAX_FRAME = 300
     local r = sb:execute_code("'x' * 400", { timeout = 60 })
+    assert.are.equal(Status.SUCCESS, r.status, r.error)
+    assert.is_true(r.results_truncated)
+    assert.are.equal(1, #r.results)
+    assert.matches("^%[glsb: results truncated at %d+ bytes; 1 more result %(%d+ bytes%) dropped%]$", r.results[1].text)
+    assert.is_nil(r.text) -- the main result was in the line that was dropped
+    r = sb:execute_code("raise ValueError('x' * 400)", { timeout = 60 })
     assert.are.equal(Status.UNKNOWN, r.status)
-    assert.matches("the code interpreter sent a result line of %d+ bytes, over the 300%-byte limit %(FRAME_TOO_LARGE%)",
+    assert.matches("the code interpreter sent a error line of %d+ bytes, over the 300%-byte limit %(FRAME_TOO_LARGE%)",
       r.error)
     interpreter.MAX_FRAME = max_frame
     r = sb:execute_code("print('still here')", { timeout = 60 })

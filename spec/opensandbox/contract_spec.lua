@@ -13,6 +13,8 @@ describe("opensandbox contract run #opensandbox", function()
   end, {
     tag = "#opensandbox",
     call_languages = {}, -- python only
+    displays = false,    -- execd forwards only the kernel's execute_result (display_data is dropped)
+    charts = false,      -- no chart extraction in its kernel
     leftovers = function() return emu:leftovers() end,
   })
 end)

@@ -90,6 +90,9 @@ int glsb_sb_plan_mounts(struct sb *sb, char *err, size_t errcap)
 		"/etc/inputrc", "/etc/terminfo", "/etc/os-release", "/etc/debian_version",
 		"/etc/lsb-release", "/etc/python3", "/etc/python3.11", "/etc/python3.12",
 		"/etc/ld-musl-x86_64.path", "/etc/locale.alias", "/etc/mailcap", "/etc/papersize",
+		/* Debian's matplotlib reads its defaults there (python3-matplotlib's matplotlib_fname),
+		 * and lists the fonts with fc-list, which reads /etc/fonts */
+		"/etc/matplotlibrc", "/etc/fonts",
 	};
 	static const char *const dev[] = {"null", "zero", "full", "random", "urandom"};
 	char src[PATH_MAX + 16], dst[300];

@@ -1,8 +1,9 @@
 # Persistent Python interpreter of one emulated AgentCore session (executeCode, language python).
 # Requests arrive on fd 0 as JSON lines {"code": str, "clear": bool}; each answer leaves on fd 3 as
-# one JSON line {"stdout", "stderr", "error": null | {"name", "value", "traceback"}}. During a
+# one JSON line {"stdout", "stderr", "error": null | {"name", "value", "traceback"}, "images"}. During a
 # run, fds 1 and 2 point at temporary files, so output of child processes is captured too. A
 # SIGINT while code runs interrupts it (the client went away); while idle it is ignored.
+import base64
 import builtins
 import json
 import os
@@ -30,6 +31,26 @@ def _on_sigint(signum, frame):
 signal.signal(signal.SIGINT, _on_sigint)
 
 
+# Figures: the interpreter stands for a Jupyter-style one (AgentCore lists matplotlib-inline among
+# its libraries): figures shown or left open at the end of a run come back as image content blocks
+# (service model ContentBlock type "image", data + mimeType), drawn by glsb's display module
+# (providers/local/display.py, argv[2]) standing in for matplotlib-inline.
+_display = type(sys)("glsb_display")
+exec(compile(sys.argv[2], "display.py", "exec"), _display.__dict__)
+_display.install_backend_hook()
+_images = []
+
+
+def _collect(forms, extra, main):
+    for form, mime in (("png", "image/png"), ("jpeg", "image/jpeg")):
+        if form in forms:
+            _images.append({"mimeType": mime, "data": base64.b64encode(forms[form]).decode("ascii")})
+            return
+
+
+_display.set_publisher(_collect)
+
+
 def _fresh():
     return {"__name__": "__main__", "__builtins__": builtins}
 
@@ -39,6 +60,7 @@ _globals = _fresh()
 
 def _run(code):
     global _busy
+    del _images[:]
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
     os.dup2(out.fileno(), 1)
@@ -68,11 +90,17 @@ def _run(code):
         sys.stderr = sys.__stderr__
     out.seek(0)
     err.seek(0)
+    try:
+        _display.flush_figures()
+    except BaseException:  # noqa: B902 - an interrupt while drawing ends the drawing, not the interpreter
+        pass
     result = {
         "stdout": out.read().decode("utf-8", "replace"),
         "stderr": err.read().decode("utf-8", "replace"),
         "error": error,
+        "images": _images[:],
     }
+    del _images[:]
     out.close()
     err.close()
     return result

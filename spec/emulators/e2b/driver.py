@@ -139,50 +139,65 @@ _stderr = _Stream("stderr")
 sys.stdout = _stdout
 sys.stderr = _stderr
 
-_MIME = [
-    ("_repr_html_", "html"),
-    ("_repr_markdown_", "markdown"),
-    ("_repr_svg_", "svg"),
-    ("_repr_png_", "png"),
-    ("_repr_jpeg_", "jpeg"),
-    ("_repr_pdf_", "pdf"),
-    ("_repr_latex_", "latex"),
-    ("_repr_json_", "json"),
-    ("_repr_javascript_", "javascript"),
-]
+# IPython's display formatters, matplotlib-inline and E2B's chart extraction (code-interpreter
+# template/startup_scripts/0002_data.py, chart_data_extractor) are stood in for by glsb's own display
+# module (providers/local/display.py, its source given as argv[2]): the same forms, the same figure
+# rendering (PNG, bbox_inches="tight"), the same chart fields.
+_display = type(sys)("glsb_display")
+exec(compile(sys.argv[2], "display.py", "exec"), _display.__dict__)
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if type(v).__module__ == "numpy" and callable(getattr(v, "item", None)):
+        return v.item()
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    return str(v)
+
+
+def _line(forms, extra, is_main, obj=None):
+    # result.py Result: MIME forms under E2B's names (binary ones base64), e2b/chart as "chart", e2b/data
+    # (a DataFrame's columns, 0002_data.py E2BDataFormatter) as "data", other MIME types under "extra"
+    out = {"type": "result", "is_main_result": is_main}
+    for k, v in forms.items():
+        if k in ("png", "jpeg", "pdf"):
+            v = base64.b64encode(v).decode("ascii")
+        out[k] = v
+    if "chart" in extra:
+        out["chart"] = extra["chart"]
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(obj, pandas.DataFrame):
+        out["data"] = {k: [x.isoformat() if isinstance(x, pandas.Timestamp) else x for x in col]
+                       for k, col in obj.to_dict(orient="list").items()}
+    out["extra"] = {k: v for k, v in extra.items() if k != "chart"}
+    return _jsonable(out)
 
 
 def _format(obj, is_main):
-    out = {"type": "result", "is_main_result": is_main, "extra": {}}
-    text = repr(obj)
-    # The real server strips one pair of outer single or double quotes from text/plain
-    # (code-interpreter template/server/api/models/result.py Result.__init__), with no length check.
-    if text and ((text.startswith("'") and text.endswith("'")) or (text.startswith('"') and text.endswith('"'))):
-        text = text[1:-1]
-    out["text"] = text
-    for meth, key in _MIME:
-        fn = getattr(obj, meth, None)
-        if fn is None or not callable(fn):
-            continue
-        try:
-            val = fn()
-        except Exception:
-            continue
-        if val is None:
-            continue
-        if isinstance(val, tuple):
-            val = val[0]
-        if isinstance(val, bytes):
-            val = base64.b64encode(val).decode("ascii")
-        out[key] = val
-    return out
+    forms, extra = _display.bundle(obj)
+    return _line(forms, extra, is_main, obj)
 
 
-def display(*objs, **_kw):
+_display.set_publisher(lambda forms, extra, is_main: _emit(_line(forms, extra, is_main)))
+
+
+def display(*objs, **kw):
     _stdout.flush()
     _stderr.flush()
     for o in objs:
-        _emit(_format(o, False))
+        if kw.get("raw"):
+            _display.display(o, raw=True)
+        else:
+            _emit(_format(o, False))
+
+
+# ipykernel starts the kernel with MPLBACKEND=module://matplotlib_inline.backend_inline: here the
+# stand-in backend is selected as soon as the code imports matplotlib
+_display.install_backend_hook()
 
 
 # The template's IPython runs with colors = "NoColor" (code-interpreter template/ipython_kernel_config.py):
@@ -270,6 +285,13 @@ def _run(code, silent):
     finally:
         _stdout.flush()
         _stderr.flush()
+    # matplotlib-inline's post-execute hook (flush_figures): every figure pyplot still has open is
+    # displayed, then closed, also after an error
+    if not silent:
+        try:
+            _display.flush_figures()
+        except BaseException:  # noqa: B902 - an interrupt while drawing ends the drawing, not the kernel
+            pass
 
 
 def main():

@@ -85,39 +85,43 @@ sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering
 sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
 sys.stdin = open(os.devnull, "r", encoding="utf-8")
 
-_MIME = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"), ("_repr_svg_", "image/svg+xml"),
-         ("_repr_png_", "image/png"), ("_repr_jpeg_", "image/jpeg"), ("_repr_latex_", "text/latex"),
-         ("_repr_json_", "application/json"), ("_repr_javascript_", "application/javascript"))
+# IPython's display formatters and matplotlib-inline are stood in for by glsb's display module
+# (providers/local/display.py, its source given as argv[1]):
+# the same forms, figures drawn the same way. What the kernel sends is Jupyter's: a MIME bundle, binary
+# forms base64.
+_display = type(sys)("glsb_display")
+exec(compile(sys.argv[1], "display.py", "exec"), _display.__dict__)
+_MIME_OF = {form: mime for mime, form in _display.FORM_OF_MIME.items()}
 
 
-def _bundle(obj):
-    data = {"text/plain": repr(obj)}
-    for method, mime in _MIME:
-        fn = getattr(obj, method, None)
-        if not callable(fn):
+def _data(forms, extra, obj=None):
+    data = {"text/plain": repr(obj) if obj is not None else forms.get("text", "")}
+    for form, value in forms.items():
+        if form == "text":
             continue
-        try:
-            value = fn()
-        except Exception:
-            continue
-        if value is None:
-            continue
-        if isinstance(value, tuple):
-            value = value[0]
         if isinstance(value, bytes):
             value = base64.b64encode(value).decode("ascii")
-        data[mime] = value
+        data[_MIME_OF[form]] = value
+    for mime, value in extra.items():
+        if "/" in mime:
+            data[mime] = value
     return data
 
 
+def _bundle(obj):
+    forms, extra = _display.bundle(obj)
+    return _data(forms, extra, obj)
+
+
+# display_data: sent as the kernel sends it; execd drops it (code.mjs)
+_display.set_publisher(lambda forms, extra, _main: _send({"type": "display", "data": _data(forms, extra)}))
+display = _display.display
+
+
+# ipykernel starts the kernel with MPLBACKEND=module://matplotlib_inline.backend_inline: here the
+# stand-in backend is selected as soon as the code imports matplotlib
+_display.install_backend_hook()
 _count = 0
-
-
-def display(*objs, **_kw):
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    for obj in objs:
-        _send({"type": "result", "count": 0, "data": _bundle(obj)})
 
 
 class StdinNotImplementedError(RuntimeError):
@@ -176,6 +180,11 @@ def _run(code):
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         _send({"type": "error", "ename": type(exc).__name__, "evalue": str(exc), "traceback": _traceback(exc)})
+    # matplotlib-inline's post-execute hook: every figure pyplot still has open is displayed and closed
+    try:
+        _display.flush_figures()
+    except BaseException:  # noqa: B902 - an interrupt while drawing ends the drawing, not the kernel
+        pass
 
 
 # A SIGINT while no cell runs is ignored, as a Jupyter kernel ignores an interrupt while idle. It used to

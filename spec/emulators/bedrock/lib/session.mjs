@@ -11,6 +11,9 @@ import { iso } from './util.mjs';
 
 const KERNEL = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'kernel.py');
 const KERNEL_SRC = fs.readFileSync(KERNEL, 'utf8');
+// glsb's display module stands in for matplotlib-inline (kernel.py)
+const DISPLAY_SRC = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..',
+  'providers', 'local', 'display.py'), 'utf8');
 const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 
 // The session user's working directory on AgentCore; relative file-tool paths resolve here.
@@ -37,7 +40,7 @@ class Kernel {
 
   ensure() {
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) return;
-    const child = spawnIn(this.session.root, [PYTHON, '-c', 'import sys; exec(compile(sys.argv[1], "<kernel>", "exec"))', KERNEL_SRC], {
+    const child = spawnIn(this.session.root, [PYTHON, '-c', 'import sys; exec(compile(sys.argv[1], "<kernel>", "exec"))', KERNEL_SRC, DISPLAY_SRC], {
       env: sessionEnv(), cwd: WORKDIR, stdio: ['pipe', 'ignore', 'ignore', 'pipe'],
     });
     this.child = child;

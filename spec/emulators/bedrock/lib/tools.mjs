@@ -49,8 +49,10 @@ async function executeCode(session, args, ticket) {
   const r = await session.kernel.run(code, args.clearContext === true, ticket);
   if (r === null) return null; // the session ended or the caller went away
   const isError = r.error !== null && r.error !== undefined;
+  // figures shown or left open: one image block each (ContentBlock type image, data base64 in JSON)
+  const images = (r.images || []).map((img) => ({ type: 'image', data: img.data, mimeType: img.mimeType }));
   return {
-    content: [text(r.stdout + r.stderr)],
+    content: [text(r.stdout + r.stderr), ...images],
     structuredContent: { stdout: r.stdout, stderr: r.stderr, exitCode: isError ? 1 : 0, executionTime: Date.now() - started },
     isError,
   };

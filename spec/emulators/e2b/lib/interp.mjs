@@ -8,6 +8,9 @@ import { killTree } from './runtime.mjs';
 import { resolvePath as normalizeSandboxPath, ensureDirs } from './vm.mjs';
 
 const DRIVER = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'driver.py'), 'utf8');
+// glsb's display module stands in for IPython's formatters, matplotlib-inline and E2B's chart extraction
+const DISPLAY = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..',
+  'providers', 'local', 'display.py'), 'utf8');
 const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 // The server's keepalive line spacing (code-interpreter template/server/messaging.py KEEPALIVE_INTERVAL);
 // POST /_emulator/config {keepaliveMs} changes it for tests.
@@ -127,7 +130,7 @@ class Context {
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) return;
     // Kernels run as root: Jupyter is a systemd service without User= (e2b-dev/code-interpreter
     // template/systemd/jupyter.service), so what code writes belongs to root.
-    const child = this.sbx.spawn([PYTHON, '-c', 'import sys; exec(compile(sys.argv[1], "<e2b-emulator-kernel>", "exec"))', DRIVER], {
+    const child = this.sbx.spawn([PYTHON, '-c', 'import sys; exec(compile(sys.argv[1], "<e2b-emulator-kernel>", "exec"))', DRIVER, DISPLAY], {
       user: 'root', env: this.sbx.env('root'), cwd: this.cwd, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
     });
     this.child = child;

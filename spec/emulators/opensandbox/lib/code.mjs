@@ -16,6 +16,9 @@ import { EventStream } from './stream.mjs';
 import { commandId, expandPath } from './commands.mjs';
 
 const DRIVER = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'driver.py');
+// glsb's display module stands in for IPython's formatters and matplotlib-inline (driver.py)
+const DISPLAY = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', 'providers', 'local',
+  'display.py');
 const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const LANGUAGES = new Set(['python']);
 
@@ -37,7 +40,7 @@ class Context {
   ensure() {
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) return;
     const driver = fs.readFileSync(DRIVER, 'utf8');
-    const child = spawnIn(this.sbx.root, [PYTHON, '-u', '-c', driver], {
+    const child = spawnIn(this.sbx.root, [PYTHON, '-u', '-c', driver, fs.readFileSync(DISPLAY, 'utf8')], {
       env: baseEnv({ ...this.sbx.env, PYTHONUNBUFFERED: '1' }), cwd: this.cwd,
       stdio: ['pipe', 'ignore', 'ignore', 'pipe'],
     });
@@ -90,6 +93,11 @@ class Context {
         onMessage: (msg) => {
           if (msg.type === 'stream') {
             stream.event({ type: msg.name === 'stderr' ? 'stderr' : 'stdout', text: msg.text });
+          } else if (msg.type === 'display') {
+            // display_data (display(), figures shown or left open): execd's ExecuteCodeStream registers no
+            // handler for it (components/execd/pkg/jupyter/execute/execute.go
+            // registerExecuteCodeStreamHandlers: execute_reply, execute_result, stream, error, status),
+            // so it never reaches the client
           } else if (msg.type === 'result') {
             if (msg.count > 0) stream.event({ type: 'execution_count', execution_count: msg.count });
             const results = {};
