@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Sandbox as BaseSandbox, Template, BuildError, FilesystemEventType } from 'e2b';
+import { Sandbox as BaseSandbox, Template, BuildError, FilesystemEventType, SandboxNotFoundError } from 'e2b';
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter';
 import { startEmulator, admin, until } from './emulator.mjs';
 
 const KEY = 'e2b_parity_key';
@@ -157,6 +158,113 @@ test('template builds: a relative COPY lands in the build user\'s home; RUN as a
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+});
+
+// A request for one of the sandbox's ports through the shared sandbox host.
+function port(sbx, p, headers = {}) {
+  return fetch(`${emu.url}/`, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': String(p), ...headers } });
+}
+
+test('pause keeps running processes, their pids and kernel state; a filesystem-only pause cold-boots', async () => {
+  const sbx = await CodeSandbox.create({ ...opts });
+  try {
+    await sbx.runCode('kept = 41');
+    const bg = await sbx.commands.run('sleep 600', { background: true });
+    const boot = (await sbx.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim();
+    await sbx.pause();
+    assert.equal(await sbx.isRunning(), false);
+    const listed = await BaseSandbox.list({ ...opts, query: { state: ['paused'] } }).nextItems();
+    assert.ok(listed.some((s) => s.sandboxId === sbx.sandboxId && s.state === 'paused'));
+    await sbx.connect();
+    assert.ok((await sbx.commands.list()).some((p) => p.pid === bg.pid), 'the process is still there, same pid');
+    assert.equal((await sbx.runCode('kept + 1')).text, '42', 'the kernel kept its variables');
+    assert.equal((await sbx.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim(), boot, 'no reboot');
+
+    await sbx.files.write('/home/user/kept.txt', 'on disk');
+    await sbx.pause({ keepMemory: false });
+    await sbx.connect();
+    assert.ok(!(await sbx.commands.list()).some((p) => p.pid === bg.pid), 'processes are gone after a cold boot');
+    assert.notEqual((await sbx.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim(), boot);
+    assert.equal(await sbx.files.read('/home/user/kept.txt'), 'on disk');
+    assert.ok((await sbx.runCode('"kept" in dir()')).text === 'False', 'a fresh kernel');
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test('snapshots: create (named or not), list by sandbox and by name, start sandboxes from one, delete', async () => {
+  await withSandbox(async (sbx) => {
+    await sbx.files.write('/home/user/snap.txt', 'from the snapshot');
+    const plain = await sbx.createSnapshot();
+    assert.match(plain.snapshotId, /^[a-z0-9]+:default$/);
+    assert.deepEqual(plain.names, []);
+    const named = await sbx.createSnapshot({ name: 'parity-snap' });
+    assert.equal(named.snapshotId, 'emulator/parity-snap:default');
+    assert.deepEqual(named.names, ['emulator/parity-snap']);
+    const mine = await sbx.listSnapshots().nextItems();
+    assert.deepEqual(mine.map((x) => x.snapshotId).sort(), [plain.snapshotId, named.snapshotId].sort());
+    assert.deepEqual((await BaseSandbox.listSnapshots({ ...opts, name: 'parity-snap' }).nextItems()).map((x) => x.snapshotId), [named.snapshotId]);
+    assert.deepEqual(await BaseSandbox.listSnapshots({ ...opts, name: 'parity-none' }).nextItems(), []);
+    await sbx.files.write('/home/user/snap.txt', 'changed after');
+    const [a, b] = await Promise.all([BaseSandbox.create(named.snapshotId, opts), BaseSandbox.create(plain.snapshotId, opts)]);
+    try {
+      assert.equal(await a.files.read('/home/user/snap.txt'), 'from the snapshot');
+      await a.files.write('/home/user/snap.txt', 'a');
+      assert.equal(await b.files.read('/home/user/snap.txt'), 'from the snapshot', 'sandboxes from a snapshot are independent');
+    } finally {
+      await a.kill();
+      await b.kill();
+    }
+    assert.equal(await BaseSandbox.deleteSnapshot(named.snapshotId, opts), true);
+    assert.equal(await BaseSandbox.deleteSnapshot(plain.snapshotId, opts), true);
+    assert.equal(await BaseSandbox.deleteSnapshot(plain.snapshotId, opts), false);
+    assert.deepEqual(await sbx.listSnapshots().nextItems(), []);
+  });
+});
+
+test('fork: the forks get the files and env, the original keeps running; a paused or killed one is refused', async () => {
+  await withSandbox(async (sbx) => {
+    await sbx.files.write('/home/user/f.txt', 'before the fork');
+    const forks = await sbx.fork({ count: 2, timeoutMs: 60_000 });
+    try {
+      assert.equal(forks.length, 2);
+      for (const f of forks) {
+        assert.ok(f instanceof BaseSandbox, String(f));
+        assert.notEqual(f.sandboxId, sbx.sandboxId);
+        assert.equal(await f.files.read('/home/user/f.txt'), 'before the fork');
+        assert.equal((await f.commands.run('echo $FORK_ENV')).stdout, 'inherited\n');
+      }
+      await forks[0].files.write('/home/user/f.txt', 'changed');
+      assert.equal(await sbx.files.read('/home/user/f.txt'), 'before the fork');
+      assert.equal(await sbx.isRunning(), true);
+    } finally {
+      await Promise.all(forks.map((f) => f.kill?.()));
+    }
+    await sbx.pause();
+    await assert.rejects(sbx.fork(), /is paused and cannot be forked; resume it first/);
+    await sbx.kill();
+    await assert.rejects(sbx.fork(), SandboxNotFoundError);
+  }, { envs: { FORK_ENV: 'inherited' } });
+});
+
+test('ports: a server started in the sandbox is reached through its port; a traffic token guards all but envd', async () => {
+  await withSandbox(async (sbx) => {
+    assert.equal((await port(sbx, 18931)).status, 502, 'nothing listens yet');
+    assert.deepEqual(await (await port(sbx, 18931)).json(), { sandboxId: sbx.sandboxId, message: 'The sandbox is running but port is not open', port: 18931, code: 502 });
+    await sbx.commands.run("python3 -c \"import http.server as h\nclass H(h.BaseHTTPRequestHandler):\n  def do_GET(s):\n    b = s.headers['Host'].encode(); s.send_response(200); s.end_headers(); s.wfile.write(b)\nh.HTTPServer(('127.0.0.1', 18931), H).serve_forever()\"", { background: true });
+    const res = await until(async () => { const r = await port(sbx, 18931); return r.status === 200 && r; }, 'the server');
+    assert.equal(await res.text(), 'custom-18931.example', 'the Host the sandbox sees is maskRequestHost');
+  }, { network: { maskRequestHost: 'custom-${PORT}.example' } });
+
+  await withSandbox(async (sbx) => {
+    assert.ok(sbx.trafficAccessToken, 'a token comes with allowPublicTraffic: false');
+    const missing = await port(sbx, 18932);
+    assert.equal(missing.status, 403);
+    assert.match((await missing.json()).message, /Token header 'e2b-traffic-access-token' is missing/);
+    assert.equal((await port(sbx, 18932, { 'e2b-traffic-access-token': 'wrong' })).status, 403);
+    assert.equal((await port(sbx, 18932, { 'e2b-traffic-access-token': sbx.trafficAccessToken })).status, 502, 'through, to a closed port');
+    assert.equal((await sbx.commands.run('echo envd needs no traffic token')).exitCode, 0);
+  }, { network: { allowPublicTraffic: false } });
 });
 
 test('nothing leaked: no live sandboxes or child processes', async () => {

@@ -235,22 +235,65 @@ async function handle(req, res) {
   const sbx = emu.sandboxes.get(r.sandboxId);
   if (!sbx || sbx.state !== 'running') {
     if (sbx && sbx.state === 'paused' && sbx.autoResume) {
-      emu.resume(sbx, 300);
+      await emu.resume(sbx, 300);
     } else {
       await readBody(req).catch(() => {});
       return sendJson(res, 502, { sandboxId: r.sandboxId, message: 'The sandbox was not found', code: 502 });
     }
   }
-  // Port 49999 is open only where the sandbox's start command started Jupyter (emulator.mjs CI_START).
-  const jupyterOpen = !!sbx.jupyter;
-  if (r.port !== 49983 && !(r.port === 49999 && jupyterOpen)) {
-    await readBody(req).catch(() => {});
-    return sendJson(res, 502, { sandboxId: r.sandboxId, message: 'The sandbox is running but port is not open', port: r.port, code: 502 });
+  // The traffic access token of a sandbox created with network.allowPublicTraffic = false guards every
+  // port but envd's (infra orchestrator/pkg/proxy/proxy.go: header e2b-traffic-access-token; 403 JSON
+  // of shared/pkg/proxy/template/traffic_access_token_error.go).
+  if (sbx.trafficAccessToken && r.port !== 49983) {
+    const given = req.headers['e2b-traffic-access-token'];
+    if (given !== sbx.trafficAccessToken) {
+      await readBody(req).catch(() => {});
+      const message = given === undefined
+        ? "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing"
+        : "Sandbox is secured with traffic access token. Provided token in header 'e2b-traffic-access-token' is invalid";
+      return sendJson(res, 403, { sandboxId: r.sandboxId, message, code: 403 });
+    }
   }
   sbx.active.add(res);
   res.on('close', () => sbx.active.delete(res));
-  if (r.port === 49999) return handleInterp(emu, sbx, req, res, url, ctx);
-  return handleEnvd(emu, sbx, req, res, url, ctx);
+  if (r.port === 49983) return handleEnvd(emu, sbx, req, res, url, ctx);
+  // Port 49999 is the interpreter only where the sandbox's start command started Jupyter (emulator.mjs
+  // CI_START); every other port is what a program in the sandbox serves, as the edge proxy forwards it
+  if (r.port === 49999 && sbx.jupyter) return handleInterp(emu, sbx, req, res, url, ctx);
+  return forward(sbx, r, req, res);
+}
+
+// A request for a port the sandbox's own program serves: proxied to it (sandboxes share the emulator's
+// network, so that is this machine's 127.0.0.1:<port>), with the sandbox's maskRequestHost as Host
+// (${PORT} replaced; shared/pkg/proxy/pool/client.go). Nothing listening: the proxy's 502 port_closed.
+function forward(sbx, r, req, res) {
+  return new Promise((resolve) => {
+    // the client's header names as sent (a Go proxy writes them canonical: Host, User-Agent, ...)
+    const headers = {};
+    const mask = sbx.network && typeof sbx.network.maskRequestHost === 'string' ? sbx.network.maskRequestHost : null;
+    headers.Host = mask ? mask.split('${PORT}').join(String(r.port)) : `localhost:${r.port}`;
+    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+      const name = req.rawHeaders[i];
+      if (['host', 'e2b-sandbox-id', 'e2b-sandbox-port', 'e2b-traffic-access-token'].includes(name.toLowerCase())) continue;
+      const canon = name.toLowerCase().replace(/(^|-)([a-z])/g, (_, d, c) => d + c.toUpperCase());
+      headers[canon] = headers[canon] === undefined ? req.rawHeaders[i + 1] : `${headers[canon]}, ${req.rawHeaders[i + 1]}`;
+    }
+    const up = http.request({ host: '127.0.0.1', port: r.port, method: req.method, path: req.url, headers }, (ur) => {
+      res.writeHead(ur.statusCode, ur.headers);
+      ur.pipe(res);
+      ur.on('end', resolve);
+      ur.on('error', () => { res.socket?.destroy(); resolve(); });
+    });
+    up.on('error', (e) => {
+      if (!res.headersSent) {
+        if (e.code === 'ECONNREFUSED') sendJson(res, 502, { sandboxId: r.sandboxId, message: 'The sandbox is running but port is not open', port: r.port, code: 502 });
+        else sendJson(res, 502, { sandboxId: r.sandboxId, message: `error proxying to the sandbox: ${e.code || e.message}`, code: 502 });
+      } else res.socket?.destroy();
+      resolve();
+    });
+    res.on('close', () => up.destroy());
+    req.pipe(up);
+  });
 }
 
 // --tls-cert/--tls-key: serve HTTPS, as E2B does, so clients can be tested on real host names

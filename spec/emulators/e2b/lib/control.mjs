@@ -6,6 +6,14 @@ import { readBody, parseJson, sendJson, send, apiError, randomId, paginate, limi
 // above it are a 400 (infra handlers/timeout_helper.go, sandbox_connect.go), and setTimeout never moves
 // the end past start + cap (orchestrator/keep_alive.go getMaxAllowedTTL). --max-lifetime-hours sets it.
 
+// The emulator's one team: snapshot names are "<slug>/<alias>" (id.WithNamespace).
+const TEAM_SLUG = 'emulator';
+
+function snapshotInfo({ template, tag }) {
+  const name = template.names[0];
+  return { snapshotID: name ? `${TEAM_SLUG}/${name}:${tag}` : `${template.templateID}:${tag}`, names: name ? [`${TEAM_SLUG}/${name}`] : [] };
+}
+
 export const INVALID_KEY = 'Invalid API key, please visit https://e2b.dev/docs/api-key for more information.';
 
 function notFound(res, id) {
@@ -163,6 +171,7 @@ export async function handleControl(emu, req, res, url) {
       metadata: body.metadata,
       envVars: body.envVars,
       autoPause: body.autoPause,
+      autoPauseMemory: body.autoPauseMemory,
       autoResume: body.autoResume ? !!body.autoResume.enabled : false,
       allowInternetAccess: body.allow_internet_access,
       network: body.network,
@@ -241,8 +250,45 @@ export async function handleControl(emu, req, res, url) {
       if (!body) return;
       if (!sbx) return notFound(res, id);
       if (sbx.state === 'paused') return apiError(res, 409, `Sandbox ${id} is already paused`);
-      emu.pause(sbx);
+      // `memory: false`: a filesystem-only snapshot (handlers/sandbox_pause.go)
+      await emu.pause(sbx, { memory: body.memory !== false });
       return send(res, 204);
+    }
+    if (sub === 'snapshots' && m === 'POST') {
+      // handlers/snapshot_template_create.go: 201 {snapshotID, names}; snapshotID is
+      // "<namespace>/<alias>:<tag>" for a named one, else "<templateID>:<tag>"
+      const body = await jsonBody(req, res);
+      if (!body) return;
+      let alias;
+      let tag = 'default';
+      if (body.name !== undefined && body.name !== null) {
+        const parsed = parseName(String(body.name));
+        if (parsed.error) return apiError(res, 400, `Invalid name: ${parsed.error}`);
+        if (parsed.namespace && parsed.namespace !== TEAM_SLUG) return apiError(res, 400, `namespace '${parsed.namespace}' does not match the team '${TEAM_SLUG}'`);
+        alias = parsed.alias;
+        if (parsed.tag) tag = parsed.tag;
+      }
+      if (!sbx || sbx.state !== 'running') return notFound(res, id);
+      const snap = await emu.templates.snapshot(sbx, { alias, tag });
+      return sendJson(res, 201, snapshotInfo(snap));
+    }
+    if (sub === 'fork' && m === 'POST') {
+      // handlers/sandbox_fork.go: 1..100 forks (fewer than the concurrency limit), 201 with one result each
+      const body = await jsonBody(req, res);
+      if (!body) return;
+      if (!checkTimeout(emu, res, body.timeout)) return;
+      const count = body.count === undefined || body.count === null ? 1 : Number(body.count);
+      if (!Number.isInteger(count) || count < 1) return apiError(res, 400, 'Count must be at least 1');
+      if (count > 100) return apiError(res, 400, 'Count cannot be greater than 100');
+      if (emu.maxSandboxes > 0 && count >= emu.maxSandboxes) {
+        return apiError(res, 400, `Count must be lower than the maximum number of concurrent sandboxes (${emu.maxSandboxes})`);
+      }
+      if (!sbx) return notFound(res, id);
+      if (sbx.state === 'paused') return apiError(res, 409, `Sandbox '${id}' is paused and cannot be forked; resume it first`);
+      const timeoutS = body.timeout !== undefined && body.timeout !== null ? Number(body.timeout) : 300;
+      const { sandboxes, build } = await emu.fork(sbx, count, timeoutS);
+      await Promise.all(sandboxes.map((f) => emu.waitReady(f, build)));
+      return sendJson(res, 201, sandboxes.map((f) => ({ sandbox: f.created() })));
     }
     if ((sub === 'connect' || sub === 'resume') && m === 'POST') {
       const body = await jsonBody(req, res);
@@ -255,7 +301,7 @@ export async function handleControl(emu, req, res, url) {
       if (!sbx) return notFound(res, id);
       const t = body.timeout !== undefined && body.timeout !== null ? Number(body.timeout) : 300;
       if (sbx.state === 'paused') {
-        emu.resume(sbx, t);
+        await emu.resume(sbx, t);
         return sendJson(res, 201, sbx.created());
       }
       if (sub === 'resume') return apiError(res, 409, `Sandbox ${id} is already running`);
@@ -395,7 +441,26 @@ export async function handleControl(emu, req, res, url) {
     return send(res, 204);
   }
 
-  if (m === 'GET' && p === '/templates') return sendJson(res, 200, emu.templates.list());
+  if (m === 'GET' && p === '/snapshots') {
+    // handlers/snapshot_template_list.go: newest first, `sandboxID`, `name` (a bare name: any tag;
+    // name:tag that tag), limit 1..100, nextToken
+    const q = url.searchParams;
+    let rows = emu.templates.snapshots();
+    if (q.get('sandboxID')) rows = rows.filter((r) => r.build.snapshotOf === q.get('sandboxID'));
+    if (q.get('name') !== null) {
+      const parsed = parseName(q.get('name'));
+      if (parsed.error) return apiError(res, 400, `Invalid name: ${parsed.error}`);
+      const tag = parsed.tag || (q.get('name').includes(':') ? 'default' : null);
+      rows = rows.filter((r) => r.template.names.includes(parsed.alias) && (!tag || r.tag === tag));
+    }
+    const lim = limitParam(q);
+    if (lim.error) return apiError(res, 400, lim.error);
+    const pg = paginate(rows, { limit: lim.limit, nextToken: q.get('nextToken'), time: (r) => r.build.createdAt, id: (r) => r.build.buildID });
+    if (pg.error) return apiError(res, 400, pg.error);
+    return sendJson(res, 200, pg.page.map(snapshotInfo), pg.next ? { 'X-Next-Token': pg.next } : {});
+  }
+
+  if (m === 'GET' && p === '/templates') return sendJson(res, 200, emu.templates.list().filter((x) => !emu.templates.byId.get(x.templateID).snapshot));
 
   if ((g = p.match(/^\/templates\/([^/]+)(?:\/(tags))?$/))) {
     const found = emu.templates.lookup(decodeURIComponent(g[1]));
@@ -422,7 +487,8 @@ export async function handleControl(emu, req, res, url) {
       }, pg.next ? { 'X-Next-Token': pg.next } : {});
     }
     if (!g[2] && m === 'DELETE') {
-      emu.templates.byId.delete(t.templateID);
+      // also how a snapshot is deleted (the SDK's deleteSnapshot)
+      emu.templates.remove(t);
       return send(res, 204);
     }
   }

@@ -1,11 +1,12 @@
 // Emulator state: sandboxes, their lifetimes, and the template registry.
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomId } from './util.mjs';
-import { rmrf, killTree, liveChildren, makeStateDir } from './runtime.mjs';
+import { randomId, uuid } from './util.mjs';
+import { rmrf, killTree, liveChildren, makeStateDir, freezeTree, hasBwrap } from './runtime.mjs';
 import { makeVmTree, spawnVm, baseEnv, copyTree, hasIdentities, USERS } from './vm.mjs';
 import { Faults } from './faults.mjs';
 import { stopXattrHelper } from './xattr.mjs';
+import { makeFreezer } from './freezer.mjs';
 import { Templates } from './templates.mjs';
 import { startDefaultKernel } from './interp.mjs';
 import { CI_START, CI_READY } from './templates.mjs';
@@ -44,14 +45,41 @@ export class Sandbox {
     this.memoryMB = opts.memoryMB || 512;
     this.diskSizeMB = 1024;
     this.autoPause = !!opts.autoPause;
+    this.autoPauseMemory = opts.autoPauseMemory !== false; // false: an expiry pauses without memory
     this.autoResume = !!opts.autoResume;
     this.allowInternetAccess = opts.allowInternetAccess;
     this.network = opts.network;
+    // network.allowPublicTraffic = false: a token guards the sandbox's ports (orchestrator/pkg/proxy)
+    this.trafficAccessToken = opts.network && opts.network.allowPublicTraffic === false ? randomId('', 32) : null;
     this.volumeMounts = opts.volumeMounts;
     this.processes = new Map(); // pid -> Proc (envd.mjs)
     this.contexts = new Map(); // id -> Context (interp.mjs)
     this.active = new Set(); // in-flight data-plane responses
     this.timer = null;
+    // /proc/sys/kernel/random/boot_id in the sandbox: new at each cold boot, kept across a pause
+    this.bootFile = path.join(emu.stateDir, 'sandboxes', `${this.id}.boot_id`);
+    this.newBoot();
+    // every process of the sandbox is in its freezer cgroup (freezer.mjs), when there is one
+    this.freezer = hasBwrap() ? makeFreezer('glsb-e2b-emu-', this.id) : null;
+  }
+
+  // freeze(true|false): the sandbox's processes stopped (or going again) as one
+  async freeze(on) {
+    if (this.freezer) return this.freezer.freeze(on);
+    for (const c of this.children()) freezeTree(c, on);
+    return undefined;
+  }
+
+  newBoot() {
+    fs.writeFileSync(this.bootFile, uuid() + '\n');
+  }
+
+  // Every process the sandbox has: commands, kernels, the start command.
+  children() {
+    const out = [...this.processes.values()].map((p) => p.child);
+    for (const c of this.contexts.values()) if (c.child) out.push(c.child);
+    if (this.startChild) out.push(this.startChild);
+    return out;
   }
 
   // What envd's /init set (GET /envs answers it): the sandbox's own variables, the template's ENV and
@@ -67,7 +95,7 @@ export class Sandbox {
   // A process in this sandbox, as `user` (vm.mjs).
   spawn(argv, { user = this.templateUser, cwd, env, stdio } = {}) {
     return spawnVm(this.root, argv, { user, cwd: cwd || this.templateWorkdir || (USERS[user] || USERS.user).home,
-      env: env || this.env(user), stdio, stateDir: this.emu.stateDir });
+      env: env || this.env(user), stdio, stateDir: this.emu.stateDir, bootFile: this.bootFile, cgroupProcs: this.freezer?.procs });
   }
 
   setTimeout(seconds) {
@@ -148,7 +176,7 @@ export class Sandbox {
       clientID: this.clientID,
       envdVersion: ENVD_VERSION,
       envdAccessToken: this.envdAccessToken,
-      trafficAccessToken: null,
+      trafficAccessToken: this.trafficAccessToken,
       domain: null,
     };
   }
@@ -173,7 +201,7 @@ export class Emulator {
     this.closed = false;
   }
 
-  createSandbox({ resolved, timeoutS, metadata, envVars, autoPause, autoResume, allowInternetAccess, network, volumeMounts, secure = true }) {
+  createSandbox({ resolved, timeoutS, metadata, envVars, autoPause, autoPauseMemory, autoResume, allowInternetAccess, network, volumeMounts, secure = true }) {
     const id = randomId('i', 19);
     const root = path.join(this.stateDir, 'sandboxes', id);
     const { template, build } = resolved;
@@ -194,6 +222,7 @@ export class Emulator {
       cpuCount: build.cpuCount,
       memoryMB: build.memoryMB,
       autoPause,
+      autoPauseMemory,
       autoResume,
       allowInternetAccess,
       network,
@@ -241,26 +270,79 @@ export class Emulator {
 
   expire(sbx) {
     if (!this.sandboxes.has(sbx.id) || sbx.state !== 'running') return;
-    if (sbx.autoPause) this.pause(sbx);
+    if (sbx.autoPause) this.pause(sbx, { memory: sbx.autoPauseMemory }).catch((e) => this.log(`pause of ${sbx.id} failed: ${e.message}`));
     else this.killSandbox(sbx, 'timeout');
   }
 
-  pause(sbx) {
-    sbx.stopRuntime();
-    sbx.jupyter = false;
-    if (sbx.startChild) killTree(sbx.startChild);
-    sbx.state = 'paused';
+  // A pause snapshots the VM with its memory (infra handlers/sandbox_pause.go; `memory: false` is a
+  // filesystem-only snapshot): here every process is frozen (SIGSTOP), keeping its pid, memory and
+  // open files, and connections to the sandbox drop as the VM stops. Without memory the processes
+  // and kernels are killed and resume is a cold boot (a new boot id, the start command again).
+  async pause(sbx, { memory = true } = {}) {
     if (sbx.timer) clearTimeout(sbx.timer);
     sbx.timer = null;
-    this.log(`sandbox ${sbx.id} paused`);
+    sbx.state = 'paused';
+    if (memory) {
+      sbx.frozen = true;
+      await sbx.freeze(true);
+      for (const res of sbx.active) res.socket?.destroy();
+      sbx.active.clear();
+    } else {
+      sbx.stopRuntime();
+      sbx.jupyter = false;
+      if (sbx.startChild) killTree(sbx.startChild);
+      sbx.startChild = null;
+      sbx.frozen = false;
+    }
+    this.log(`sandbox ${sbx.id} paused${memory ? '' : ' (filesystem only)'}`);
   }
 
-  resume(sbx, timeoutS) {
+  async resume(sbx, timeoutS) {
     sbx.state = 'running';
-    const build = this.templates.buildOf(sbx);
-    if (build && build.startCmd) this.startStartCmd(sbx, build);
+    if (sbx.frozen) {
+      sbx.frozen = false;
+      await sbx.freeze(false);
+    } else {
+      sbx.newBoot();
+      const build = this.templates.buildOf(sbx);
+      if (build && build.startCmd) this.startStartCmd(sbx, build);
+    }
     sbx.setTimeout(timeoutS);
     this.log(`sandbox ${sbx.id} resumed`);
+  }
+
+  // The sandbox's file tree, copied while its processes are held still (a fork checkpoints the
+  // sandbox in place: briefly paused, snapshotted, resumed; handlers/sandbox_fork.go).
+  async checkpoint(sbx, to) {
+    await sbx.freeze(true);
+    try {
+      fs.mkdirSync(to, { recursive: true });
+      copyTree(sbx.root, to);
+    } finally {
+      if (!sbx.frozen) await sbx.freeze(false);
+    }
+  }
+
+  // POST /sandboxes/{id}/fork: `count` new sandboxes from a checkpoint of this one, which keeps running
+  // with its id and lease. The checkpoint here is the file tree (processes cannot be cloned: a fork's
+  // start command and kernel start anew), with the sandbox's env and metadata.
+  async fork(sbx, count, timeoutS) {
+    const build = this.templates.buildOf(sbx);
+    const template = this.templates.byId.get(sbx.templateID);
+    const tmp = path.join(this.stateDir, 'sandboxes', `fork-${randomId('', 12)}`);
+    await this.checkpoint(sbx, tmp);
+    try {
+      const out = [];
+      for (let i = 0; i < count; i++) {
+        out.push(this.createSandbox({
+          resolved: { template, build: { ...build, root: tmp } }, timeoutS, metadata: { ...sbx.metadata },
+          envVars: { ...sbx.envVars }, allowInternetAccess: sbx.allowInternetAccess, network: sbx.network,
+        }));
+      }
+      return { sandboxes: out, build };
+    } finally {
+      rmrf(tmp);
+    }
   }
 
   killSandbox(sbx, why = 'kill') {
@@ -272,6 +354,15 @@ export class Emulator {
     if (sbx.startChild) killTree(sbx.startChild);
     sbx.state = 'killed';
     rmrf(sbx.root);
+    rmrf(sbx.bootFile);
+    if (sbx.freezer) {
+      // thawed so the killed tasks can die; the group goes once they have
+      const f = sbx.freezer;
+      f.remove();
+      let tries = 0;
+      const again = () => { if (fs.existsSync(f.dir) && tries++ < 50) { f.remove(); setTimeout(again, 100).unref(); } };
+      setTimeout(again, 50).unref();
+    }
     this.log(`sandbox ${sbx.id} killed (${why})`);
     return true;
   }

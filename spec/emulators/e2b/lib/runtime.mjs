@@ -68,6 +68,30 @@ export function killTree(child, signal = 'SIGKILL') {
   try { child.kill(signal); } catch { /* already dead */ }
 }
 
+// Every process a child started (itself included unless it is bubblewrap, which is not the sandbox's),
+// parents before their children: what SIGSTOP must reach, top down, so a stopped parent forks no more.
+function treePids(child) {
+  const out = [];
+  const queue = child.isBwrap ? childrenOf(child.pid) : [child.pid];
+  while (queue.length > 0 && out.length < 100000) {
+    const pid = queue.shift();
+    out.push(pid);
+    queue.push(...childrenOf(pid));
+  }
+  return out;
+}
+
+// freezeTree(child, true|false): SIGSTOP (or SIGCONT) everything the child started, as `docker pause`
+// and a VM snapshot hold a sandbox: its processes keep their memory and pids, and use no CPU.
+export function freezeTree(child, frozen) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const pids = treePids(child);
+  if (!frozen) pids.reverse();
+  for (const pid of pids) {
+    try { process.kill(pid, frozen ? 'SIGSTOP' : 'SIGCONT'); } catch { /* gone */ }
+  }
+}
+
 export function killAllChildren() {
   for (const c of liveChildren) killTree(c);
 }

@@ -189,6 +189,48 @@ export class Templates {
     });
   }
 
+  // POST /sandboxes/{id}/snapshots: a snapshot is a template (infra handlers/snapshot_template_create.go):
+  // a name reuses the team's template of that alias (a new build under the name's tag, `default` when
+  // none) or makes one; no name, a new unnamed template. Its build is the sandbox's checkpoint: here
+  // the file tree (memory cannot be copied: a sandbox made from it starts its start command anew),
+  // with the source's env, user, workdir and start/ready commands.
+  async snapshot(sbx, { alias, tag = 'default' } = {}) {
+    const source = this.buildOf(sbx) || {};
+    const found = alias ? this.lookup(alias) : null;
+    const t = found && !found.template.public ? found.template : this.newTemplate(alias, false);
+    if (!alias) t.names = [];
+    const b = this.newBuild(t, { cpuCount: sbx.cpuCount, memoryMB: sbx.memoryMB, tags: [tag] });
+    b.root = path.join(this.dir, `build-${b.buildID}`);
+    await this.emu.checkpoint(sbx, b.root);
+    Object.assign(b, {
+      status: 'ready', finishedAt: Date.now(), env: { ...(source.env || {}), ...sbx.envVars }, user: source.user || sbx.templateUser,
+      workdir: source.workdir, startCmd: source.startCmd, readyCmd: source.readyCmd,
+    });
+    b.snapshotOf = sbx.id;
+    t.snapshot = true;
+    t.updatedAt = Date.now();
+    return { template: t, build: b, tag };
+  }
+
+  // The snapshot templates, newest build first: [{template, build, tag}] (GET /snapshots; a name's
+  // row is its newest build under each tag, list_team_snapshot_templates.sql).
+  snapshots() {
+    const rows = [];
+    for (const t of this.byId.values()) {
+      if (!t.snapshot) continue;
+      for (const a of this.tagList(t)) {
+        const b = t.builds.find((x) => x.buildID === a.buildID);
+        if (b && b.snapshotOf) rows.push({ template: t, build: b, tag: a.tag });
+      }
+    }
+    return rows.sort((x, y) => y.build.createdAt - x.build.createdAt);
+  }
+
+  remove(t) {
+    for (const b of t.builds) if (b.root) rmrf(b.root);
+    this.byId.delete(t.templateID);
+  }
+
   filePath(templateID, hash) {
     return path.join(this.dir, 'files', `${templateID}-${hash}.tar`);
   }

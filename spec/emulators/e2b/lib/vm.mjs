@@ -207,7 +207,7 @@ export function baseEnv(user) {
 
 // Spawn argv in the sandbox rooted at `root` as `user`; cwd is a sandbox path. stateDir holds the
 // sandbox /etc files.
-export function spawnVm(root, argv, { env = {}, cwd = '/home/user', user = 'user', stdio = ['pipe', 'pipe', 'pipe'], stateDir } = {}) {
+export function spawnVm(root, argv, { env = {}, cwd = '/home/user', user = 'user', stdio = ['pipe', 'pipe', 'pipe'], stateDir, bootFile, cgroupProcs } = {}) {
   let child;
   if (hasBwrap()) {
     const args = ['--bind', root, '/'];
@@ -220,13 +220,21 @@ export function spawnVm(root, argv, { env = {}, cwd = '/home/user', user = 'user
     }
     // --as-pid-1: bwrap's own init would be left unreaped when bwrap exits (a zombie under a
     // container's pid 1); the command is the namespace's pid 1 instead.
-    args.push('--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--as-pid-1', '--die-with-parent', '--chdir', cwd, '--');
+    args.push('--dev', '/dev', '--proc', '/proc');
+    // the sandbox's own boot id (a new one each cold boot: a VM resumed from memory keeps it)
+    if (bootFile) args.push('--ro-bind', bootFile, '/proc/sys/kernel/random/boot_id');
+    args.push('--unshare-pid', '--as-pid-1', '--die-with-parent', '--chdir', cwd, '--');
     if (hasIdentities()) {
       const u = USERS[user] || USERS.user;
       if (u.uid !== 0) args.push('/usr/bin/setpriv', `--reuid=${u.uid}`, `--regid=${u.gid}`, '--clear-groups', '--');
     }
     args.push(...argv);
-    child = spawn('bwrap', args, { env, stdio, detached: true });
+    if (cgroupProcs) {
+      // join the sandbox's freezer cgroup before bwrap starts, so everything it starts is in it
+      child = spawn('/bin/sh', ['-c', 'echo $$ > "$0" && exec bwrap "$@"', cgroupProcs, ...args], { env, stdio, detached: true });
+    } else {
+      child = spawn('bwrap', args, { env, stdio, detached: true });
+    }
     child.isBwrap = true;
   } else {
     const henv = { ...env };
