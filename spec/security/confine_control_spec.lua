@@ -43,6 +43,12 @@ describe("glsb-confine sandbox --control-fd #security #confine", function()
     opts = opts or {}
     H.write(base .. "/host.py", DRIVER .. script)
     local bin = H.sh("realpath " .. H.q(H.bin)):gsub("\n$", "")
+    if opts.prefix then
+      -- an unprivileged host runs its own copy: the checkout may sit where that user cannot go (a clone
+      -- under /root, mode 700)
+      H.sh("cp " .. H.q(bin) .. " " .. H.q(base .. "/glsb-confine") .. " && chmod 755 " .. H.q(base .. "/glsb-confine"))
+      bin = base .. "/glsb-confine"
+    end
     local cmd = "GLSB_BIN=" .. H.q(bin) .. " WS=" .. H.q(base .. "/ws") .. " BASE=" .. H.q(base) .. " timeout 120 " ..
       (opts.prefix or "") .. "/usr/bin/python3 " .. H.q(base .. "/host.py") .. " 2>&1"
     local out = H.sh(cmd)
