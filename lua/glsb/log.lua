@@ -61,8 +61,9 @@ local RESERVED = { time = true, level = true, message = true, error_code = true,
 
 local function iso_time()
   local core = package.loaded["glsb.core"]
-  local ns = core and core.realtime_ns and core.realtime_ns() or os.time() * 1000000000
-  return os.date("!%Y-%m-%dT%H:%M:%S", ns // 1000000000) .. string.format(".%03dZ", ns % 1000000000 // 1000000)
+  -- the core's clock only when something loaded it already: a log line never loads the C core
+  local t = core and core.realtime_ns and core.realtime_ns() // 1000000 / 1000 or os.time()
+  return require("glsb.time").iso(t, true)
 end
 
 -- The active span's ids, when tracing is on (never loads the tracing modules itself).

@@ -27,9 +27,13 @@ local function epoch(y, mo, d, h, mi, s)
 end
 
 -- wall() -> seconds since the epoch by the machine's real-time clock, with a fraction.
+local core
 function M.wall()
-  local ok, core = pcall(require, "glsb.core")
-  if ok and core.realtime_ns then return core.realtime_ns() / 1e9 end
+  if core == nil then
+    local ok, c = pcall(require, "glsb.core")
+    core = ok and c.realtime_ns and c or false
+  end
+  if core then return core.realtime_ns() / 1e9 end
   return os.time()
 end
 

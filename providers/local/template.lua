@@ -47,6 +47,7 @@ local cjson = require "cjson.safe"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
 local errors = require "glsb.errors"
+local time = require "glsb.time"
 local template = require "glsb.template"
 local layout = require "glsb.providers.local.layout"
 local Stage = require("glsb.models").Stage
@@ -264,7 +265,7 @@ local function log_lines(self, state)
       state.status = string.format("step %s/%s: %s", i, n, title)
       state.tracker:step(state.step) -- the span names the step's number only: a title holds commands
     end
-    self:_log({ timestamp = os.date("!%Y-%m-%dT%H:%M:%SZ"), level = which == "stderr" and "warn" or "info",
+    self:_log({ timestamp = time.iso(time.wall()), level = which == "stderr" and "warn" or "info",
       message = text, step = state.step, status = state.status })
   end
   local function push(which, data)
