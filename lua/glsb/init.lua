@@ -15,6 +15,7 @@ M.VERSION = constants.VERSION
 M.ExecutionStatus = models.ExecutionStatus
 M.ExecutionResult = models.ExecutionResult
 M.FailureDetail = models.FailureDetail
+M.FailureType = models.FailureType
 M.SandboxFile = models.SandboxFile
 M.Stage = models.Stage
 M.Language = models.Language

@@ -25,7 +25,7 @@ local function value_set(name, members)
   return set, values
 end
 
-local status_values, stage_values, language_values
+local status_values, stage_values, language_values, failure_type_values
 
 -- ExecutionStatus: the outcome of one execute_code / execute_command.
 --   SUCCESS  ran and succeeded
@@ -52,7 +52,35 @@ M.Language, language_values = value_set("Language", {
   R = "r", JAVA = "java",
 })
 
+-- FailureType: failure.exception_type, what caused a failed call, in one word that is the same on every
+-- provider for the same cause. A closed set: FailureDetail refuses any other value. What the provider
+-- itself called it (an AWS exception, the interpreter's error line, execd's ename, a Connect code) is
+-- kept beside it in failure.provider_type. These name kinds of failure, not glsb.errors classes (the
+-- error a method raises has its class in `class`); SandboxNotInitializedError is both, for one cause.
+--   TIMEOUT       a deadline passed: the call's timeout (glsb's, the transport's, a gateway's) or the
+--                 provider's kill at it
+--   SANDBOX_GONE  the sandbox ended during the call (killed, its lease over, deleted): the base then ends
+--                 the handle
+--   NOT_RUNNING   the sandbox was not running when the call was made: nothing was sent
+--   TRANSPORT     the connection failed (retry_safe: before the request was written) or broke after
+--   PROTOCOL      the answer broke the protocol: framing, bad JSON, a stream that ended early, a frame
+--                 over its limit
+--   REFUSED       the provider answered that it would not run it (an HTTP 4xx, throttling, a proxy or a
+--                 port that refused, a program that could not start)
+--   SERVER        the provider failed or lost the call after taking it (a 5xx, the interpreter's own
+--                 error lines, an unmodeled error): it may have run
+--   UNSUPPORTED   the provider cannot do this (no hook, an env a language cannot take, bytes its wire
+--                 cannot carry): nothing ran
+--   UPLOAD        the call's files (or a staged stdin) could not be uploaded: nothing ran
+--   PROVIDER      what glsb cannot name: a hook raised something unexpected (a bug)
+M.FailureType, failure_type_values = value_set("FailureType", {
+  TIMEOUT = "TimeoutError", SANDBOX_GONE = "SandboxGoneError", NOT_RUNNING = "SandboxNotInitializedError",
+  TRANSPORT = "TransportError", PROTOCOL = "ProtocolError", REFUSED = "RefusedError", SERVER = "ServerError",
+  UNSUPPORTED = "UnsupportedError", UPLOAD = "UploadError", PROVIDER = "ProviderError",
+})
+
 function M.is_status(v) return status_values[v] == true end
+function M.is_failure_type(v) return failure_type_values[v] == true end
 function M.is_stage(v) return stage_values[v] == true end
 function M.is_language(v) return language_values[v] == true end
 
@@ -60,24 +88,38 @@ function M.is_language(v) return language_values[v] == true end
 -- FailureDetail
 ---------------------------------------------------------------------------
 
--- FailureDetail: present on a result only when a caught failure adds
--- something `status` does not say. retry_safe is true only when the request
--- was provably never written. No detail = no claim either way.
+-- FailureDetail: present on a result when a caught failure adds something `status` does not say, and
+-- on every TIMEOUT. exception_type: one of FailureType (nil: PROVIDER); retry_safe: true only when the
+-- request was provably never written (no detail = no claim either way); provider_type: the provider's
+-- own name for it, or nil.
 local FailureDetail = {}
 FailureDetail.__index = FailureDetail
 M.FailureDetail = FailureDetail
 
-function FailureDetail.new(exception_type, retry_safe)
+-- FailureDetail.new(exception_type, retry_safe[, provider_type]) or FailureDetail.new{exception_type,
+-- retry_safe, provider_type}. An exception_type outside FailureType is an argument error.
+function FailureDetail.new(exception_type, retry_safe, provider_type)
   if type(exception_type) == "table" then
     retry_safe = exception_type.retry_safe
+    provider_type = exception_type.provider_type
     exception_type = exception_type.exception_type
   end
-  return setmetatable({ exception_type = tostring(exception_type or "Error"), retry_safe = retry_safe == true },
-    FailureDetail)
+  if exception_type == nil then exception_type = M.FailureType.PROVIDER end
+  if not failure_type_values[exception_type] then
+    local names = {}
+    for v in pairs(failure_type_values) do names[#names + 1] = v end
+    table.sort(names)
+    error(string.format("FailureDetail: exception_type must be one of glsb.FailureType (%s), got %s",
+      table.concat(names, ", "), tostring(exception_type)), 2)
+  end
+  if provider_type ~= nil then provider_type = tostring(provider_type) end
+  return setmetatable({ exception_type = exception_type, retry_safe = retry_safe == true,
+    provider_type = provider_type }, FailureDetail)
 end
 
 FailureDetail.__tostring = function(self)
-  return string.format("FailureDetail(%s, retry_safe=%s)", self.exception_type, tostring(self.retry_safe))
+  return string.format("FailureDetail(%s%s, retry_safe=%s)", self.exception_type,
+    self.provider_type and (" [" .. self.provider_type .. "]") or "", tostring(self.retry_safe))
 end
 
 ---------------------------------------------------------------------------
@@ -121,6 +163,8 @@ function ExecutionResult.new(t)
   end
   local failure = t.failure
   if failure ~= nil and getmetatable(failure) ~= FailureDetail then failure = FailureDetail.new(failure) end
+  -- a TIMEOUT always says so in the one word (a provider need not repeat it; the call may have run)
+  if failure == nil and status == M.ExecutionStatus.TIMEOUT then failure = FailureDetail.new(M.FailureType.TIMEOUT) end
   return setmetatable({
     status = status,
     code = code,

@@ -23,9 +23,11 @@ local Status = models.ExecutionStatus
 
 local M = {}
 
+local Type = models.FailureType
+
 -- failure.exception_type of a result whose sandbox turned out to be gone (killed, or its lease ended):
 -- a hook that finds it out itself returns such a result; the base class then marks the sandbox ended.
-M.GONE = "SandboxGoneError"
+M.GONE = Type.SANDBOX_GONE
 
 local function is_cancelled(err)
   local loop = package.loaded["glsb.loop"]
@@ -51,12 +53,38 @@ function M.timed_out(tf)
   return tf ~= nil and (tf.timeout == true or tf.code == "OPERATION_TIMEDOUT" or tf.code == "TIMEOUT")
 end
 
+-- The first HTTP status along a cause chain, or nil.
+local function http_status(x)
+  for _ = 1, 32 do
+    if type(x) ~= "table" then return nil end
+    local s = rawget(x, "http_status")
+    if type(s) == "number" then return s end
+    x = rawget(x, "cause")
+  end
+  return nil
+end
+
+-- failure_type(err) -> the glsb.FailureType of what a call raised: a deadline, a transport failure
+-- (framing: the protocol), an HTTP refusal or server failure, a sandbox that was not running, else
+-- PROVIDER (a hook raised something glsb cannot name).
+function M.failure_type(err)
+  local tf = errors.transport_failure(err)
+  if tf then
+    if M.timed_out(tf) then return Type.TIMEOUT end
+    return tf.phase == "framing" and Type.PROTOCOL or Type.TRANSPORT
+  end
+  local status = http_status(err)
+  if status then return status < 500 and Type.REFUSED or Type.SERVER end
+  if errors.is(err, errors.SandboxNotInitializedError) then return Type.NOT_RUNNING end
+  return Type.PROVIDER
+end
+
 function M.from_failure(err, ctx)
   if is_cancelled(err) then error(err, 0) end
   ctx = ctx or {}
   local tf = errors.transport_failure(err)
   local text = errors.is_error(err) and tostring(err) or errors.describe(err)
-  local exception_type = errors.is_error(err) and err.class or (tf and "TransportError") or "ProviderError"
+  local exception_type = M.failure_type(err)
   if M.unsent(tf) then
     return result(Status.ERROR, ctx, (ctx.what and "not delivered: " or "") .. text, exception_type, true)
   end

@@ -676,7 +676,7 @@ local function run_hook(self, hook, arg, hopts, started)
   if type(fn) ~= "function" then
     -- nothing was sent anywhere: the outcome is known
     result = ExecutionResult.new { status = Status.ERROR, error = tostring(hook_missing(self, hook)),
-      failure = { exception_type = "NotImplemented", retry_safe = true } }
+      failure = { exception_type = models.FailureType.UNSUPPORTED, retry_safe = true } }
   else
     local ok, r = caught(pcall(fn, self, arg, hopts))
     result = note_gone(self, ok and M.normalize_result(r) or M.result_from_failure(r))
@@ -699,7 +699,7 @@ local function never_ran(what, hopts, started, why)
   return ExecutionResult.new {
     status = Status.TIMEOUT, duration_ms = (now() - started) * 1000,
     error = string.format("%s: the timeout (%gs) passed %s; nothing ran", what, hopts.budget, why),
-    failure = { exception_type = "TimeoutError", retry_safe = true },
+    failure = { exception_type = models.FailureType.TIMEOUT, retry_safe = true },
   }
 end
 
@@ -716,7 +716,7 @@ local function with_files(self, what, files, upload_dir, hopts, started)
   return ExecutionResult.new {
     status = Status.ERROR, error = "upload failed: " .. tostring(err),
     duration_ms = (now() - started) * 1000,
-    failure = { exception_type = errors.is_error(err) and err.class or "SandboxExecutionError", retry_safe = true },
+    failure = { exception_type = models.FailureType.UPLOAD, retry_safe = true },
   }
 end
 

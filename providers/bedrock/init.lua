@@ -26,6 +26,7 @@ local cell = require "glsb.providers.bedrock.cell"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
+local Type = models.FailureType
 local ExecutionResult = models.ExecutionResult
 
 local M = { name = "bedrock" }
@@ -119,10 +120,11 @@ function Sandbox:_invoke(tool, arguments, o)
     if ex.modeled and REFUSALS[ex.name] then
       local gone = ex.name == "ResourceNotFoundException"
       return nil, result { status = Status.ERROR, error = msg,
-        failure = { exception_type = gone and outcome.GONE or ex.name, retry_safe = true } }
+        failure = { exception_type = gone and outcome.GONE or Type.REFUSED, provider_type = ex.name,
+          retry_safe = true } }
     end
     return nil, result { status = Status.UNKNOWN, error = msg .. " (the call may have run)",
-      failure = { exception_type = ex.name, retry_safe = false } }
+      failure = { exception_type = Type.SERVER, provider_type = ex.name, retry_safe = false } }
   end
   if out.http_error then
     local f = out.http_error
@@ -131,17 +133,18 @@ function Sandbox:_invoke(tool, arguments, o)
       -- refused before the stream opened: nothing ran
       local gone = f.http_status == 404 or f.aws_error == "ResourceNotFoundException"
       return nil, result { status = Status.ERROR, error = msg,
-        failure = { exception_type = gone and outcome.GONE or f.aws_error, retry_safe = true } }
+        failure = { exception_type = gone and outcome.GONE or Type.REFUSED, provider_type = f.aws_error,
+          retry_safe = true } }
     end
     return nil, result { status = Status.UNKNOWN, error = msg .. " (the call may have run)",
-      failure = { exception_type = f.aws_error, retry_safe = false } }
+      failure = { exception_type = Type.SERVER, provider_type = f.aws_error, retry_safe = false } }
   end
   if out.transport then
     return nil, (outcome.from_failure(out.transport, { what = what, alive = function() return self:_alive() end }))
   end
   return nil, result { status = Status.UNKNOWN,
     error = what .. ": the stream ended without a result; the call may have run",
-    failure = { exception_type = "ProtocolError", retry_safe = false } }
+    failure = { exception_type = Type.PROTOCOL, retry_safe = false } }
 end
 
 -- A tool's own failure (isError) as a message.
@@ -246,7 +249,7 @@ function Sandbox:_run_code(code, opts)
     return result { status = Status.ERROR,
       error = ("execute_code: env is not supported for language '%s' on bedrock (AgentCore's executeCode has "
         .. "no environment; set it in the code); nothing ran"):format(language),
-      failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+      failure = { exception_type = Type.UNSUPPORTED, retry_safe = true } }
   end
   local res, failed = self:_invoke("executeCode", { code = code, language = language },
     { timeout = opts.timeout, what = "execute_code" })
@@ -302,7 +305,7 @@ local function not_utf8(what, s)
   if utf8.len(s) then return nil end
   return result { status = Status.ERROR,
     error = what .. ": AgentCore carries commands as JSON text: not valid UTF-8: " .. ("%q"):format(s:sub(1, 80)),
-    failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+    failure = { exception_type = Type.UNSUPPORTED, retry_safe = true } }
 end
 
 function Sandbox:_run_command(command, opts)

@@ -42,7 +42,7 @@ local function final(h, sc, timed_out)
   if timed_out then
     r = models.ExecutionResult.new { status = Status.TIMEOUT, code = exit,
       error = ("start_command timed out after %gs"):format(h.timeout),
-      failure = { exception_type = "TimeoutError", retry_safe = false } }
+      failure = { exception_type = models.FailureType.TIMEOUT, retry_safe = false } }
   elseif sc.taskStatus == "canceled" then
     r = models.ExecutionResult.new { status = Status.ERROR, code = exit, error = "the command was killed" }
   else
@@ -63,7 +63,7 @@ local function run(h, sb, line)
   if not h.task_id then
     return models.ExecutionResult.new { status = Status.UNKNOWN,
       error = "start_command: startCommandExecution answered no taskId",
-      failure = { exception_type = "ProtocolError", retry_safe = false } }
+      failure = { exception_type = models.FailureType.PROTOCOL, retry_safe = false } }
   end
   h.started:broadcast()
   local pause = M.POLL_FIRST
@@ -78,7 +78,9 @@ local function run(h, sb, line)
       -- the task's fate is unknown from here (it may go on running)
       if tfailed.failure and tfailed.failure.exception_type == outcome.GONE then return tfailed end
       tfailed.status = Status.UNKNOWN
-      tfailed.failure = { exception_type = tfailed.failure and tfailed.failure.exception_type, retry_safe = false }
+      local f = tfailed.failure
+      tfailed.failure = { exception_type = f and f.exception_type, provider_type = f and f.provider_type,
+        retry_safe = false }
       h.out:finish(tfailed)
       return tfailed
     end

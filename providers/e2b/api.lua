@@ -245,7 +245,7 @@ local PORT_SERVICE = { [49983] = "envd", [49999] = "the code interpreter" }
 function M.classify_status(res, what, conn, stream)
   local msg = string.format("%s: HTTP %d: %s", what, res.status, M.body_message(res))
   local kind, j = M.proxy_error(res, stream)
-  local ER, Status = models.ExecutionResult.new, models.ExecutionStatus
+  local ER, Status, Type = models.ExecutionResult.new, models.ExecutionStatus, models.FailureType
   if kind == "gone" then
     return ER { status = Status.TIMEOUT, error = msg .. " (the sandbox was killed or reached its end of life)",
       failure = { exception_type = outcome.GONE, retry_safe = false } }
@@ -254,11 +254,11 @@ function M.classify_status(res, what, conn, stream)
     local port = tonumber(j.port)
     return ER { status = Status.ERROR, error = string.format("%s (port %s: %s is not running in this sandbox; "
       .. "nothing ran)", msg, tostring(j.port), PORT_SERVICE[port] or "nothing listens there"),
-      failure = { exception_type = "PortClosedError", retry_safe = true } }
+      failure = { exception_type = Type.REFUSED, provider_type = "port_closed", retry_safe = true } }
   end
   if kind == "transitioning" or kind == "limited" then
     return ER { status = Status.ERROR, error = msg .. " (refused by E2B's proxy before it reached the sandbox; "
-      .. "nothing ran)", failure = { exception_type = "ProxyError", retry_safe = true } }
+      .. "nothing ran)", failure = { exception_type = Type.REFUSED, provider_type = kind, retry_safe = true } }
   end
   if res.status == 502 then
     if conn and conn:alive() == false then
@@ -266,9 +266,10 @@ function M.classify_status(res, what, conn, stream)
         failure = { exception_type = outcome.GONE, retry_safe = false } }
     end
     return ER { status = Status.UNKNOWN, error = msg .. " (the request may have reached the sandbox)",
-      failure = { exception_type = "HTTPError", retry_safe = false } }
+      failure = { exception_type = Type.SERVER, retry_safe = false } }
   end
-  return ER { status = Status.ERROR, error = msg, failure = { exception_type = "HTTPError", retry_safe = false } }
+  return ER { status = Status.ERROR, error = msg, failure = {
+    exception_type = res.status >= 500 and Type.SERVER or Type.REFUSED, retry_safe = false } }
 end
 
 -- Connect error codes that prove the server refused the call before doing anything. For

@@ -17,6 +17,7 @@ local api = require "glsb.providers.e2b.api"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
+local Type = models.FailureType
 local result = models.ExecutionResult.new
 
 local M = {}
@@ -50,7 +51,7 @@ local function refuse_non_utf8(process, opts)
     if type(t) == "string" and not utf8.len(t) then
       return result { status = Status.ERROR,
         error = "E2B carries commands as JSON text: not valid UTF-8: " .. ("%q"):format(t:sub(1, 80)),
-        failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+        failure = { exception_type = Type.UNSUPPORTED, retry_safe = true } }
     end
   end
   return nil
@@ -122,7 +123,7 @@ local function process_outcome(conn, st, res, opts, elapsed)
       or (st.ended and not st.ended.exited and opts.timeout and elapsed >= opts.timeout) then
     return result { status = Status.TIMEOUT, code = st.ended and st.ended.exit_code or nil,
       error = string.format("execute_command timed out after %gs", opts.timeout or elapsed),
-      failure = { exception_type = "TimeoutError", retry_safe = false } }
+      failure = { exception_type = Type.TIMEOUT, retry_safe = false } }
   end
   if st.ended then
     local e = st.ended
@@ -141,18 +142,18 @@ local function process_outcome(conn, st, res, opts, elapsed)
     local msg = string.format("execute_command: [%s] %s", tostring(ee.code), tostring(ee.message or ""))
     if not st.pid and api.CONNECT_REFUSALS[ee.code] then
       return result { status = Status.ERROR, error = msg,
-        failure = { exception_type = "ConnectError", retry_safe = false } }
+        failure = { exception_type = Type.REFUSED, provider_type = ee.code, retry_safe = false } }
     end
     if ee.code == "unavailable" and conn:alive() == false then
       return result { status = Status.TIMEOUT, error = msg .. " (the sandbox is gone)",
         failure = { exception_type = outcome.GONE, retry_safe = false } }
     end
     return result { status = Status.UNKNOWN, error = msg,
-      failure = { exception_type = "ConnectError", retry_safe = false } }
+      failure = { exception_type = Type.SERVER, provider_type = ee.code, retry_safe = false } }
   end
   return result { status = Status.UNKNOWN,
     error = "execute_command: the process stream ended without an end event; it may have run",
-    failure = { exception_type = "ProtocolError", retry_safe = false } }
+    failure = { exception_type = Type.PROTOCOL, retry_safe = false } }
 end
 
 -- The words of a failed command, the same on every provider (glsb.sandbox.exit_message).

@@ -123,7 +123,7 @@ function Sandbox:run_helper(argv, opts)
       if not ok then
         if require("glsb.loop").is_cancelled(staged) then error(staged, 0) end
         return models.ExecutionResult.new { status = Status.ERROR, error = tostring(staged),
-          failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+          failure = { exception_type = models.FailureType.UPLOAD, retry_safe = true } }
       end
       run = workspace.stdin_argv(staged, argv)
     end

@@ -14,6 +14,7 @@ local core = require "glsb.core"
 local results = require "glsb.results"
 
 local Status = models.ExecutionStatus
+local Type = models.FailureType
 local result = models.ExecutionResult.new
 
 local M = {}
@@ -230,7 +231,7 @@ local function cell_result(ex, server_error)
     return result { status = Status.UNKNOWN,
       error = string.format("execute_code: the code interpreter lost the execution (%s: %s); the code may have run",
         tostring(server_error.name), tostring(server_error.value or "")),
-      failure = { exception_type = server_error.name, retry_safe = false } }
+      failure = { exception_type = Type.SERVER, provider_type = server_error.name, retry_safe = false } }
   end
   if not ex then return result { status = Status.SUCCESS, code = 0 } end
   local head = tostring(ex.name or "Error") .. ": " .. tostring(ex.value or "")
@@ -244,7 +245,7 @@ end
 
 local function refused(message)
   return result { status = Status.ERROR, error = "execute_code: " .. message,
-    failure = { exception_type = "InvalidArgumentError", retry_safe = true } }
+    failure = { exception_type = Type.UNSUPPORTED, retry_safe = true } }
 end
 
 local function execute(conn, code, opts, timeout)
@@ -279,7 +280,7 @@ local function execute(conn, code, opts, timeout)
       error = string.format("execute_code: the code interpreter sent a %s line of %d bytes, over the %d-byte limit "
         .. "(FRAME_TOO_LARGE); the call was abandoned there and the code may still have run", st.oversized.kind,
         st.oversized.length, M.MAX_FRAME),
-      failure = { exception_type = "ProtocolError", retry_safe = false } }
+      failure = { exception_type = Type.PROTOCOL, retry_safe = false } }
   elseif res.error then
     r = outcome.from_failure(res.error, { what = "execute_code", alive = function() return conn:alive() end })
   elseif res.status ~= 200 then
@@ -288,7 +289,7 @@ local function execute(conn, code, opts, timeout)
   else
     r = result { status = Status.UNKNOWN,
       error = "execute_code: the stream ended without end_of_execution; the code may have run",
-      failure = { exception_type = "ProtocolError", retry_safe = false } }
+      failure = { exception_type = Type.PROTOCOL, retry_safe = false } }
   end
   out:finish(r)
   st.results:finish(r)
@@ -313,7 +314,7 @@ function M.run_code(conn, code, opts)
     return result { status = Status.TIMEOUT,
       error = string.format("execute_code: timed out after %gs waiting for the cells before it in this context "
         .. "(never sent)", opts.timeout),
-      failure = { exception_type = "TimeoutError", retry_safe = true } }
+      failure = { exception_type = Type.TIMEOUT, retry_safe = true } }
   end
   local ok, r = pcall(execute, conn, code, opts, deadline and math.max(0.001, deadline - loop.now()))
   lock:release()

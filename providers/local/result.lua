@@ -11,6 +11,7 @@ local cjson = require "cjson.safe"
 local agent = require "glsb.providers.local.agent"
 
 local Status = models.ExecutionStatus
+local Type = models.FailureType
 
 local M = {}
 
@@ -112,13 +113,13 @@ local function dead_result(self, c, what, timeout, reason)
   if reason == "unusable" then
     -- provably never sent: a known outcome
     return finish(c, nil, { status = Status.ERROR, error = what .. ": " .. agent.unusable(self),
-      failure = { exception_type = "SandboxNotInitializedError", retry_safe = true } })
+      failure = { exception_type = Type.NOT_RUNNING, retry_safe = true } })
   end
   if reason == "busy" then
     return finish(c, nil, { status = Status.TIMEOUT,
       error = string.format("%s: timed out after %gs waiting for another call on this sandbox to end "
         .. "(nothing was sent)", what, timeout or 0),
-      failure = { exception_type = "Timeout", retry_safe = true } })
+      failure = { exception_type = Type.TIMEOUT, retry_safe = true } })
   end
   if reason == "lease" then
     -- The call saw the agent go away while the lease's terminate is still finishing: let it finish,
@@ -127,7 +128,7 @@ local function dead_result(self, c, what, timeout, reason)
     if lease ~= loop.current() then pcall(lease.wait, lease) end
     return finish(c, nil, { status = Status.TIMEOUT, error = string.format(
       "%s: the sandbox lease expired during the call (after %gs) and the sandbox was terminated",
-      what, self._lease_seconds or 0) })
+      what, self._lease_seconds or 0), failure = { exception_type = outcome.GONE, retry_safe = false } })
   end
   if reason == "exited" then
     -- the interpreter (the sandbox's program) ended by itself: the code ran and ended it, or crashed it
@@ -148,7 +149,7 @@ local function dead_result(self, c, what, timeout, reason)
   end
   -- broken: the request may have been delivered and the outcome is unknown
   return finish(c, nil, { status = Status.UNKNOWN, error = what .. ": " .. why,
-    failure = { exception_type = "ProtocolError", retry_safe = false } })
+    failure = { exception_type = Type.TRANSPORT, retry_safe = false } })
 end
 
 local function int(v)

@@ -21,6 +21,7 @@ local results = require "glsb.results"
 local core = require "glsb.core"
 
 local Status = models.ExecutionStatus
+local Type = models.FailureType
 local result = models.ExecutionResult.new
 local json_null = http.json_null
 
@@ -188,10 +189,10 @@ local function refused(res, st, what, alive)
   end
   if s == 504 then
     return result { status = Status.UNKNOWN, error = msg .. "; it may have run",
-      failure = { exception_type = "GatewayTimeout", retry_safe = false } }
+      failure = { exception_type = Type.TIMEOUT, provider_type = "GatewayTimeout", retry_safe = false } }
   end
   local r = result { status = Status.ERROR, error = msg,
-    failure = { exception_type = "SandboxApiException", retry_safe = false } }
+    failure = { exception_type = Type.REFUSED, provider_type = "SandboxApiException", retry_safe = false } }
   r.request_id, r.server_code = f.request_id, f.server_code
   return r
 end
@@ -207,7 +208,7 @@ function M.refuse_non_utf8(texts)
     if type(t) == "string" and not utf8.len(t) then
       return result { status = Status.ERROR,
         error = "OpenSandbox carries commands as JSON text: not valid UTF-8: " .. ("%q"):format(t:sub(1, 80)),
-        failure = { exception_type = "SandboxExecutionError", retry_safe = true } }
+        failure = { exception_type = Type.UNSUPPORTED, retry_safe = true } }
     end
   end
   return nil
@@ -311,7 +312,7 @@ function M.run_command(conn, command, opts)
     if code == -1 and opts.timeout and tb:find("signal: killed", 1, true) then
       r = result { status = Status.TIMEOUT, code = code,
         error = string.format("execute_command: timed out after %gs (the process group was killed)", opts.timeout),
-        failure = { exception_type = "TimeoutError", retry_safe = false } }
+        failure = { exception_type = Type.TIMEOUT, retry_safe = false } }
     elseif code == -1 and tb:match("^signal: ") then
       local sig = tb:match("^signal: ([%w ]+)")
       r = result { status = Status.ERROR, code = code,
@@ -322,7 +323,8 @@ function M.run_command(conn, command, opts)
     else
       -- execd could not start it (the OS said why): it did not run
       r = result { status = Status.ERROR, error = "execute_command: " .. value,
-        failure = { exception_type = tostring(clean(e.ename) or "CommandExecError"), retry_safe = false } }
+        failure = { exception_type = Type.REFUSED, provider_type = clean(e.ename) or "CommandExecError",
+          retry_safe = false } }
     end
   elseif ev_state.complete then
     r = result { status = Status.SUCCESS, code = 0 }
@@ -337,7 +339,7 @@ function M.run_command(conn, command, opts)
     r = result { status = gone and Status.TIMEOUT or Status.UNKNOWN,
       error = gone and "execute_command: the sandbox was killed or reached its end of life"
         or "execute_command: the stream ended without a completion or an exit code; the command may have run",
-      failure = { exception_type = gone and outcome.GONE or "ProtocolError", retry_safe = false } }
+      failure = { exception_type = gone and outcome.GONE or Type.PROTOCOL, retry_safe = false } }
   end
   lf.finish(r, ev_state.complete or ev_state.error ~= nil)
   r.command_id = ev_state.id
@@ -504,7 +506,7 @@ local function run_cell(conn, code, opts, note)
         r = result { status = gone and Status.TIMEOUT or Status.UNKNOWN,
           error = gone and "execute_code: the sandbox was killed or reached its end of life"
             or "execute_code: the stream ended without execution_complete; the code may have run",
-          failure = { exception_type = gone and outcome.GONE or "ProtocolError", retry_safe = false } }
+          failure = { exception_type = gone and outcome.GONE or Type.PROTOCOL, retry_safe = false } }
       end
       out:finish(r)
       if note and (opts.language or "python") == "python" and may_display(code) then

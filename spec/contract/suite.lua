@@ -42,6 +42,7 @@ local before_each, after_each = busted.before_each, busted.after_each
 local setup, teardown = busted.setup, busted.teardown
 local glsb = require "glsb"
 local errors = require "glsb.errors"
+local models = require "glsb.models"
 local loop = require "glsb.loop"
 
 local Status = glsb.ExecutionStatus
@@ -329,6 +330,27 @@ return function(provider, opts_factory, features)
       assert.truthy(r.error:find("upload", 1, true), r.error)
       local check = sb:execute_code("import os\nprint(os.path.exists('/tmp/ran.txt'))")
       assert.are.equal("False\n", check.stdout)
+    end)
+
+    it("names every failure with one word of the closed set glsb.FailureType, the same for the same cause",
+      function()
+      sb = create()
+      local Type = glsb.FailureType
+      local function check(r, want)
+        assert.is_table(r.failure, tostring(r))
+        assert.is_true(models.is_failure_type(r.failure.exception_type), tostring(r))
+        assert.are.equal(want, r.failure.exception_type, tostring(r))
+        assert.is_true(r.failure.provider_type == nil or type(r.failure.provider_type) == "string")
+      end
+      check(sb:execute_code("import time\nwhile True:\n    time.sleep(0.05)", { timeout = 0.5 }), Type.TIMEOUT)
+      check(sb:execute_command("sleep 30", { timeout = 0.5 }), Type.TIMEOUT)
+      local up = sb:execute_code("print(1)", { files = { glsb.SandboxFile.from_bytes("x", "f.txt") },
+        upload_dir = "/proc/glsb-not-writable" })
+      check(up, Type.UPLOAD)
+      assert.is_true(up.failure.retry_safe)
+      -- code that fails names no failure: its outcome is the code's own (r.error)
+      assert.is_nil(sb:execute_code("raise ValueError('v')").failure)
+      assert.is_nil(sb:execute_command("exit 4").failure)
     end)
 
     it("the value of the last expression is r.text, never printed to stdout too", function()

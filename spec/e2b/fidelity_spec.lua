@@ -237,7 +237,8 @@ describe("e2b fidelity to the real service (issue 15) #e2b", function()
         emu:fault { plane = "jupyter", path = "^/execute$", action = "execution_error", name = name }
         local r = sb:execute_code("print(1)")
         assert.equal(Status.UNKNOWN, r.status, tostring(r))
-        assert.equal(name, r.failure.exception_type)
+        assert.equal("ServerError", r.failure.exception_type)
+        assert.equal(name, r.failure.provider_type)
         assert.is_false(r.failure.retry_safe)
       end)
     end
@@ -246,7 +247,7 @@ describe("e2b fidelity to the real service (issue 15) #e2b", function()
       local s = fresh()
       local r = s:execute_code("import os\nos._exit(3)")
       assert.equal(Status.UNKNOWN, r.status, tostring(r))
-      assert.equal("ContextRestarting", r.failure.exception_type)
+      assert.same({ "ServerError", "ContextRestarting" }, { r.failure.exception_type, r.failure.provider_type })
       assert.equal(Status.SUCCESS, s:execute_code("print('again')").status)
     end)
 

@@ -43,14 +43,39 @@ describe("glsb.models #unit", function()
       local r = R.new({ status = "error", failure = { exception_type = "TransportError", retry_safe = true } })
       assert.are.equal(models.FailureDetail, getmetatable(r.failure))
       assert.is_true(r.failure.retry_safe)
-      assert.is_false(models.FailureDetail.new("X").retry_safe, "retry_safe defaults to false")
+      assert.is_false(models.FailureDetail.new("ProtocolError").retry_safe, "retry_safe defaults to false")
+    end)
+
+    it("takes exception_type only from the closed set glsb.FailureType; the provider's name goes beside it",
+      function()
+      local F = models.FailureDetail
+      for name, value in pairs(models.FailureType) do
+        assert.are.equal(value, F.new(value).exception_type, name)
+        assert.is_true(models.is_failure_type(value))
+      end
+      local ok, err = pcall(F.new, "Timeout")
+      assert.is_false(ok)
+      assert.matches("exception_type must be one of glsb.FailureType %(.*TimeoutError.*%), got Timeout", err)
+      assert.has_error(function() R.new({ status = "error", failure = { exception_type = "ThrottlingException" } }) end)
+      local f = F.new { exception_type = "RefusedError", provider_type = "ThrottlingException", retry_safe = true }
+      assert.are.same({ "RefusedError", "ThrottlingException", true }, { f.exception_type, f.provider_type, f.retry_safe })
+      assert.are.equal("ProviderError", F.new(nil).exception_type, "no word: what glsb cannot name")
+      assert.has_error(function() models.FailureType.TIMEOUT = "x" end)
+    end)
+
+    it("gives every TIMEOUT its word, and keeps a provider's own detail", function()
+      local r = R.new({ status = "timeout" })
+      assert.are.same({ "TimeoutError", false }, { r.failure.exception_type, r.failure.retry_safe })
+      r = R.new({ status = "timeout", failure = { exception_type = "SandboxGoneError" } })
+      assert.are.equal("SandboxGoneError", r.failure.exception_type)
+      assert.is_nil(R.new({ status = "error", code = 1 }).failure)
     end)
 
     it("prints readably", function()
       local r = R.new({ status = "success", code = 0, stdout = "hi\n", duration_ms = 12.7,
-        failure = { exception_type = "T", retry_safe = false } })
+        failure = { exception_type = "ServerError", provider_type = "ContextRestarting", retry_safe = false } })
       assert.are.equal('ExecutionResult(status=success, code=0, duration_ms=12, stdout="hi\\\n", '
-        .. 'failure=FailureDetail(T, retry_safe=false))', tostring(r))
+        .. 'failure=FailureDetail(ServerError [ContextRestarting], retry_safe=false))', tostring(r))
     end)
   end)
 
