@@ -38,6 +38,8 @@ define("SandboxNotInitializedError", Root)
 define("SandboxTerminateError", Root)
 define("TemplateBuildError", Root)
 define("WorkspaceError", Root)
+-- glsb.lm (stage "lm"): a model call failed (reason: auth, rate_limit, context_length, server, ...)
+define("LMError", Root)
 -- glsb.pool (stage "pool"); the names follow OpenSandbox's pool exceptions (PoolEmptyException, ...)
 local PoolError = define("PoolError", Root)
 define("PoolEmptyError", PoolError)                  -- fail_fast acquire found no idle sandbox

@@ -27,6 +27,9 @@ M.results = require "glsb.results"
 -- Tracing: off until configured (glsb.trace.configure or the OTEL_* environment); loading it loads
 -- nothing else (the exporter comes with the first configuration).
 M.trace = require "glsb.trace"
+-- Model clients (docs/lm.md): glsb.lm.openai, glsb.lm.anthropic, glsb.lm.fn; nothing is loaded or sent
+-- until one is made.
+M.lm = require "glsb.lm"
 
 -- Concurrency (glsb.loop): loaded on first use, so that requiring glsb does
 -- not load the C core until something actually waits.

@@ -43,7 +43,7 @@ M.Stage, stage_values = value_set("Stage", {
   CREATE = "create", HEALTH_CHECK = "health_check", PACKAGE_INSTALL = "package_install",
   NOT_INITIALIZED = "not_initialized", EXECUTE = "execute", UPLOAD = "upload",
   DOWNLOAD = "download", TERMINATE = "terminate", TEMPLATE_BUILD = "template_build",
-  WORKSPACE = "workspace", CONNECT = "connect", FILES = "files", POOL = "pool",
+  WORKSPACE = "workspace", CONNECT = "connect", FILES = "files", POOL = "pool", LM = "lm",
 })
 
 -- Language of a code interpreter sandbox.

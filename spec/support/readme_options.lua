@@ -5,7 +5,8 @@
 -- execute_code, execute_command, download_file, terminate, ref (the sandbox's), write_workspace_file,
 -- run_workspace_command (glsb.workspace's), pool, pool_acquire, pool_shutdown (glsb.pool's), trace
 -- (glsb.trace.configure's), provider (a provider's
--- own credentials/endpoints), template (a template builder's).
+-- own credentials/endpoints), template (a template builder's); WHO = "lm": openai, anthropic (the clients'
+-- options), request, invoke (client:invoke's).
 --
 --   lua5.4 spec/support/readme_options.lua --write    regenerates every table in place
 -- spec/unit/readme_options_spec.lua fails when a table differs from what this renders.
@@ -13,8 +14,16 @@ local M = {}
 
 local function options() return require "glsb.options" end
 
-M.FILES = { "README.md", "docs/pool.md", "docs/tracing.md", "providers/e2b/README.md", "providers/local/README.md",
-  "providers/opensandbox/README.md", "providers/bedrock/README.md" }
+M.FILES = { "README.md", "docs/pool.md", "docs/tracing.md", "docs/lm.md", "providers/e2b/README.md",
+  "providers/local/README.md", "providers/opensandbox/README.md", "providers/bedrock/README.md" }
+
+-- glsb.lm's declarations by marker (WHO = "lm").
+local LM = {
+  openai = function() return require("glsb.lm.openai").OPTIONS end,
+  anthropic = function() return require("glsb.lm.anthropic").OPTIONS end,
+  request = function() return require("glsb.lm.client").REQUEST end,
+  invoke = function() return require("glsb.lm.client").INVOKE end,
+}
 
 -- glsb.pool's declarations (lua/glsb/pool/options.lua) by marker.
 local POOL = { pool = "SCHEMA", pool_acquire = "ACQUIRE", pool_shutdown = "SHUTDOWN" }
@@ -22,6 +31,7 @@ local POOL = { pool = "SCHEMA", pool_acquire = "ACQUIRE", pool_shutdown = "SHUTD
 -- schema(who, what) -> the schema a marker names.
 function M.schema(who, what)
   local opts = options()
+  if who == "lm" then return assert(LM[what], "no glsb.lm schema " .. what)() end
   if who == "base" then
     if what == "template" then return require("glsb.template").TemplateBuilder.options.builder end
     if what == "trace" then return require("glsb.trace.config").OPTIONS end
