@@ -655,11 +655,11 @@ end
 function M.list(cls, opts)
   opts = check(cls, opts, "list")
   if type(cls._list) ~= "function" then
-    errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format("list: provider '%s' cannot list sandboxes%s",
+    errors.raise(errors.SandboxStartError, Stage.LIST, string.format("list: provider '%s' cannot list sandboxes%s",
       tostring(cls.provider_name), cls.attach_unsupported and (": " .. cls.attach_unsupported) or ""))
   end
   return loop().run(function()
-    local refs = cls._list(cls, opts)
+    local refs = wrapped(errors.SandboxStartError, Stage.LIST, pcall(cls._list, cls, opts))
     for _, r in ipairs(refs) do r.provider = cls.provider_name end
     return refs
   end)
@@ -900,11 +900,11 @@ function BaseSandbox:get_host(port)
   if port < 1 or port > 65535 then options.arg_error("get_host: port must be 1-65535, got %d", port) end
   require_running(self, "get_host")
   if type(self._get_host) ~= "function" then
-    errors.raise(errors.SandboxExecutionError, Stage.EXECUTE, string.format(
+    errors.raise(errors.SandboxExecutionError, Stage.GET_HOST, string.format(
       "get_host: provider '%s' exposes no ports%s", tostring(self.provider),
       self.get_host_unsupported and (": " .. self.get_host_unsupported) or ""))
   end
-  return self:_get_host(math.tointeger(port))
+  return wrapped(errors.SandboxExecutionError, Stage.GET_HOST, pcall(self._get_host, self, math.tointeger(port)))
 end
 
 -- sb:info() -> {provider, sandbox_id, state, template_id, metadata, started_at, ends_at, ...}: what this

@@ -506,7 +506,6 @@ end
 -- Handles that outlive a process: ref, connect, list
 ---------------------------------------------------------------------------
 
-local CONNECT = Stage.CONNECT or Stage.CREATE
 
 -- What reconnecting needs besides sandbox_id: the interpreter and where the service is (no secret:
 -- credentials come from connect's options or the AWS chain).
@@ -516,27 +515,29 @@ function Sandbox:_ref()
     control_endpoint = cfg.control_endpoint }
 end
 
--- connect's options win over what the ref says.
-local function config_for(ref, opts)
+-- connect's options win over what the ref says. A bad configuration raises at `stage` (connect or list).
+local function config_for(ref, opts, stage)
   local merged = {}
   for _, k in ipairs({ "region", "endpoint", "control_endpoint", "identifier" }) do merged[k] = ref[k] end
   for k, v in pairs(opts or {}) do merged[k] = v end
   local cfg, err = api.config(merged)
-  if not cfg then errors.raise(errors.SandboxStartError, CONNECT, err) end
+  if not cfg then errors.raise(errors.SandboxStartError, stage, err) end
   return cfg, merged.identifier or M.DEFAULT_IDENTIFIER
 end
 
 -- A session by id: GetCodeInterpreterSession must say READY. Its TTL (createdAt +
 -- sessionTimeoutSeconds) is what is left of the lease: AgentCore cannot extend it.
 function Sandbox:_attach(ref, opts)
-  local cfg, identifier = config_for(ref, opts)
+  local cfg, identifier = config_for(ref, opts, Stage.CONNECT)
   self._cfg = cfg
   self.identifier = identifier
   local ok, j = pcall(api.call, cfg, "data", "GET", "/code-interpreters/" .. http.escape(identifier) .. "/sessions/get",
     { query = { { "sessionId", ref.sandbox_id } } })
-  if not ok then raise_from(errors.SandboxStartError, CONNECT, "GetCodeInterpreterSession " .. ref.sandbox_id, j) end
+  if not ok then
+    raise_from(errors.SandboxStartError, Stage.CONNECT, "GetCodeInterpreterSession " .. ref.sandbox_id, j)
+  end
   if j.status ~= "READY" then
-    errors.raise(errors.SandboxStartError, CONNECT, ("connect: the session %s is %s"):format(ref.sandbox_id,
+    errors.raise(errors.SandboxStartError, Stage.CONNECT, ("connect: the session %s is %s"):format(ref.sandbox_id,
       tostring(j.status)))
   end
   self.sandbox_id = ref.sandbox_id
@@ -551,7 +552,7 @@ end
 -- AgentCore sessions carry no labels: a metadata filter matches none of them; none is ever paused.
 function Sandbox._list(_cls, opts)
   opts = opts or {}
-  local cfg, identifier = config_for({}, opts)
+  local cfg, identifier = config_for({}, opts, Stage.LIST)
   local states = opts.state
   if type(states) == "string" then states = { states } end
   local want_running = states == nil
@@ -562,7 +563,7 @@ function Sandbox._list(_cls, opts)
     local body = { maxResults = M.LIST_PAGE, status = "READY", nextToken = token }
     local ok, j = pcall(api.call, cfg, "data", "POST",
       "/code-interpreters/" .. http.escape(identifier) .. "/sessions/list", { json = body })
-    if not ok then raise_from(errors.SandboxStartError, CONNECT, "ListCodeInterpreterSessions", j) end
+    if not ok then raise_from(errors.SandboxStartError, Stage.LIST, "ListCodeInterpreterSessions", j) end
     for _, it in ipairs(type(j.items) == "table" and j.items or {}) do
       if it.status == "READY" then
         refs[#refs + 1] = { sandbox_id = it.sessionId, state = "running", identifier = identifier, name = it.name,

@@ -314,7 +314,7 @@ M.SHORTEST_LIFETIME_CAP = 3600
 function Sandbox:_set_timeout(seconds)
   local res = self:_api("POST", "/sandboxes/" .. http.escape(self.sandbox_id) .. "/timeout",
     { timeout = math.max(1, math.ceil(seconds)) })
-  local e = errors.from_response(errors.SandboxExecutionError, Stage.EXECUTE, res, "E2B set_timeout failed")
+  local e = errors.from_response(errors.SandboxExecutionError, Stage.SET_TIMEOUT, res, "E2B set_timeout failed")
   if e then error(e, 0) end
   local age = self._born and (core.now() - self._born) or math.huge
   if age + seconds <= M.SHORTEST_LIFETIME_CAP then return nil end
@@ -331,7 +331,7 @@ end
 --    | nil, error
 function Sandbox:_detail(timeout)
   local res = self:_api("GET", "/sandboxes/" .. http.escape(self.sandbox_id), nil, timeout or 15)
-  local e = errors.from_response(errors.SandboxExecutionError, Stage.EXECUTE, res, "E2B sandbox info failed")
+  local e = errors.from_response(errors.SandboxExecutionError, Stage.INFO, res, "E2B sandbox info failed")
   if e then return nil, e end
   local j = res.json
   if type(j) ~= "table" then return nil, "E2B sandbox info: no JSON answer" end
@@ -410,7 +410,7 @@ end
 function Sandbox._list(_cls, opts)
   local cfg = api.config(opts)
   if not cfg.api_key then
-    errors.raise(errors.SandboxStartError, Stage.CONNECT, "E2B needs an API key: pass api_key or set E2B_API_KEY")
+    errors.raise(errors.SandboxStartError, Stage.LIST, "E2B needs an API key: pass api_key or set E2B_API_KEY")
   end
   local limit = opts.limit
   local refs, token = {}, nil
@@ -419,7 +419,7 @@ function Sandbox._list(_cls, opts)
     q[#q + 1] = "limit=" .. tostring(math.min(100, limit and (limit - #refs) or 100))
     if token then q[#q + 1] = "nextToken=" .. http.escape(token) end
     local res = api.request(cfg, "GET", "/v2/sandboxes?" .. table.concat(q, "&"))
-    local e = errors.from_response(errors.SandboxStartError, Stage.CONNECT, res, "E2B list failed")
+    local e = errors.from_response(errors.SandboxStartError, Stage.LIST, res, "E2B list failed")
     if e then error(e, 0) end
     for _, s in ipairs(type(res.json) == "table" and res.json or {}) do
       refs[#refs + 1] = { sandbox_id = s.sandboxID, template_id = clean(s.templateID), state = clean(s.state),

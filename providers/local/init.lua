@@ -501,7 +501,7 @@ end
 -- with only a loopback: nothing outside reaches its ports, and nothing maps them out.
 function Sandbox:_get_host(port)
   if self._opts and self._opts.network then return "127.0.0.1:" .. port end
-  errors.raise(errors.SandboxExecutionError, Stage.EXECUTE, "get_host: provider 'local' exposes no ports: "
+  errors.raise(errors.SandboxExecutionError, Stage.GET_HOST, "get_host: provider 'local' exposes no ports: "
     .. "the sandbox has a network namespace of its own (loopback only, nothing maps its ports out); create it "
     .. "with network = true to share the host's network, where 127.0.0.1:<port> reaches it")
 end

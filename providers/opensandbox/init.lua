@@ -284,7 +284,7 @@ end
 function Sandbox:_set_timeout(seconds)
   local res = self:_api("POST", lifecycle.sandbox_path(self.sandbox_id, "/renew-expiration"),
     { expiresAt = lifecycle.expires_in(seconds) })
-  lifecycle.raise_if(errors.SandboxExecutionError, Stage.EXECUTE, res, "OpenSandbox renew-expiration failed")
+  lifecycle.raise_if(errors.SandboxExecutionError, Stage.SET_TIMEOUT, res, "OpenSandbox renew-expiration failed")
 end
 
 -- DELETE /sandboxes/{id}: 204, or 404 (already gone) both mean "not running any more".
@@ -371,7 +371,7 @@ function Sandbox._list(_cls, opts)
     pq[#pq + 1] = { "page", tostring(page) }
     pq[#pq + 1] = { "pageSize", tostring(M.LIST_PAGE_SIZE) }
     local res = lifecycle.request(cfg, "GET", "/sandboxes", nil, { query = lifecycle.query(pq) })
-    lifecycle.raise_if(errors.SandboxStartError, Stage.CONNECT, res, "OpenSandbox list failed")
+    lifecycle.raise_if(errors.SandboxStartError, Stage.LIST, res, "OpenSandbox list failed")
     local j = type(res.json) == "table" and res.json or {}
     local items = type(j.items) == "table" and j.items or {}
     for _, s in ipairs(items) do
@@ -404,7 +404,7 @@ function Sandbox:get_endpoint(port, use_server_proxy)
   return sandbox.guarded(self, function()
     local proxy = use_server_proxy
     if proxy == nil then proxy = self._cfg.use_server_proxy end
-    return execd.endpoint(self._cfg, self.sandbox_id, port, proxy, errors.SandboxExecutionError, Stage.EXECUTE)
+    return execd.endpoint(self._cfg, self.sandbox_id, port, proxy, errors.SandboxExecutionError, Stage.GET_HOST)
   end)
 end
 
@@ -412,9 +412,9 @@ end
 -- one string, so then the server proxy's route, which needs none.
 function Sandbox:_get_host(port)
   local ep = execd.endpoint(self._cfg, self.sandbox_id, port, self._cfg.use_server_proxy,
-    errors.SandboxExecutionError, Stage.EXECUTE)
+    errors.SandboxExecutionError, Stage.GET_HOST)
   if ep.headers and next(ep.headers) then
-    ep = execd.endpoint(self._cfg, self.sandbox_id, port, true, errors.SandboxExecutionError, Stage.EXECUTE)
+    ep = execd.endpoint(self._cfg, self.sandbox_id, port, true, errors.SandboxExecutionError, Stage.GET_HOST)
   end
   return ep.endpoint
 end
@@ -461,7 +461,7 @@ end
 -- info(): what the lifecycle API says (GET /sandboxes/{id}).
 function Sandbox:_info()
   local res = self:_api("GET", lifecycle.sandbox_path(self.sandbox_id))
-  lifecycle.raise_if(errors.SandboxExecutionError, Stage.EXECUTE, res, "OpenSandbox sandbox info failed")
+  lifecycle.raise_if(errors.SandboxExecutionError, Stage.INFO, res, "OpenSandbox sandbox info failed")
   local j = type(res.json) == "table" and res.json or {}
   local st = type(j.status) == "table" and j.status or {}
   return { server_state = st.state, server_reason = st.reason,

@@ -550,6 +550,7 @@ return function(provider, opts_factory, features)
         assert.is_false(ok)
         assert.is_true(errors.is(err, errors.SandboxExecutionError), tostring(err))
         assert.matches("exposes no ports", tostring(err))
+        assert.are.equal(glsb.Stage.GET_HOST, err.stage)
       else
         assert.matches("8000", sb:get_host(8000))
       end

@@ -7,7 +7,8 @@ describe("glsb.models #unit", function()
     assert.are.same({ "error", "success", "timeout", "unknown" },
       (function() local t = {} for _, v in pairs(S) do t[#t + 1] = v end table.sort(t) return t end)())
     local stages = { "create", "health_check", "package_install", "not_initialized", "execute", "upload",
-      "download", "terminate", "template_build", "workspace", "pool" }
+      "download", "terminate", "template_build", "workspace", "pool", "connect", "files", "set_timeout", "info",
+      "get_host", "list" }
     for _, s in ipairs(stages) do
       assert.is_true(models.is_stage(s), s)
       assert.are.equal(s, models.Stage[s:upper()])
