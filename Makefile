@@ -5,6 +5,7 @@
 #   make test-live  the contract suite against real OpenSandbox / E2B when credentials are set (not in make test)
 #   make check-c    C tests under ASan+UBSan, then valgrind (zero leaks), then fuzzers
 #   make lint       luacheck + cppcheck + check-layers (no include or symbol cycle in src/core, src/confine)
+#                   + check-lua-layers (no require cycle in lua/ and providers/; providers reach only the kit)
 #                   + check-paths (no tracked file reads or cites a path outside the checkout)
 #   make bench      every benchmark, then one table of figures beside their references (bench/results/summary.md);
 #                   make bench ONLY="startup scale_e2b" runs only those
@@ -171,6 +172,7 @@ check-layers: $(CORE_OBJ) $(CONFINE_OBJ)
 lint: deps
 	@$(MAKE) --no-print-directory check-layers
 	@scripts/check-paths
+	@scripts/check-lua-layers
 	luacheck lua providers spec examples bench
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D__linux__ -Isrc/core src

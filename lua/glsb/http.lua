@@ -83,12 +83,12 @@ end
 -- GLSB_LOG=debug: one line per request (the URL without its query values or credentials; headers, and
 -- so keys and tokens, never logged). Costs one call when debug is off.
 local function logged(fn, opts)
-  local started = core.now()
+  local started = loop.now()
   local res = fn(opts)
   local e = res.error
   log.debug(string.format("http %s %s -> %s in %.1f ms", opts.method or "GET",
     require("glsb.trace.redact").url(opts.url), e and (tostring(e.code) .. " (" .. tostring(e.phase) .. ")")
-      or tostring(res.status), (core.now() - started) * 1000),
+      or tostring(res.status), (loop.now() - started) * 1000),
     { bytes_out = type(opts.body) == "string" and #opts.body or nil,
       bytes_in = type(res.body) == "string" and #res.body or nil })
   return res
@@ -126,6 +126,14 @@ end
 
 M.encode_json = cjson.encode
 M.decode_json = cjson.decode
+
+-- decode_frames(framer, chunks[, max_frame[, oversized]]) -> frames, or nil, message, code and the frames
+-- decoded before the failure: a body that arrived whole (chunks: an array of strings) cut by one of the
+-- framers of requests ("eventstream", "sse", ...; src/core/README.md), for a transfer that could not
+-- frame it on the way (a provider that buffers first).
+function M.decode_frames(framer, chunks, max_frame, oversized)
+  return core.decode_frames(framer, chunks, max_frame, oversized)
+end
 
 -- Percent-encodes a URL component (RFC 3986 unreserved characters are kept).
 function M.escape(s)

@@ -222,13 +222,16 @@ function M.run(argv, opts)
   return loop.run(function()
     local p, err = M.spawn({ argv = argv, env = opts.env, cwd = opts.cwd, stdin = opts.input and "pipe" or "null" })
     if not p then return nil, err end
-    local deadline = opts.timeout and core.now() + opts.timeout or nil
-    local out, errs, st = p:communicate(opts.input, deadline)
+    local out, errs, st = p:communicate(opts.input, loop.deadline(opts.timeout))
     if not out then p:kill("KILL") end
     p:close()
     if not out then return nil, errs end
     return out, errs, st
   end)
 end
+
+-- getpid() -> this process's pid; geteuid() -> its effective uid.
+function M.getpid() return core.getpid() end
+function M.geteuid() return core.geteuid() end
 
 return M

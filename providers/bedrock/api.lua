@@ -15,7 +15,6 @@
 -- - Invoke answers 200 and an event stream; after the 200 any failure may follow execution, so
 --   only a request provably never written is sent again (§6, policy 2).
 local http = require "glsb.http"
-local core = require "glsb.core"
 local errors = require "glsb.errors"
 local retry = require "glsb.retry"
 local outcome = require "glsb.outcome"
@@ -304,7 +303,7 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
       -- frames, or nil, message, code and the frames decoded before the failure
       -- a frame holds one whole result: up to two capped streams JSON-escaped (glsb.output.CAP each), so
       -- an oversized output is capped by the base class rather than lost as FRAME_TOO_LARGE
-      local frames, _, code, before = core.decode_frames("eventstream", chunks, 16 * require("glsb.output").CAP)
+      local frames, _, code, before = http.decode_frames("eventstream", chunks, 16 * require("glsb.output").CAP)
       read_frames(out, frames or before or {}, creds)
       if code and not res.error then
         out.transport = { phase = "framing", code = code, retry_safe = false,

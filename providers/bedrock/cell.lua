@@ -134,7 +134,7 @@ local function display_py()
     local f = assert(io.open(here .. "/../local/display.py", "rb"))
     display_source = f:read("a")
     f:close()
-    display_id = require("glsb.core").sha256(display_source):sub(1, 16)
+    display_id = require("glsb.codec").sha256(display_source):sub(1, 16)
   end
   return display_source, display_id
 end

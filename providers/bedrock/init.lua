@@ -19,8 +19,8 @@ local time = require "glsb.time"
 local ids = require "glsb.ids"
 local shell = require "glsb.shell"
 local workspace = require "glsb.workspace"
-local core = require "glsb.core"
 local results = require "glsb.results"
+local codec = require "glsb.codec"
 local api = require "glsb.providers.bedrock.api"
 local cell = require "glsb.providers.bedrock.cell"
 
@@ -182,7 +182,7 @@ end
 local function block_bundle(block)
   local t = block.type
   if t == "image" then
-    local data = type(block.data) == "string" and core.b64decode(block.data)
+    local data = type(block.data) == "string" and codec.b64decode(block.data)
     if not data then return nil end
     local mime = str(block.mimeType) or "image/png"
     local form = results.FORM_OF_MIME[mime]
@@ -191,7 +191,7 @@ local function block_bundle(block)
   elseif t == "resource" and type(block.resource) == "table" then
     local r = block.resource
     local data = str(r.text)
-    if not data and type(r.blob) == "string" then data = core.b64decode(r.blob) end
+    if not data and type(r.blob) == "string" then data = codec.b64decode(r.blob) end
     local b = { extra = { uri = str(r.uri) } }
     local form = binary_form(str(r.mimeType))
     if form then b[form] = data elseif data then b.extra[str(r.mimeType) or "application/octet-stream"] = data end
@@ -211,7 +211,7 @@ local function code_results(res, verdict)
     if forms then
       local b = { is_main_result = item.main == true, extra = type(item.extra) == "table" and item.extra or nil }
       for form, v in pairs(forms) do
-        if results.BINARY[form] then v = type(v) == "string" and core.b64decode(v) or nil end
+        if results.BINARY[form] then v = type(v) == "string" and codec.b64decode(v) or nil end
         b[form] = v
       end
       c:add(results.clean(b))
@@ -342,7 +342,7 @@ end
 
 function Sandbox:_upload(files, opts)
   local content = {}
-  for i, f in ipairs(files) do content[i] = { path = f.path, blob = core.b64encode(f.data) } end
+  for i, f in ipairs(files) do content[i] = { path = f.path, blob = codec.b64encode(f.data) } end
   local res, failed = self:_invoke("writeFiles", { content = content }, { timeout = opts.timeout, what = "upload" })
   if not res then errors.raise(errors.SandboxExecutionError, Stage.UPLOAD, failed.error, failed.failure) end
   if res.isError then errors.raise(errors.SandboxExecutionError, Stage.UPLOAD, tool_failure(res, "writeFiles")) end
@@ -356,7 +356,7 @@ function Sandbox:_download(path, opts)
     local r = type(block) == "table" and block.type == "resource" and block.resource
     if type(r) == "table" then
       if type(r.blob) == "string" then
-        local data = core.b64decode(r.blob)
+        local data = codec.b64decode(r.blob)
         if not data then
           errors.raise(errors.SandboxExecutionError, Stage.DOWNLOAD, "readFiles: a blob that is not base64")
         end
@@ -394,15 +394,15 @@ local INLINE_STDIN = 32 * 1024
 
 function Sandbox:_exec_argv(argv, opts)
   local enc = {}
-  for i, a in ipairs(argv) do enc[i] = core.b64encode(a) end
+  for i, a in ipairs(argv) do enc[i] = codec.b64encode(a) end
   local doc = { argv = enc }
   local stdin = opts.stdin or ""
   if #stdin > INLINE_STDIN then
     doc.stdin_path = workspace.stage_stdin(self, stdin, { timeout = opts.timeout })
   else
-    doc.stdin = core.b64encode(stdin)
+    doc.stdin = codec.b64encode(stdin)
   end
-  local line = "python3 -c " .. shell.quote(EXEC_ARGV) .. " " .. core.b64encode(http.encode_json(doc))
+  local line = "python3 -c " .. shell.quote(EXEC_ARGV) .. " " .. codec.b64encode(http.encode_json(doc))
   local res, failed = self:_invoke("executeCommand", { command = line }, { timeout = opts.timeout, what = "workspace" })
   if not res then return { exit_code = nil, stdout = "", stderr = "", status = failed.status, error = failed.error } end
   local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
@@ -412,8 +412,8 @@ function Sandbox:_exec_argv(argv, opts)
     return { exit_code = nil, stdout = "", stderr = str(sc.stderr) or "", status = Status.ERROR,
       error = "the workspace channel gave no answer: " .. tostring(str(sc.stderr) or text_of(res)):sub(1, 300) }
   end
-  return { exit_code = math.tointeger(j.exit), stdout = core.b64decode(j.out or "") or "",
-    stderr = core.b64decode(j.err or "") or "" }
+  return { exit_code = math.tointeger(j.exit), stdout = codec.b64decode(j.out or "") or "",
+    stderr = codec.b64decode(j.err or "") or "" }
 end
 
 ---------------------------------------------------------------------------

@@ -10,7 +10,8 @@
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local http = require "glsb.http"
-local core = require "glsb.core"
+local codec = require "glsb.codec"
+local loop = require "glsb.loop"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local api = require "glsb.providers.e2b.api"
@@ -33,7 +34,7 @@ M.COMMAND_GRACE = 5
 local clean, decode = api.clean, api.decode
 
 local function auth(conn, headers)
-  if conn.user then headers["Authorization"] = "Basic " .. core.b64encode(conn.user .. ":") end
+  if conn.user then headers["Authorization"] = "Basic " .. codec.b64encode(conn.user .. ":") end
   return headers
 end
 
@@ -103,8 +104,8 @@ local function event_reader(st, out)
       st.pid = clean(ev.start.pid)
     elseif type(ev.data) == "table" then
       local o, e = clean(ev.data.stdout), clean(ev.data.stderr)
-      if o then out:push("stdout", core.b64decode(o) or "") end
-      if e then out:push("stderr", core.b64decode(e) or "") end
+      if o then out:push("stdout", codec.b64decode(o) or "") end
+      if e then out:push("stderr", codec.b64decode(e) or "") end
     elseif type(ev["end"]) == "table" then
       local x = ev["end"]
       local code = tonumber(clean(x.exitCode)) or 0
@@ -171,9 +172,9 @@ function M.run(conn, process, opts)
   local st = {}
   local req = start_request(conn, process, opts)
   req.on_frame = event_reader(st, out)
-  local started = core.now()
+  local started = loop.now()
   local res = conn:http(req)
-  local r = process_outcome(conn, st, res, opts, core.now() - started)
+  local r = process_outcome(conn, st, res, opts, loop.now() - started)
   out:finish(r)
   return r
 end
@@ -188,7 +189,6 @@ Handle.__index = Handle
 -- start(conn, process, opts) -> handle. The stream runs in its own loop task; the handle reads what
 -- arrived so far (output), waits for the end (wait) and kills the process (kill).
 function M.start(conn, process, opts)
-  local loop = require "glsb.loop"
   local h = setmetatable({ conn = conn, st = {}, out = output.capture(opts) }, Handle)
   local refused = refuse_non_utf8(process, opts)
   if refused then
@@ -198,9 +198,9 @@ function M.start(conn, process, opts)
   local req = start_request(conn, process, opts)
   req.on_frame = event_reader(h.st, h.out)
   h.task = loop.spawn(function()
-    local started = core.now()
+    local started = loop.now()
     local res = conn:http(req)
-    local r = process_outcome(conn, h.st, res, opts, core.now() - started)
+    local r = process_outcome(conn, h.st, res, opts, loop.now() - started)
     h.out:finish(r)
     return r
   end)
@@ -218,7 +218,6 @@ function Handle:wait(timeout) return self.task:wait(timeout) end
 -- process had ended already.
 function Handle:kill()
   if self.task:done() then return false end
-  local loop = require "glsb.loop"
   local deadline = loop.now() + api.CONNECT_TIMEOUT
   while not self.st.pid and not self.task:done() and loop.now() < deadline do loop.sleep(0.01) end
   if self.task:done() then return false end
@@ -285,7 +284,7 @@ end
 -- multipart/form-data with one part "file" whose filename is the target path: the only upload
 -- format of envd < 0.5.7 (docs/protocols/e2b.md §2.4).
 local function multipart(path, data)
-  local boundary = "glsb" .. core.sha256(path .. #data .. tostring(core.now())):sub(1, 32)
+  local boundary = "glsb" .. codec.sha256(path .. #data .. tostring(loop.now())):sub(1, 32)
   local body = table.concat {
     "--", boundary, "\r\n",
     'Content-Disposition: form-data; name="file"; filename="', path:gsub('[\r\n"]', "_"), '"\r\n',

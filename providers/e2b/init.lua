@@ -19,7 +19,7 @@ local models = require "glsb.models"
 local http = require "glsb.http"
 local time = require "glsb.time"
 local workspace = require "glsb.workspace"
-local core = require "glsb.core"
+local loop = require "glsb.loop"
 local log = require "glsb.log"
 local registry = require "glsb.registry"
 local confine_helper = require "glsb.confine_helper"
@@ -297,7 +297,7 @@ function Sandbox:_start(opts)
   local quota = quota_exceeded(res)
   if quota then errors.raise(errors.SandboxStartError, Stage.CREATE, "E2B create failed: " .. quota.message, quota) end
   self:_adopt_answer(res, Stage.CREATE, "E2B create")
-  self._born = core.now()
+  self._born = loop.now()
   -- No envd /health round trip: E2B answers a create once the sandbox runs, and the SDK does not probe
   -- either (a first call that finds it gone reports so).
 end
@@ -316,7 +316,7 @@ function Sandbox:_set_timeout(seconds)
     { timeout = math.max(1, math.ceil(seconds)) })
   local e = errors.from_response(errors.SandboxExecutionError, Stage.SET_TIMEOUT, res, "E2B set_timeout failed")
   if e then error(e, 0) end
-  local age = self._born and (core.now() - self._born) or math.huge
+  local age = self._born and (loop.now() - self._born) or math.huge
   if age + seconds <= M.SHORTEST_LIFETIME_CAP then return nil end
   local _, left = self:_detail()
   return left
@@ -388,7 +388,7 @@ function Sandbox:_attach(ref, opts)
   if detail then
     self.metadata = user_metadata(clean(detail.metadata))
     self._lease_remaining = left
-    self._born = age and core.now() - age or nil
+    self._born = age and loop.now() - age or nil
   end
 end
 

@@ -10,7 +10,7 @@ local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local loop = require "glsb.loop"
 local api = require "glsb.providers.e2b.api"
-local core = require "glsb.core"
+local codec = require "glsb.codec"
 local results = require "glsb.results"
 
 local Status = models.ExecutionStatus
@@ -107,7 +107,7 @@ local function parse_result(msg)
   for _, k in ipairs(results.FORMS) do
     local v = clean(msg[k])
     if v ~= nil and results.BINARY[k] then
-      v = type(v) == "string" and core.b64decode(v) or nil -- not base64: the form is left out
+      v = type(v) == "string" and codec.b64decode(v) or nil -- not base64: the form is left out
     end
     r[k] = v
   end

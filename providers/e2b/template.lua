@@ -27,7 +27,8 @@ local template = require "glsb.template"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local http = require "glsb.http"
-local core = require "glsb.core"
+local codec = require "glsb.codec"
+local fs = require "glsb.fs"
 local ids = require "glsb.ids"
 local shell = require "glsb.shell"
 local loop = require "glsb.loop"
@@ -122,7 +123,7 @@ function M.files_hash(src, dest, files)
     parts[#parts + 1] = tostring(#f.data)
     parts[#parts + 1] = f.data
   end
-  return core.sha256(table.concat(parts))
+  return codec.sha256(table.concat(parts))
 end
 
 
@@ -294,7 +295,7 @@ function Template:_upload(tid, up)
   -- a string body gets an exact Content-Length (object stores reject chunked uploads)
   local put = api.http(self._cfg, {
     method = "PUT", url = j.url, headers = headers,
-    body = core.tar_pack(up.entries, { gzip = true }),
+    body = fs.tar_pack(up.entries, { gzip = true }),
     connect_timeout = api.CONNECT_TIMEOUT, timeout = UPLOAD_TIMEOUT,
   })
   check(put, "E2B template files upload failed")

@@ -14,7 +14,7 @@
 --   The workspace is <host_workspace_dir>/glsb-<uid>/glsb-local-XXXXXX on the host
 --   (home -> /home/user, files -> /files); --cleanup makes the supervisor
 --   remove it when the sandbox ends, and terminate removes whatever is left.
---   The supervisor's report (--report-fd 3, a socketpair from glsb.core's
+--   The supervisor's report (--report-fd 3, a socketpair from glsb.process's
 --   spawn fd3 option, also the control channel) is read into sb.confinement.
 --   The supervisor runs in a session of its own (setsid).
 --
@@ -88,7 +88,7 @@
 --   name), start_timeout (10 s), interrupt_grace,
 --   pip_index_url, pip_find_links, max_download_bytes (256 MiB).
 
-local core = require "glsb.core"
+local fs = require "glsb.fs"
 local channel = require "glsb.providers.local.channel"
 local reaper = require "glsb.providers.local.reaper"
 local control = require "glsb.providers.local.control"
@@ -258,7 +258,7 @@ function Sandbox:_start(opts)
   local root, rerr = reaper.workspace_root(layout.host_workspace_dir(opts))
   if not root then error(layout.start_error("local: " .. rerr), 0) end
   reaper.sweep_once(root)
-  local base, merr = core.mkdtemp(root .. "/glsb-local-")
+  local base, merr = fs.mkdtemp(root .. "/glsb-local-")
   if not base then error(layout.start_error("local: cannot create the workspace: " .. tostring(merr)), 0) end
   -- the workspace is the mkdtemp directory itself, so the supervisor's
   -- --cleanup (also on owner death: it gets SIGHUP) removes all of it
@@ -394,7 +394,7 @@ function Sandbox:_terminate(opts)
   end
   if self._base then
     -- normally gone already (--cleanup); not when the supervisor was killed
-    local ok, err = core.rmtree(self._base)
+    local ok, err = fs.rmtree(self._base)
     if not ok then error("local: cannot remove the workspace " .. self._base .. ": " .. tostring(err), 0) end
     self._base = nil
   end
@@ -419,7 +419,7 @@ function M.guard(p, workspace)
       end
       p:close()
     end)
-    pcall(core.rmtree, workspace)
+    pcall(fs.rmtree, workspace)
   end })
 end
 

@@ -9,7 +9,8 @@
 -- sandbox's options into glsb-confine's argv and config; read_report / read_exit read what the
 -- supervisor writes on fd 3.
 
-local core = require "glsb.core"
+local codec = require "glsb.codec"
+local fs = require "glsb.fs"
 local cjson = require "cjson.safe"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
@@ -46,7 +47,7 @@ end)()
 M.find_helper = confine_helper.find
 
 function M.agent_dir()
-  local dir = core.realpath and core.realpath(THIS_DIR) or THIS_DIR
+  local dir = fs.realpath and fs.realpath(THIS_DIR) or THIS_DIR
   return dir
 end
 
@@ -69,7 +70,7 @@ function M.agent_bytecode(python, cache_dir)
   if f then f:close() end
   local path
   if text then
-    local key = core.sha256(text .. "\0" .. (core.realpath(python) or python)):sub(1, 40)
+    local key = codec.sha256(text .. "\0" .. (fs.realpath(python) or python)):sub(1, 40)
     local dir = cache_dir .. "/local/agent"
     path = dir .. "/" .. key .. ".pyc"
     if not exists(path) then

@@ -14,7 +14,7 @@
 -- start is the process's start time (field 22 of /proc/<pid>/stat; 0 when unknown), so a recycled pid
 -- is not taken for the owner. A workspace is stale when neither its owner nor its supervisor is alive;
 -- sweep() removes its cgroup leaves (rmdir: empty once the supervisor is gone, its sandbox died with
--- it) and the directory (core.rmtree: no symlink followed, no mount crossed).
+-- it) and the directory (fs.rmtree: no symlink followed, no mount crossed).
 --
 -- What may be removed is only what glsb made: the sweep looks inside glsb's own root only, never at
 -- the folder the user named: <host_workspace_dir>/glsb-<uid> for workspaces (workspace_root), the
@@ -23,12 +23,13 @@
 -- fails). In it, an entry is taken only when its name is one of ours (glsb-local-*, build-*, import-*,
 -- delete-*), it is a directory owned by us, and its record is a regular file of ours of at most
 -- RECORD_MAX bytes in exactly the format above, read without following a symlink or waiting on a FIFO
--- (core.read_own_file). Anything else is left alone: another version of glsb, one being created, or
+-- (fs.read_own_file). Anything else is left alone: another version of glsb, one being created, or
 -- something planted.
 --
 -- When: the first local sandbox (or template build) of a process sweeps its root once; `glsb-lua --gc
 -- [DIR...]` sweeps the default places (or the DIRs) now.
-local core = require "glsb.core"
+local fs = require "glsb.fs"
+local process = require "glsb.process"
 
 local M = {}
 
@@ -61,7 +62,7 @@ local function alive(who)
 end
 
 local function me()
-  local pid = core.getpid()
+  local pid = process.getpid()
   return { pid = pid, start = M.start_time(pid) }
 end
 
@@ -115,11 +116,11 @@ end
 -- own(path) -> true, or nil and why: path is a directory (not a symlink) owned by our effective uid
 -- that nobody else may write to.
 local function own(path)
-  local st, err = core.lstat(path)
+  local st, err = fs.lstat(path)
   if not st then return nil, err end
   if st.type ~= "dir" then return nil, path .. " is a " .. st.type .. ", not a directory" end
-  if st.uid ~= core.geteuid() then
-    return nil, string.format("%s belongs to uid %d, not to us (uid %d)", path, st.uid, core.geteuid())
+  if st.uid ~= process.geteuid() then
+    return nil, string.format("%s belongs to uid %d, not to us (uid %d)", path, st.uid, process.geteuid())
   end
   if st.mode & 18 ~= 0 then return nil, string.format("%s may be written by others (mode %04o)", path, st.mode) end
   return true
@@ -129,7 +130,7 @@ end
 -- when missing if make.
 function M.own_root(dir, make)
   if make then
-    local ok, err, code = core.mkdir(dir, 448) -- 0700
+    local ok, err, code = fs.mkdir(dir, 448) -- 0700
     if not ok and code ~= "EEXIST" then return nil, "cannot create " .. dir .. ": " .. tostring(err) end
   end
   local ok, why = own(dir)
@@ -139,7 +140,7 @@ end
 
 -- root_name() -> "glsb-<uid>": the folder of ours that a host workspace folder holds.
 function M.root_name()
-  return "glsb-" .. core.geteuid()
+  return "glsb-" .. process.geteuid()
 end
 
 -- workspace_root(host_dir) -> host_dir/glsb-<uid> (made if missing), where this uid's workspaces are
@@ -154,7 +155,7 @@ function M.workspace_root(host_dir)
 end
 
 local function read_record(dir)
-  return M.parse_record(core.read_own_file(dir .. "/" .. M.RECORD, M.RECORD_MAX))
+  return M.parse_record(fs.read_own_file(dir .. "/" .. M.RECORD, M.RECORD_MAX))
 end
 
 -- Only a leaf glsb-confine names for that supervisor (.../glsb/sb-<supervisor pid>-<time>) is
@@ -180,7 +181,7 @@ function M.sweep(root)
   local ok, why = own(root)
   if not ok then return nil, why end
   local removed, failed = {}, {}
-  local names = core.listdir(root)
+  local names = fs.listdir(root)
   for _, name in ipairs(names or {}) do
     local dir = root .. "/" .. name
     local rec = has_prefix(name) and own(dir) and read_record(dir)
@@ -190,7 +191,7 @@ function M.sweep(root)
           os.remove(cg) -- rmdir: fails on a leaf that still has processes; gone if collected already
         end
       end
-      local rok, err = core.rmtree(dir)
+      local rok, err = fs.rmtree(dir)
       if rok then removed[#removed + 1] = dir else failed[#failed + 1] = tostring(err) end
     end
   end
@@ -212,7 +213,7 @@ end
 local function gc_root(dir)
   if dir:match("([^/]+)/*$") == M.root_name() then return dir end
   local root = dir:gsub("/+$", "") .. "/" .. M.root_name()
-  local _, _, code = core.lstat(root)
+  local _, _, code = fs.lstat(root)
   if code == "ENOENT" then return nil end
   return root
 end
@@ -232,7 +233,7 @@ function M.main(args)
     local tmp = os.getenv("TMPDIR")
     roots[1] = gc_root((tmp and tmp ~= "") and tmp or "/tmp")
     local cache_tmp = require("glsb.providers.local.layout").cache_dir() .. "/local/tmp"
-    if core.lstat(cache_tmp) then roots[#roots + 1] = cache_tmp end
+    if fs.lstat(cache_tmp) then roots[#roots + 1] = cache_tmp end
   end
   local n = 0
   for _, root in pairs(roots) do

@@ -38,11 +38,12 @@
 -- meta.json then also has base_template = the parent's id.
 --
 -- Export/import: Template:export(id, path) writes the layer as a deterministic
--- tar.gz (glsb.core.tar_pack); Template:import(path) unpacks one
--- (glsb.core.tar_unpack refuses escapes) and returns its ref. The id is the
+-- tar.gz (glsb.fs.tar_pack); Template:import(path) unpacks one
+-- (glsb.fs.tar_unpack refuses escapes) and returns its ref. The id is the
 -- spec hash, not a digest of the bytes: import layers from sources you trust.
 
-local core = require "glsb.core"
+local codec = require "glsb.codec"
+local fs = require "glsb.fs"
 local cjson = require "cjson.safe"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
@@ -92,7 +93,7 @@ local function scratch_dir(d, prefix)
   local root, why = reaper.own_root(d.tmp)
   if not root then fail("the template scratch folder is not glsb's own: " .. tostring(why)) end
   reaper.sweep_once(root)
-  local scratch, merr = core.mkdtemp(root .. "/" .. prefix)
+  local scratch, merr = fs.mkdtemp(root .. "/" .. prefix)
   if not scratch then fail("cannot create a scratch directory: " .. tostring(merr)) end
   return scratch
 end
@@ -156,7 +157,7 @@ function Template:_init(opts)
 end
 
 local function record_name(self, name, hash)
-  if name then core.write_file_atomic(self.dirs.names .. "/" .. name, hash .. "\n") end
+  if name then fs.write_file_atomic(self.dirs.names .. "/" .. name, hash .. "\n") end
 end
 
 -- builder:ensure(spec): the base class's, after base_template is replaced by
@@ -230,7 +231,7 @@ end
 local function build_input(spec, popts, pmeta)
   local files = {}
   for i, f in ipairs(spec.files or {}) do
-    files[i] = { path = f.path, data = core.b64encode(f.data), mode = f.mode }
+    files[i] = { path = f.path, data = codec.b64encode(f.data), mode = f.mode }
   end
   local pip_args = {}
   if popts.pip_find_links then
@@ -308,7 +309,7 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
   local ok, err = run({ "mkdir", "-m", "0755", stage })
   if not ok then fail("cannot create " .. stage .. ": " .. err) end
   local input = cjson.encode(build_input(spec, popts, pmeta))
-  local wok, werr = core.write_file_atomic(stage .. "/build.json", input, 420)
+  local wok, werr = fs.write_file_atomic(stage .. "/build.json", input, 420)
   if not wok then fail("cannot write the build input: " .. tostring(werr)) end
   run({ "chmod", "0755", scratch })
   local ro = { { layout.agent_dir(), layout.AGENT_DIR }, { stage, "/.glsb/build" } }
@@ -371,13 +372,13 @@ function Template:_build(spec, hash)
     local layer = scratch .. "/layer"
     -- <ws>/home is the host side of the build's /home/user: the path is ours (glsb-confine made it,
     -- the build cannot replace a mount point), everything below it is the build's and hostile: the
-    -- site directory is taken without following any symlink (core.move_dir_beneath), the rest of
-    -- .glsb-layer removed without following any (core.rmtree), home moved as a whole.
+    -- site directory is taken without following any symlink (fs.move_dir_beneath), the rest of
+    -- .glsb-layer removed without following any (fs.rmtree), home moved as a whole.
     local home = scratch .. "/ws/home"
     assert(run({ "mkdir", "-m", "0755", layer }))
-    local rok, rerr = core.move_dir_beneath(home, ".glsb-layer/site", layer .. "/site")
+    local rok, rerr = fs.move_dir_beneath(home, ".glsb-layer/site", layer .. "/site")
     if not rok then fail("the build's layer is refused: " .. tostring(rerr)) end
-    rok, rerr = core.rmtree(home .. "/.glsb-layer")
+    rok, rerr = fs.rmtree(home .. "/.glsb-layer")
     if not rok then fail("the build's layer is refused: " .. tostring(rerr)) end
     rok, rerr = os.rename(home, layer .. "/home")
     if not rok then fail("cannot move the built home: " .. tostring(rerr)) end
@@ -386,9 +387,9 @@ function Template:_build(spec, hash)
       id = hash, name = spec.name, env = env, workdir = workdir,
       packages = pk, built_at = os.time(), base_template = spec.base_template,
     }
-    local wok, werr = core.write_file_atomic(layer .. "/meta.json", cjson.encode(meta), 420)
+    local wok, werr = fs.write_file_atomic(layer .. "/meta.json", cjson.encode(meta), 420)
     if not wok then fail("cannot write meta.json: " .. tostring(werr)) end
-    core.write_file_atomic(layer .. "/build.log", log, 420)
+    fs.write_file_atomic(layer .. "/build.log", log, 420)
     local final = d.templates .. "/" .. hash
     if not os.rename(layer, final) then
       -- someone else built the same spec meanwhile: theirs is as good as ours
@@ -396,7 +397,7 @@ function Template:_build(spec, hash)
     end
     return final
   end)
-  core.rmtree(scratch)
+  fs.rmtree(scratch)
   if not ok then error(res, 0) end
   record_name(self, spec.name, hash)
   return { template_id = hash, name = spec.name, path = res }
@@ -409,7 +410,7 @@ end
 -- {hash = {names...}} from local/names/ (each file holds the hash its name last pointed to).
 local function names_by_hash(d)
   local out = {}
-  for _, name in ipairs(core.listdir(d.names) or {}) do
+  for _, name in ipairs(fs.listdir(d.names) or {}) do
     local id = (read_file(d.names .. "/" .. name) or ""):match("^(%x+)")
     if id and name:match("^[%w][%w._-]*$") then
       out[id] = out[id] or {}
@@ -427,7 +428,7 @@ function Template:_list()
   local d = self.dirs
   local names = names_by_hash(d)
   local out = {}
-  for _, id in ipairs(core.listdir(d.templates) or {}) do
+  for _, id in ipairs(fs.listdir(d.templates) or {}) do
     local meta = #id == 64 and id:match("^%x+$") and M.read_meta(d.templates .. "/" .. id)
     if meta then
       local list = names[id] or {}
@@ -463,10 +464,10 @@ function Template:_delete(name)
   require("glsb.providers.local.reaper").record(scratch)
   local ok, rerr = os.rename(dir, scratch .. "/layer")
   if not ok then
-    core.rmtree(scratch)
+    fs.rmtree(scratch)
     fail("cannot delete the template " .. id .. ": " .. tostring(rerr))
   end
-  local rok, err = core.rmtree(scratch)
+  local rok, err = fs.rmtree(scratch)
   if not rok then fail("cannot remove the deleted template's files in " .. scratch .. ": " .. tostring(err)) end
   return true
 end
@@ -514,8 +515,8 @@ function Template:export(id, path)
         entries[#entries + 1] = { name = e.rel, type = "file", data = data, mode = e.mode }
       end
     end
-    local tgz = core.tar_pack(entries, { gzip = true })
-    local ok, werr = core.write_file_atomic(path, tgz, 420)
+    local tgz = fs.tar_pack(entries, { gzip = true })
+    local ok, werr = fs.write_file_atomic(path, tgz, 420)
     if not ok then fail("cannot write " .. path .. ": " .. tostring(werr)) end
     return path
   end
@@ -528,7 +529,7 @@ function Template:import(path)
   local function body()
     local data = read_file(path)
     if not data then fail("cannot read " .. tostring(path)) end
-    local entries, uerr = core.tar_unpack(data, { max_bytes = 4 * 1024 * 1024 * 1024 })
+    local entries, uerr = fs.tar_unpack(data, { max_bytes = 4 * 1024 * 1024 * 1024 })
     if not entries then fail("not a template archive: " .. tostring(uerr)) end
     local meta
     for _, e in ipairs(entries) do
@@ -578,7 +579,7 @@ function Template:import(path)
         fail("cannot move the imported layer into " .. final)
       end
     end)
-    core.rmtree(scratch)
+    fs.rmtree(scratch)
     if not ok then error(res, 0) end
     record_name(self, meta.name, meta.id)
     return { template_id = meta.id, name = meta.name, path = final, imported = true }

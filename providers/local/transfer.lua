@@ -3,7 +3,7 @@
 -- (_upload, _download, _files_*) are these functions; control_failure also words the workspace
 -- helper's failures (init.lua's _exec_argv).
 
-local core = require "glsb.core"
+local codec = require "glsb.codec"
 local cjson = require "cjson.safe"
 local loop = require "glsb.loop"
 local agent = require "glsb.providers.local.agent"
@@ -153,7 +153,7 @@ local function helper_run(self, what, argv, timeout, max_out)
   if doc.timed_out then error(string.format("%s: timed out after %gs", what, timeout or 0), 0) end
   if doc.stdout_truncated then error(string.format("%s: the answer is larger than %d bytes", what, max_out), 0) end
   return { code = math.tointeger(doc.exit_code), signal = math.tointeger(doc.signal),
-    stdout = core.b64decode(doc.stdout or "") or "", stderr = core.b64decode(doc.stderr or "") or "" }
+    stdout = codec.b64decode(doc.stdout or "") or "", stderr = codec.b64decode(doc.stderr or "") or "" }
 end
 
 -- A failed coreutils run -> the error files.lua reports (reason = "not_found" when the path is missing).

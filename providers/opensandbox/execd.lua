@@ -18,7 +18,7 @@ local outcome = require "glsb.outcome"
 local loop = require "glsb.loop"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 local results = require "glsb.results"
-local core = require "glsb.core"
+local codec = require "glsb.codec"
 
 local Status = models.ExecutionStatus
 local Type = models.FailureType
@@ -428,7 +428,7 @@ local function bundle_of(mimes)
     v = clean(v)
     local form = k == "text" and "text" or results.FORM_OF_MIME[k]
     if form and results.BINARY[form] then
-      b[form] = type(v) == "string" and core.b64decode(v) or nil -- not base64: the form is left out
+      b[form] = type(v) == "string" and codec.b64decode(v) or nil -- not base64: the form is left out
     elseif form == "text" then
       b.text = models.ExecutionResult.text_of(v)
     elseif form then

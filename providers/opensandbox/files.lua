@@ -9,7 +9,7 @@
 -- the server's code and X-Request-ID when there is one.
 
 local http = require "glsb.http"
-local core = require "glsb.core"
+local codec = require "glsb.codec"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 
 local M = {}
@@ -22,7 +22,7 @@ end
 
 -- A multipart boundary that cannot occur in the data.
 local function boundary(parts)
-  local seed = core.sha256(string.format("%.9f:%s", require("glsb.loop").now(), tostring(parts)))
+  local seed = codec.sha256(string.format("%.9f:%s", require("glsb.loop").now(), tostring(parts)))
   local b = "glsb-" .. seed:sub(1, 32)
   for _, p in ipairs(parts) do
     while p:find(b, 1, true) do b = b .. seed:sub(1, 4) end
