@@ -267,6 +267,57 @@ test('ports: a server started in the sandbox is reached through its port; a traf
   }, { network: { allowPublicTraffic: false } });
 });
 
+test('code contexts: javascript and typescript on node, bash, each with its cwd and env; r refused as the server would', async () => {
+  const sbx = await CodeSandbox.create({ ...opts, envs: { SBX_ENV: 'sandbox-wide' } });
+  try {
+    const langs = (await sbx.listCodeContexts()).map((c) => c.language);
+    assert.ok(langs.includes('python') && langs.includes('javascript'), `default contexts: ${langs}`);
+
+    const js = await sbx.createCodeContext({ language: 'js', cwd: '/tmp' });
+    assert.equal(js.language, 'javascript');
+    assert.equal(js.cwd, '/tmp');
+    await sbx.runCode('const answer = 41', { context: js });
+    const r1 = await sbx.runCode('console.log("from node"); answer + 1', { context: js });
+    assert.deepEqual(r1.logs.stdout, ['from node\n']);
+    assert.equal(r1.text, '42', 'declarations stay for the next cell');
+    assert.equal((await sbx.runCode('process.cwd()', { context: js })).text, '/tmp');
+    assert.equal((await sbx.runCode('await Promise.resolve("awaited")', { context: js })).text, 'awaited');
+    assert.deepEqual((await sbx.runCode("import { readFileSync } from 'fs'\nconsole.log(typeof readFileSync)", { language: 'js' })).logs.stdout, ['function\n']);
+    assert.equal((await sbx.runCode('process.env.SBX_ENV + "/" + process.env.CALL_ENV', { context: js, envs: { CALL_ENV: 'call' } })).text, 'sandbox-wide/call');
+    assert.equal((await sbx.runCode('String(process.env.CALL_ENV)', { context: js })).text, 'undefined', 'a call\'s env is gone after it');
+    const thrown = await sbx.runCode('throw new TypeError("bad js")', { context: js });
+    assert.equal(thrown.error.name, 'TypeError');
+    assert.equal(thrown.error.value, 'bad js');
+
+    const ts = await sbx.runCode('const message: string = "typed"; console.log(message)', { language: 'ts' });
+    assert.deepEqual(ts.logs.stdout, ['typed\n']);
+
+    const bash = await sbx.createCodeContext({ language: 'bash', cwd: '/home/user' });
+    assert.deepEqual((await sbx.runCode('pwd', { context: bash })).logs.stdout, ['/home/user\n']);
+    await sbx.runCode('cd /tmp && export KEPT=yes', { context: bash });
+    assert.deepEqual((await sbx.runCode('echo $PWD $KEPT $SBX_ENV', { context: bash })).logs.stdout, ['/tmp yes sandbox-wide\n']);
+    assert.deepEqual((await sbx.runCode('echo $FOO', { language: 'bash', envs: { FOO: 'bar' } })).logs.stdout, ['bar\n']);
+    assert.deepEqual((await sbx.runCode('echo ${FOO:-unset}', { language: 'bash' })).logs.stdout, ['unset\n']);
+    const failed = await sbx.runCode('false', { context: bash });
+    assert.ok(failed.error, 'a non-zero status is an error');
+
+    // IPython's shell escapes in a Python cell
+    assert.deepEqual((await sbx.runCode('!echo escaped')).logs.stdout, ['escaped\n']);
+    assert.equal((await sbx.runCode('lines = !printf "a\\nb\\n"\nlines')).text, "['a', 'b']");
+
+    // the server's 500 carries jupyter_server's words (the SDK's error keeps only the status)
+    await assert.rejects(sbx.runCode('getwd()', { language: 'r' }), /500/);
+    await assert.rejects(sbx.createCodeContext({ language: 'java' }), /500/);
+    const raw = await fetch(`${emu.url}/contexts`, { method: 'POST', body: JSON.stringify({ language: 'r' }),
+      headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49999', 'Content-Type': 'application/json' } });
+    assert.equal(raw.status, 500);
+    assert.equal(await raw.text(), 'Failed to create context: {"message": "The \'r\' kernel is not available. Please pick another suitable '
+      + 'kernel instead, or install that kernel.", "short_message": "r not found"}');
+  } finally {
+    await sbx.kill();
+  }
+});
+
 test('nothing leaked: no live sandboxes or child processes', async () => {
   const s = await until(async () => { const x = await adm('GET', '/_emulator/state'); return x.sandboxes.length === 0 && x.children === 0 && x; }, 'an empty emulator');
   assert.deepEqual(s.sandboxes, []);

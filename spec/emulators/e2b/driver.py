@@ -248,7 +248,43 @@ def _no_input(prompt=""):
     raise StdinNotImplementedError("raw_input was called, but this frontend does not support input requests.")
 
 
-_globals = {"__name__": "__main__", "__builtins__": __builtins__, "display": display, "input": _no_input}
+def _system(cmd):
+    # IPython's `!cmd`: the command through the shell, its output the cell's (fd 1/2 are the kernel's
+    # pipes), the exit status in _exit_code
+    import subprocess
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _globals["_exit_code"] = subprocess.call(cmd, shell=True, executable="/bin/bash")
+
+
+def _getoutput(cmd):
+    # `x = !cmd`: the output's lines
+    import subprocess
+    r = subprocess.run(cmd, shell=True, executable="/bin/bash", stdout=subprocess.PIPE, text=True)
+    _globals["_exit_code"] = r.returncode
+    return r.stdout.splitlines()
+
+
+def _shell_escapes(code):
+    # IPython's line transforms for `!cmd` and `name = !cmd` (IPython.core.inputtransformer2
+    # EscapedCommand, SystemAssign), line by line: a `!` that opens a line of a string is taken too
+    out = []
+    for line in code.split("\n"):
+        stripped = line.lstrip()
+        indent = line[: len(line) - len(stripped)]
+        if stripped.startswith("!"):
+            out.append("%s__e2b_system__(%r)" % (indent, stripped[1:]))
+            continue
+        head, sep, rest = stripped.partition("=")
+        if sep and head.strip().isidentifier() and rest.lstrip().startswith("!") and not rest.startswith("="):
+            out.append("%s%s = __e2b_getoutput__(%r)" % (indent, head.strip(), rest.lstrip()[1:]))
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+_globals = {"__name__": "__main__", "__builtins__": __builtins__, "display": display, "input": _no_input,
+            "__e2b_system__": _system, "__e2b_getoutput__": _getoutput}
 _count = 0
 
 
@@ -261,6 +297,8 @@ def _run(code, silent):
         _count += 1
     fname = "<cell-%d>" % _count if not silent else "<silent>"
     linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
+    if "!" in code:
+        code = _shell_escapes(code)
     try:
         tree = ast.parse(code, fname, "exec")
         last = None

@@ -12,6 +12,9 @@ const DRIVER = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.
 const DISPLAY = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..',
   'providers', 'local', 'display.py'), 'utf8');
 const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+// javascript/typescript and bash kernels (kernel.js), run by the sandbox's node
+const KERNEL_JS = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'kernel.js'), 'utf8');
+const NODE = fs.existsSync('/usr/bin/node') ? '/usr/bin/node' : process.execPath;
 // The server's keepalive line spacing (code-interpreter template/server/messaging.py KEEPALIVE_INTERVAL);
 // POST /_emulator/config {keepaliveMs} changes it for tests.
 export const config = { keepaliveMs: 5000 };
@@ -34,8 +37,21 @@ const UNAUTHORIZED = 'unauthorized access, please provide a valid access token o
 // line, in front of the code; after the cell a silent execution deletes the call's vars (or resets
 // them to the sandbox's value).
 
-function envSnippet(vars) {
-  return Object.entries(vars || {}).map(([k, v]) => `import os; os.environ['${k}'] = '${v}'`).join('\n');
+// messaging.py _set_env_var_snippet / _delete_env_var_snippet, per language
+const ENV_SET = {
+  python: (k, v) => `import os; os.environ['${k}'] = '${v}'`,
+  javascript: (k, v) => `process.env['${k}'] = '${v}'`,
+  bash: (k, v) => `export ${k}='${v}'`,
+};
+const ENV_DEL = {
+  python: (k) => `import os; del os.environ['${k}']`,
+  javascript: (k) => `delete process.env['${k}']`,
+  bash: (k) => `unset ${k}`,
+};
+const kernelOf = (language) => (language === 'typescript' ? 'javascript' : language);
+
+function envSnippet(vars, language) {
+  return Object.entries(vars || {}).map(([k, v]) => ENV_SET[kernelOf(language)](k, v)).join('\n');
 }
 
 function indentOf(code) {
@@ -50,7 +66,33 @@ function indent(code, level) {
 
 const END_LINE = '{"type": "end_of_execution"}\n';
 
-const LANGS = { python: 'python', py: 'python', python3: 'python' };
+// contexts.py normalize_language: lower-cased and trimmed, js/ts spelled out, none = python. The
+// kernels the emulator has (the real image also has r and java, contexts.py get_kernel_for_language
+// maps typescript to the javascript kernel): what jupyter_server answers for any other kernel name
+// (services/sessions/handlers.py: 501 {"message", "short_message"}) is what create_context fails with.
+export function normalizeLanguage(language) {
+  if (!language) return 'python';
+  const l = String(language).toLowerCase().trim();
+  return l === 'js' ? 'javascript' : l === 'ts' ? 'typescript' : l;
+}
+const KERNELS = new Set(['python', 'javascript', 'bash']);
+function noKernel(language) {
+  const k = kernelOf(language);
+  return `Failed to create context: {"message": "The '${k}' kernel is not available. Please pick another suitable kernel instead, `
+    + `or install that kernel.", "short_message": "${k} not found"}`;
+}
+
+// What the javascript kernel runs: TypeScript made JavaScript and `import` statements require() calls
+// (E2B's ijavascript fork runs both), by sucrase from spec/node_modules.
+let sucrase = null;
+async function toScript(code, language) {
+  const hasImport = /^\s*(import\s|export\s)/m.test(code);
+  if (language !== 'typescript' && !hasImport) return code;
+  if (!sucrase) sucrase = await import('sucrase');
+  const transforms = language === 'typescript' ? ['typescript'] : [];
+  if (hasImport) transforms.push('imports');
+  return sucrase.transform(code, { transforms, disableESTransforms: true }).code;
+}
 
 // Python's json.dumps(): ", " and ": " separators, ensure_ascii (every char outside space..~ is
 // escaped as \uXXXX UTF-16 units). The real server writes its NDJSON lines this way.
@@ -130,7 +172,10 @@ class Context {
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) return;
     // Kernels run as root: Jupyter is a systemd service without User= (e2b-dev/code-interpreter
     // template/systemd/jupyter.service), so what code writes belongs to root.
-    const child = this.sbx.spawn([PYTHON, '-c', 'import sys; exec(compile(sys.argv[1], "<e2b-emulator-kernel>", "exec"))', DRIVER, DISPLAY], {
+    const argv = this.language === 'python'
+      ? [PYTHON, '-c', 'import sys; exec(compile(sys.argv[1], "<e2b-emulator-kernel>", "exec"))', DRIVER, DISPLAY]
+      : [NODE, '-e', KERNEL_JS, kernelOf(this.language)];
+    const child = this.sbx.spawn(argv, {
       user: 'root', env: this.sbx.env('root'), cwd: this.cwd, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
     });
     this.child = child;
@@ -167,7 +212,9 @@ class Context {
   }
 
   interrupt() {
-    if (this.child && !this.child.stdio[4].destroyed) this.child.stdio[4].write('i');
+    if (!this.child) return;
+    if (this.language !== 'python') killTree(this.child, 'SIGINT'); // kernel.js: SIGINT stops the cell
+    else if (!this.child.stdio[4].destroyed) this.child.stdio[4].write('i');
   }
 
   // POST /contexts/{id}/restart and DELETE close the server's websocket: a running execution ends
@@ -195,17 +242,18 @@ class Context {
     if (this.globalEnv === null) {
       const sbx = this.sbx;
       this.globalEnv = !sbx.envdAccessToken || token === sbx.envdAccessToken ? sbx.initEnv() : { code: 401, message: UNAUTHORIZED };
-      globalSnippet = envSnippet(this.globalEnv);
+      globalSnippet = envSnippet(this.globalEnv, this.language);
     }
-    const callSnippet = envVars && Object.keys(envVars).length ? envSnippet(envVars) : '';
+    const callSnippet = envVars && Object.keys(envVars).length ? envSnippet(envVars, this.language) : '';
     if (!globalSnippet && !callSnippet) return code;
     return `${indent(`${globalSnippet}\n${callSnippet}`, indentOf(code))}\n${code}`;
   }
 
   // The silent clean-up after a call with env_vars (messaging.py _reset_env_vars_code).
   cleanupCode(envVars) {
+    const lang = kernelOf(this.language);
     return Object.keys(envVars).map((k) => (this.globalEnv && k in this.globalEnv
-      ? `import os; os.environ['${k}'] = '${this.globalEnv[k]}'` : `import os; del os.environ['${k}']`)).join('\n');
+      ? ENV_SET[lang](k, this.globalEnv[k]) : ENV_DEL[lang](k))).join('\n');
   }
 
   // Runs one cell, writing NDJSON lines through `out(line)`; resolves when the cell is done. Cells of
@@ -232,10 +280,21 @@ class Context {
     return cell;
   }
 
-  runOne(prepare, ticket) {
+  async runOne(prepare, ticket) {
+    const job = prepare();
+    if (!job) return undefined;
+    let code = job.code;
+    if (kernelOf(this.language) === 'javascript') {
+      try {
+        code = await toScript(code, this.language);
+      } catch (e) {
+        // what the kernel says of code it cannot compile
+        if (!job.silent) job.out(pyJson(shape({ type: 'error', name: 'SyntaxError', value: String(e.message), traceback: String(e.message) })) + '\n');
+        ticket.running = false;
+        return undefined;
+      }
+    }
     return new Promise((resolve) => {
-      const job = prepare();
-      if (!job) { resolve(); return; }
       this.ensure();
       let finished = false;
       const finish = () => {
@@ -255,7 +314,7 @@ class Context {
           finish();
         },
       };
-      this.child.stdin.write(JSON.stringify({ code: job.code, silent: !!job.silent }) + '\n');
+      this.child.stdin.write(JSON.stringify({ code, silent: !!job.silent }) + '\n');
     });
   }
 }
@@ -265,8 +324,11 @@ function text(res, status, body) {
 }
 
 // Code-interpreter templates have their default Python kernel running from the start.
+// (main.py lifespan: the python and the javascript contexts are made at start-up; the javascript
+// kernel process starts here on first use, as it costs a node per sandbox)
 export function startDefaultKernel(sbx) {
   defaultContext(sbx, 'python').ensure();
+  defaultContext(sbx, 'javascript');
 }
 
 function defaultContext(sbx, language) {
@@ -293,8 +355,8 @@ async function execute(emu, sbx, req, res, ctx) {
     context = sbx.contexts.get(body.context_id);
     if (!context || context.closed) return text(res, 404, `Context ${body.context_id} not found`);
   } else {
-    const lang = LANGS[String(body.language || 'python').toLowerCase()];
-    if (!lang) return text(res, 400, `Language ${body.language} is not supported by the E2B emulator (python only)`);
+    const lang = normalizeLanguage(body.language);
+    if (!KERNELS.has(kernelOf(lang))) return text(res, 500, noKernel(lang));
     context = defaultContext(sbx, lang);
   }
   res.writeHead(200, {});
@@ -342,8 +404,8 @@ export async function handleInterp(emu, sbx, req, res, url, ctx) {
   if (p === '/contexts' && m === 'POST') {
     let body;
     try { body = JSON.parse((await readBody(req)).toString('utf8') || '{}'); } catch { return text(res, 422, 'Invalid JSON body'); }
-    const lang = LANGS[String(body.language || 'python').toLowerCase()];
-    if (!lang) return text(res, 400, `Language ${body.language} is not supported by the E2B emulator (python only)`);
+    const lang = normalizeLanguage(body.language);
+    if (!KERNELS.has(kernelOf(lang))) return text(res, 500, noKernel(lang));
     const cwd = normalizeSandboxPath(body.cwd || '/home/user');
     try { ensureDirs(sbx.root, cwd, 'root'); } catch { /* a read-only host directory: it exists */ }
     const c = new Context(sbx, lang, cwd);
