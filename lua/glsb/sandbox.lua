@@ -317,6 +317,9 @@ local function lease_over(self)
   local ends = self._lease_ends
   return ends ~= nil and now() >= ends
 end
+-- lease_over(sb) -> true once the lease has passed on the base's clock (a provider's own lease timer,
+-- which fires at or after it, need keep no flag of its own)
+M.lease_over = lease_over
 
 function BaseSandbox:is_running()
   return self._state == "running" and not lease_over(self)

@@ -6,6 +6,7 @@
 -- function takes the provider's sandbox (init.lua) as its first argument.
 
 local loop = require "glsb.loop"
+local sandbox = require "glsb.sandbox"
 local layout = require "glsb.providers.local.layout"
 
 local M = {}
@@ -109,12 +110,14 @@ local function mark_dead(self, why)
   end
 end
 
--- Why the sandbox cannot serve a request, or nil when it can.
+-- Why the sandbox cannot serve a request, or nil when it can: the base's state first (not running: not
+-- started, ended, its lease over), then what only this provider knows (self._dead: the program ended, or
+-- the stream broke and the sandbox was killed).
 local function unusable(self)
   if self._dead then
     return string.format("the local sandbox is no longer usable (%s); terminate it and create a new one", self._dead)
   end
-  if not self._proc then return "the local sandbox is not running" end
+  if not self._proc or not self:is_running() then return "the local sandbox is not running" end
   return nil
 end
 
@@ -139,10 +142,11 @@ local function stream_failure(rerr)
 end
 
 -- The agent's stdout ended in the middle of a request: the lease's terminate (its own doing), or the
--- program ended. Waits for the supervisor's status and says which. -> "lease" | "exited"
+-- program ended. Waits for the supervisor's status and says which. -> "lease" | "exited", how (see
+-- program_end; {} when unknown)
 local function ended(self)
-  if self._lease_expired then return "lease" end
-  if not self._proc then return "exited" end
+  if sandbox.lease_over(self) then return "lease" end
+  if not self._proc then return "exited", {} end
   self._proc:wait(loop.now() + 2)
   local e = program_end(self)
   local desc = describe_end(e, self._opts)
@@ -150,17 +154,16 @@ local function ended(self)
     local d = describe_exit(self)
     if d ~= "" then desc = desc .. " (" .. d .. ")" end
   end
-  self._end = e or {}
   mark_dead(self, desc .. "; the sandbox is gone")
-  return "exited"
+  return "exited", e or {}
 end
 
 -- request(self, req, opts) -> done event, or nil, reason:
 --   "unusable" (nothing sent: the sandbox is dead or stopped), "busy" (nothing sent: the deadline
 --   passed while another call held the sandbox), "lease" (the lease ended it), "exited" (the program
---   ended during the call: self._end says how), "killed" (by us: the timeout and the grace period
---   passed), "broken" (a request that could not be written whole, or a protocol violation: the
---   sandbox was killed; self._dead says which).
+--   ended during the call: a third value says how, a table of program_end), "killed" (by us: the
+--   timeout and the grace period passed), "broken" (a request that could not be written whole, or a
+--   protocol violation: the sandbox was killed; self._dead says which).
 -- opts: deadline (interrupt at this time), payload (bytes sent after the header), on_event(ev) for
 -- out/chunk events, keep(ev, n) (keep that payload? see channel.lua), grace (seconds after the
 -- interrupt before the sandbox is killed), interrupt (send an interrupt at the deadline, else kill).
@@ -172,12 +175,12 @@ local function request(self, req, opts)
   -- sandbox died finds it unusable below
   if not self._lock:acquire(opts.deadline) then return nil, "busy" end
   local box
-  local ok, res, why = pcall(function()
+  local ok, res, why, how = pcall(function()
     if unusable(self) then return nil, "unusable" end
     box = self._mux:open(req.id, opts.keep)
     local sent, err = send(self, req, opts.deadline, opts.payload)
     if not sent then
-      if self._lease_expired then return nil, "lease" end
+      if sandbox.lease_over(self) then return nil, "lease" end
       if err == "busy" then return nil, "busy" end
       -- part of the frame may be out: the stream cannot be trusted any more
       mark_dead(self, err == "timeout" and string.format("the agent did not take the %s request in time", req.op)
@@ -199,7 +202,7 @@ local function request(self, req, opts)
           send(self, { op = "interrupt", id = req.id }, loop.now() + 1)
           deadline = loop.now() + (opts.grace or self._grace)
         else
-          if self._lease_expired then return nil, "lease" end
+          if sandbox.lease_over(self) then return nil, "lease" end
           mark_dead(self, string.format(
             "%s did not stop within its timeout and the grace period; the sandbox was killed",
             req.op == "exec" and "the code" or req.op))
@@ -216,7 +219,7 @@ local function request(self, req, opts)
   if box then self._mux:close(box) end
   self._lock:release()
   if not ok then error(res, 0) end
-  return res, why
+  return res, why, how
 end
 
 M.SIGNAL_NAMES = SIGNAL_NAMES

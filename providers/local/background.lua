@@ -4,6 +4,7 @@
 local loop = require "glsb.loop"
 local models = require "glsb.models"
 local outcome = require "glsb.outcome"
+local sandbox = require "glsb.sandbox"
 local agent = require "glsb.providers.local.agent"
 local result = require "glsb.providers.local.result"
 
@@ -40,12 +41,13 @@ end
 function Background:_gone(why)
   local sb = self.sb
   local msg
-  if sb._lease_expired then
+  if sandbox.lease_over(sb) then
     msg = "the sandbox lease expired and the sandbox was terminated"
-  elseif sb._terminating then
-    msg = "the sandbox was terminated"
   else
-    if why == "eof" then ended(sb) elseif not sb._dead then mark_dead(sb, stream_failure(why)) end
+    -- a terminate names itself in sb._dead before it stops anything
+    if not sb._dead then
+      if why == "eof" then ended(sb) else mark_dead(sb, stream_failure(why)) end
+    end
     msg = sb._dead or "the sandbox ended"
   end
   return finish(self.c, nil, { status = Status.ERROR,

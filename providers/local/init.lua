@@ -197,13 +197,12 @@ end
 local function arm_lease(self, seconds)
   cancel_lease(self)
   if not seconds then return end
-  self._lease_seconds = seconds
   local task
   task = loop.spawn(function()
     loop.sleep(seconds)
     if self._lease_task ~= task then return end
     self._lease_task = nil
-    self._lease_expired = task -- a call that ends because of it waits for this teardown
+    -- a call that ends because of it knows by the base's lease clock, and waits for self._ending
     local ok, err = pcall(self.terminate, self)
     if not ok then
       require("glsb.log").error("local: terminating the sandbox at lease expiry failed: " .. tostring(err),
@@ -242,6 +241,7 @@ function Sandbox:_init(opts)
   self._lock = loop.lock()   -- one foreground request at a time (the agent runs one)
   self._wlock = loop.lock()  -- one frame at a time on the agent's stdin (background requests go at once)
   self._background = {}      -- id -> the handle of a running start_command
+  self._ending = loop.lock() -- held while _terminate runs: a second one, and a call the lease ended, wait
   self._grace = opts.interrupt_grace or M.DEFAULT_INTERRUPT_GRACE
 end
 
@@ -368,18 +368,18 @@ local function stop_process(self, deadline)
   return waited(2)
 end
 
--- _alive() -> false once the sandbox was marked dead or its supervisor has exited, else true. Cheap (a
--- non-blocking waitid on the supervisor's pidfd): glsb.pool asks it before handing out a warm sandbox.
+-- _alive() -> false once the base says it is not running, it was marked dead or its supervisor has
+-- exited, else true. Cheap (a non-blocking waitid on the supervisor's pidfd): glsb.pool asks it before
+-- handing out a warm sandbox.
 function Sandbox:_alive()
-  if self._dead or not self._proc then return false end
+  if self._dead or not self._proc or not self:is_running() then return false end
   return self._proc.proc:poll() == nil
 end
 
-function Sandbox:_terminate(opts)
+local function terminate_body(self, deadline)
   cancel_lease(self)
-  self._terminating = true
-  -- terminate{timeout <= 0} gives no deadline: each stage of stop_process still ends after its 2 s
-  local deadline = sandbox.deadline(opts or {})
+  -- from here no request starts, and a background command's handle says it was terminated
+  if not self._dead then self._dead = "the sandbox was terminated" end
   if self._proc then
     if not stop_process(self, deadline) then
       error("local: the sandbox supervisor (pid " .. tostring(self._proc.pid) .. ") did not exit", 0)
@@ -398,7 +398,19 @@ function Sandbox:_terminate(opts)
     if not ok then error("local: cannot remove the workspace " .. self._base .. ": " .. tostring(err), 0) end
     self._base = nil
   end
-  if not self._dead then self._dead = "terminated" end
+end
+
+-- One terminate at a time (self._ending): the base may end the handle (a result said the sandbox is
+-- gone) while the lease's own terminate runs; the second waits, then finds nothing left to stop.
+function Sandbox:_terminate(opts)
+  -- terminate{timeout <= 0} gives no deadline: each stage of stop_process still ends after its 2 s
+  local deadline = sandbox.deadline(opts or {})
+  if not self._ending:acquire(deadline) then
+    error("local: another terminate of this sandbox did not end in time", 0)
+  end
+  local ok, err = pcall(terminate_body, self, deadline)
+  self._ending:release()
+  if not ok then error(err, 0) end
 end
 
 -- M.guard(process, workspace) -> a finalizable object that stops the
@@ -431,10 +443,10 @@ function Sandbox:_run_code(code, opts)
   local c = result.collector(opts)
   local started = loop.now()
   local deadline = opts.timeout and started + opts.timeout or nil
-  local done, why = agent.request(self, {
+  local done, why, how = agent.request(self, {
     op = "exec", code = code, lang = opts.language or self.language, env = opts.env,
   }, { deadline = deadline, on_event = c.on_event, keep = c.keep, interrupt = true })
-  if not done then return result.dead_result(self, c, "execute_code", opts.timeout, why) end
+  if not done then return result.dead_result(self, c, "execute_code", opts.timeout, why, how) end
   if done.timeout then
     return result.finish(c, done, { status = Status.TIMEOUT, code = result.int(done.exit_code),
       error = string.format("execute_code: timed out after %gs (interrupted; the sandbox is still usable)",
@@ -462,10 +474,10 @@ function Sandbox:_run_command(cmd, opts)
   -- the agent enforces the timeout (process group kill); the host waits a
   -- grace period more, then interrupts, then kills the sandbox
   local deadline = opts.timeout and started + opts.timeout + self._grace or nil
-  local done, why = agent.request(self, {
+  local done, why, how = agent.request(self, {
     op = "cmd", cmd = cmd, env = opts.env, cwd = opts.cwd, timeout = opts.timeout,
   }, { deadline = deadline, on_event = c.on_event, keep = c.keep, interrupt = true })
-  if not done then return result.dead_result(self, c, "execute_command", opts.timeout, why) end
+  if not done then return result.dead_result(self, c, "execute_command", opts.timeout, why, how) end
   local r = result.command_result(c, done, "execute_command", opts.timeout)
   if r.code == 137 and r.status == Status.ERROR and self:_oom_killed() then
     r.error = string.format("command was killed by the kernel's OOM killer: the sandbox ran out of memory "

@@ -2,7 +2,6 @@
 -- (capped, per-line callbacks), then the glsb.models.ExecutionResult, also for a call that got no
 -- "done" (agent.request's reasons: dead_result) and for a command's "done" (command_result).
 
-local loop = require "glsb.loop"
 local models = require "glsb.models"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
@@ -108,8 +107,8 @@ local function finish(c, done, fields)
   return models.ExecutionResult.new(c.finish(done, fields))
 end
 
--- The result of a call that got no "done" (see request for the reasons).
-local function dead_result(self, c, what, timeout, reason)
+-- The result of a call that got no "done" (see agent.request for the reasons, and how it ended).
+local function dead_result(self, c, what, timeout, reason, how)
   if reason == "unusable" then
     -- provably never sent: a known outcome
     return finish(c, nil, { status = Status.ERROR, error = what .. ": " .. agent.unusable(self),
@@ -122,19 +121,18 @@ local function dead_result(self, c, what, timeout, reason)
       failure = { exception_type = Type.TIMEOUT, retry_safe = true } })
   end
   if reason == "lease" then
-    -- The call saw the agent go away while the lease's terminate is still finishing: let it finish,
-    -- so that the caller finds the sandbox terminated, as the message says.
-    local lease = self._lease_expired
-    if lease ~= loop.current() then pcall(lease.wait, lease) end
+    -- The call saw the agent go away while the lease's terminate is still finishing: let it finish
+    -- (it holds self._ending), so that the caller finds the sandbox terminated, as the message says.
+    self._ending:with(nil, function() end)
     return finish(c, nil, { status = Status.TIMEOUT, error = string.format(
       "%s: the sandbox lease expired during the call (after %gs) and the sandbox was terminated",
-      what, self._lease_seconds or 0), failure = { exception_type = outcome.GONE, retry_safe = false } })
+      what, self.timeout or 0), failure = { exception_type = outcome.GONE, retry_safe = false } })
   end
   if reason == "exited" then
     -- the interpreter (the sandbox's program) ended by itself: the code ran and ended it, or crashed it
     -- The sandbox is gone: the GONE marker makes the base end the handle (is_running() false, later
     -- calls raise SandboxNotInitializedError), as on every provider.
-    local e = self._end or {}
+    local e = how or {}
     local r = finish(c, nil, { status = Status.ERROR, code = e.code,
       error = string.format("%s: %s", what, self._dead or "the sandbox ended") .. " (create a new one)",
       failure = { exception_type = outcome.GONE, retry_safe = false } })

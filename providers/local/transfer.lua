@@ -6,6 +6,7 @@
 local codec = require "glsb.codec"
 local cjson = require "cjson.safe"
 local loop = require "glsb.loop"
+local sandbox = require "glsb.sandbox"
 local agent = require "glsb.providers.local.agent"
 
 local mark_dead, unusable = agent.mark_dead, agent.unusable
@@ -23,7 +24,7 @@ local function control_failure(self, why, timeout)
   if why == "busy" then
     return string.format("timed out after %gs waiting for another transfer on this sandbox to end", timeout or 0)
   end
-  if self._lease_expired then return "the sandbox lease expired and the sandbox was terminated" end
+  if sandbox.lease_over(self) then return "the sandbox lease expired and the sandbox was terminated" end
   if why == "gone" then return self._dead or "the sandbox has ended" end
   if why == "broken" then
     local msg = "the control channel broke: " .. tostring(self._control.broken)

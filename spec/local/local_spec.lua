@@ -246,6 +246,26 @@ describe("local provider #local", function()
     assert.is_true(errors.is(err, errors.SandboxNotInitializedError), tostring(err))
   end)
 
+  it("two terminates at once (the base ending a handle while the lease's terminate runs): one stops it, "
+    .. "the other waits for it; both succeed", function()
+    create()
+    local pid = sb._proc.pid
+    local errs = {}
+    local function stop(i)
+      return loop.spawn(function()
+        local ok, err = pcall(sb._terminate, sb, { timeout = 10 })
+        errs[i] = not ok and tostring(err) or nil
+        return ok
+      end)
+    end
+    local a, b = glsb.run(function() return loop.gather(stop(1), stop(2)) end)
+    assert.is_true(a, errs[1])
+    assert.is_true(b, errs[2])
+    assert.is_false(helper.pid_alive(pid))
+    assert.is_nil(sb._proc)
+    sb:terminate()
+  end)
+
   it("a lease expiring during a call ends the call (TIMEOUT) and the sandbox", function()
     create({ timeout = 0.5 })
     local started = loop.now()
