@@ -1,6 +1,6 @@
 # gl-sandbox (glsb): build, test, install, demo.
 #   make            build/glsb-lua, build/lib/glsb/core.so (+ core_*.so parts), build/glsb-confine
-#   make demo       install deps, build, run examples/quickstart.lua
+#   make demo       install deps, build, run examples/quickstart.lua, then examples/chart.lua (build/hist.png)
 #   make test       install deps, build, run every spec (C tests, busted, conformance)
 #   make test-live  the contract suite against real OpenSandbox / E2B when credentials are set (not in make test)
 #   make check-c    C tests under ASan+UBSan, then valgrind (zero leaks), then fuzzers
@@ -123,6 +123,7 @@ $(BUILD)/tests/%: src/tests/%.c $(CORE_OBJ) $(wildcard src/tests/*.h)
 
 demo: build
 	$(BUILD)/glsb-lua examples/quickstart.lua
+	$(BUILD)/glsb-lua examples/chart.lua $(BUILD)/hist.png
 
 # The whole suite; scripts/test prints the closing `N passed, N failed` line.
 test: build

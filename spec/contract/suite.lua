@@ -370,13 +370,6 @@ return function(provider, opts_factory, features)
       assert.is_nil(sb:execute_code("None").text)
     end)
 
-    -- The rich results case (issue 21): matplotlib and pandas must be importable by the python3 that runs
-    -- the code: this machine's, for the local sandbox and the emulators.
-    local function host_has(modules)
-      local _, code = require("support.shell").sh("/usr/bin/python3 -c 'import " .. modules .. "' 2>/dev/null")
-      return code == 0
-    end
-
     -- width, height of a PNG (its IHDR), or nil when the bytes are not a PNG
     local function png_size(data)
       if type(data) ~= "string" or data:sub(1, 8) ~= "\137PNG\r\n\26\n" or data:sub(13, 16) ~= "IHDR" then return nil end
@@ -390,11 +383,9 @@ return function(provider, opts_factory, features)
       .. "ax = fig.add_axes([0, 0, 1, 1])\nax.axis('off')\n"
 
     it("rich results: a figure is one PNG of its size, a DataFrame html, display() in order, none is {}", function()
-      if features.host_python ~= false and not host_has("matplotlib, pandas") then
-        pending("needs python3-matplotlib and python3-pandas on this machine (scripts/install-deps installs them): "
-          .. "the local sandbox and the emulators run the code with its python3")
-        return
-      end
+      -- matplotlib and pandas must be importable by the python3 that runs the code: this machine's, for the
+      -- local sandbox and the emulators
+      if features.host_python ~= false and not require("support.python").need("matplotlib, pandas") then return end
       sb = create()
       -- a figure left open at the end of the cell
       local r = sb:execute_code("import matplotlib.pyplot as plt\n" .. FIGURE .. "_ = ax.hist([10, 20, 20, 30, 40])",

@@ -38,12 +38,7 @@ describe("e2b rich results #e2b", function()
   end)
 
   it("chart and DataFrame data are under extra, JSON nulls left out, binary forms bytes", function()
-    local _, code = shell.sh("/usr/bin/python3 -c 'import matplotlib, pandas' 2>/dev/null")
-    if code ~= 0 then
-      pending("needs python3-matplotlib and python3-pandas on this machine (scripts/install-deps): the "
-        .. "emulator's kernel runs its python3")
-      return
-    end
+    if not require("support.python").need("matplotlib, pandas") then return end
     local r = sb:execute_code("import matplotlib.pyplot as plt\nimport pandas as pd\n"
       .. "_ = plt.scatter([1, 2], [3, 4], label='pts')\ndisplay(pd.DataFrame({'a': [1, 2]}))", { timeout = 120 })
     assert.are.equal(Status.SUCCESS, r.status, tostring(r))

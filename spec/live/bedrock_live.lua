@@ -20,6 +20,7 @@ describe("bedrock live contract run #live", function()
   require("contract.suite")("bedrock", function()
     return { timeout = 300, name = RUN }
   end, { tag = "#live", streams = false, renewable_lease = false, lease_slack = 15, ports = false,
+    host_python = false, charts = false,
     leftovers = function()
       -- a stop is asynchronous on the service: give it a moment
       local left

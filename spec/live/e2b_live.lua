@@ -6,5 +6,5 @@ describe("e2b live contract run #live", function()
   end
   require("contract.suite")("e2b", function()
     return { timeout = 120 }
-  end, { tag = "#live", lease_slack = 10 })
+  end, { tag = "#live", lease_slack = 10, host_python = false })
 end)

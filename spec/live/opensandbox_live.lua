@@ -34,6 +34,7 @@ describe("opensandbox live contract run #live", function()
   end, {
     tag = "#live",
     call_languages = {}, -- the adapter runs python only (as the emulator run says)
+    host_python = false, displays = false, charts = false, -- execd forwards only execute_result
     lease_slack = 15, -- a real server reaps expired sandboxes on its own schedule
     leftovers = function()
       -- deletion is asynchronous on a real server: give it a moment

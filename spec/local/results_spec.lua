@@ -2,42 +2,58 @@
 -- without IPython, matplotlib as Jupyter's inline backend shows it, chart data with E2B's field names, and
 -- the results' cap, kept by the agent and by the host whatever the sandbox sends.
 local glsb = require "glsb"
-local loop = require "glsb.loop"
 local helper = require "local.helper"
+local python = require "support.python"
 local shell = require "support.shell"
 
 local Status = glsb.ExecutionStatus
 
--- the sandbox runs this machine's python3: matplotlib and pandas must be importable by it
-local function host_has(modules)
-  local _, code = shell.sh("/usr/bin/python3 -c 'import " .. modules .. "' 2>/dev/null")
-  return code == 0
-end
-local NEEDS = "needs python3-matplotlib, python3-numpy and python3-pandas on this machine (scripts/install-deps "
-  .. "installs them): the local sandbox runs the host's python3"
+-- Runs one cell in a fresh glsb-lua process, so that its peak resident size (VmHWM) is this call's own:
+-- -> {status, truncated, images, results, last (the last bundle's text), hwm (KiB), error}.
+local SCRIPT = [=[
+local glsb = require "glsb"
+glsb.log.set_handler(function() end)
+local code, root, out = arg[1], arg[2], arg[3]
+local sb = glsb.create("local", { host_workspace_dir = root })
+local r = sb:execute_code(code, { timeout = 120 })
+sb:terminate()
+local hwm
+for line in io.lines("/proc/self/status") do hwm = hwm or line:match("^VmHWM:%s+(%d+)") end
+local last = r.results[#r.results]
+local f = assert(io.open(out, "wb"))
+f:write(table.concat({ r.status, tostring(r.results_truncated), #r:images(), #r.results, tostring(hwm),
+  last and last.text or "", (tostring(r.error):gsub("\n", " ")) }, "\n"))
+f:close()
+]=]
 
--- resident bytes of this process
-local function rss()
-  local f = assert(io.open("/proc/self/statm"))
-  local pages = tonumber(f:read("l"):match("^%d+ (%d+)"))
+local function run_fresh(code, root)
+  local dir = helper.private_tmp()
+  local script, out = dir .. "/run.lua", dir .. "/out"
+  local f = assert(io.open(script, "w"))
+  f:write(SCRIPT)
   f:close()
-  return pages * 4096
+  local _, rc = helper.sh(shell.join({ helper.root .. "/build/glsb-lua", script, code, root, out }) .. " 2>&1")
+  local text = shell.read(out) or ""
+  helper.rm_rf(dir)
+  assert.are.equal(0, rc, text)
+  local status, truncated, images, results, hwm, last, err =
+    text:match("^([^\n]*)\n([^\n]*)\n(%d+)\n(%d+)\n(%d+)\n([^\n]*)\n(.*)$")
+  return { status = status, truncated = truncated == "true", images = tonumber(images), results = tonumber(results),
+    hwm = tonumber(hwm), last = last, error = err }
 end
 
--- Runs fn() while a task samples this process's RSS every 5 ms: fn's results, then the peak growth.
-local function peak_growth(fn)
-  collectgarbage("collect")
-  local base, peak, running = rss(), 0, true
-  local sampler = glsb.spawn(function()
-    while running do
-      peak = math.max(peak, rss() - base)
-      loop.sleep(0.005)
-    end
-  end)
-  local r = fn()
-  running = false
-  sampler:wait()
-  return r, math.max(peak, rss() - base)
+-- 1,000 displays of a 1 MiB "PNG" (a GiB in all), after `prelude`
+local function thousand_images(prelude)
+  return prelude .. [[
+blob = b"\x89PNG\r\n\x1a\n" + bytes(1024 * 1024)
+class Big:
+    def _repr_png_(self):
+        return blob
+    def __repr__(self):
+        return "Big()"
+for _ in range(1000):
+    display(Big())
+]]
 end
 
 describe("local rich results #local", function()
@@ -100,7 +116,7 @@ Rich()
 
   it("matplotlib as the inline backend: plt.show() shows and closes, open figures at the end, also after an error",
     function()
-    if not host_has("matplotlib") then pending(NEEDS) return end
+    if not python.need("matplotlib") then return end
     local r = sb:execute_code([[
 import matplotlib.pyplot as plt
 plt.plot([1, 2, 3], [4, 5, 6], label="up")
@@ -153,7 +169,7 @@ matplotlib.get_backend()
   end)
 
   it("MPLBACKEND in the sandbox's env is kept: plt.show() does nothing, the open figure is still shown", function()
-    if not host_has("matplotlib") then pending(NEEDS) return end
+    if not python.need("matplotlib") then return end
     sb:terminate()
     sb = glsb.create("local", { host_workspace_dir = root, env = { MPLBACKEND = "agg" } })
     local r = sb:execute_code("import warnings\nwarnings.simplefilter('ignore')\nimport matplotlib\n"
@@ -165,7 +181,7 @@ matplotlib.get_backend()
   end)
 
   it("a DataFrame gives html and text", function()
-    if not host_has("pandas") then pending(NEEDS) return end
+    if not python.need("pandas") then return end
     local r = sb:execute_code("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})\ndisplay(df)\ndf",
       { timeout = 120 })
     assert.are.equal(Status.SUCCESS, r.status, tostring(r))
@@ -178,50 +194,36 @@ matplotlib.get_backend()
   end)
 
   it("1,000 large images: the agent keeps 10 MiB of them and notes the rest; host RSS stays bounded", function()
-    local code = [[
-blob = b"\x89PNG\r\n\x1a\n" + bytes(1024 * 1024)
-class Big:
-    def _repr_png_(self):
-        return blob
-    def __repr__(self):
-        return "Big()"
-for _ in range(1000):
-    display(Big())
-]]
-    local r, growth = peak_growth(function() return sb:execute_code(code, { timeout = 120 }) end)
-    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
-    assert.is_true(r.results_truncated)
+    local base = run_fresh("display(1)", root)
+    local r = run_fresh(thousand_images(""), root)
+    assert.are.equal(Status.SUCCESS, r.status, r.error)
+    assert.is_true(r.truncated)
     local per = 8 + 1024 * 1024 + #"Big()"
     local kept = glsb.results.CAP // per
-    assert.are.equal(kept, #r:images())
-    assert.are.equal(kept + 1, #r.results)
+    assert.are.equal(kept, r.images)
+    assert.are.equal(kept + 1, r.results)
     assert.are.equal(("[glsb: results truncated at %d bytes; %d more results (%d bytes) dropped]"):format(
-      glsb.results.CAP, 1000 - kept, (1000 - kept) * per), r.results[kept + 1].text)
-    assert.is_true(growth < 64 * 1024 * 1024, ("host RSS grew by %.1f MiB"):format(growth / 1048576))
+      glsb.results.CAP, 1000 - kept, (1000 - kept) * per), r.last)
+    -- the kept 10 MiB and what the collector has not yet reclaimed: nowhere near the GiB displayed
+    assert.is_true(r.hwm - base.hwm < 48 * 1024, ("peak RSS %d KiB, %d KiB for one small display"):format(r.hwm,
+      base.hwm))
   end)
 
   it("a sandbox that ignores the cap sends 1,000 large images: the host keeps 10 MiB, RSS stays bounded", function()
     -- the code can reach the agent's own objects (it runs in the agent's process): it lifts the agent's cap,
     -- so every image reaches the host, which caps on its own
-    local code = [[
-import __main__ as agent
-agent.OUT.capture.results_room = 1 << 40
-blob = b"\x89PNG\r\n\x1a\n" + bytes(1024 * 1024)
-class Big:
-    def _repr_png_(self):
-        return blob
-for _ in range(1000):
-    display(Big())
-]]
-    local r, growth = peak_growth(function() return sb:execute_code(code, { timeout = 120 }) end)
-    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
-    assert.is_true(r.results_truncated)
-    local kept = #r:images()
-    assert.is_true(kept >= 9 and kept <= 10, tostring(kept))
-    assert.matches("%[glsb: results truncated at %d+ bytes; " .. (1000 - kept) .. " more results", r.results[kept + 1].text)
-    assert.is_true(growth < 64 * 1024 * 1024, ("host RSS grew by %.1f MiB"):format(growth / 1048576))
-    -- a frame whose parts do not describe its payload is not a result: dropped and counted
-    r = sb:execute_code([=[
+    local base = run_fresh("display(1)", root)
+    local r = run_fresh(thousand_images("import __main__ as agent\nagent.OUT.capture.results_room = 1 << 40\n"), root)
+    assert.are.equal(Status.SUCCESS, r.status, r.error)
+    assert.is_true(r.truncated)
+    assert.is_true(r.images >= 9 and r.images <= 10, tostring(r.images))
+    assert.matches("^%[glsb: results truncated at %d+ bytes; " .. (1000 - r.images) .. " more results", r.last)
+    assert.is_true(r.hwm - base.hwm < 48 * 1024, ("peak RSS %d KiB, %d KiB for one small display"):format(r.hwm,
+      base.hwm))
+  end)
+
+  it("a res frame whose parts do not describe its payload is not a result: dropped and counted", function()
+    local r = sb:execute_code([=[
 import __main__ as agent
 agent.send({"ev": "res", "id": agent.OUT.capture.rid, "main": False, "parts": [["png", 99]]}, b"short")
 ]=])

@@ -202,6 +202,10 @@ export async function invoke(emu, ctx, identifier, req, res, body) {
   }
   finished = true;
   if (cutAfterExecute) { res.socket?.destroy(); return; }
+  if (fault && fault.action === 'content') {
+    // the service's other content blocks in place of the emulator's: the text blocks stay
+    result = { ...result, content: [...(result.content || []).filter((c) => c.type === 'text'), ...fault.content] };
+  }
   let frame = resultFrame(result);
   if (fault && fault.action === 'corrupt_crc') frame = corruptCrc(frame);
   if (fault && fault.action === 'cut_mid_stream') {

@@ -5,7 +5,7 @@ import { MODELED, FRONT_END } from './errors.mjs';
 
 export const ACTIONS = new Set([
   'error', 'stream_exception', 'stream_error', 'cut_on_request', 'cut_before_response', 'cut_after_execute',
-  'cut_mid_stream', 'corrupt_crc', 'slow_stream', 'delay', 'lose_session', 'create_failed',
+  'cut_mid_stream', 'corrupt_crc', 'slow_stream', 'delay', 'lose_session', 'create_failed', 'content',
 ]);
 
 let nextId = 1;
@@ -22,6 +22,7 @@ export class Faults {
     }
     if (action === 'stream_exception' && !MODELED[spec.error]) throw new Error('stream_exception needs a modeled error name');
     if (action === 'cut_on_request' && spec.tool !== undefined) throw new Error('cut_on_request fires before the body is read: it cannot match a tool');
+    if (action === 'content' && !Array.isArray(spec.content)) throw new Error('content needs "content": a list of content blocks');
     const times = spec.times === undefined ? 1 : Number(spec.times);
     if (!Number.isInteger(times) || times === 0 || times < -1) throw new Error('times must be a positive integer or -1 (unlimited)');
     const rule = {
@@ -45,6 +46,7 @@ export class Faults {
       afterMs: Number(spec.afterMs) || 0,
       failureReason: spec.failureReason,
       afterResult: spec.afterResult === true,
+      content: spec.content,
     };
     this.rules.push(rule);
     return rule;
