@@ -14,7 +14,7 @@ local ROWS = {
   { "user namespace", "userns", "required: the sandbox user (uid 1000) maps to an unprivileged host id" },
   { "mount namespace", "mountns", "required: private read-only root, tmpfs /tmp, the workspace binds" },
   { "pid namespace", "pidns", "required: sandbox processes see only each other; all die with it" },
-  { "net namespace", "netns", "required unless network = true: loopback only" },
+  { "net namespace", "netns", "required: a loopback of its own; with network, slirp4netns + nftables too" },
   { "ipc namespace", "ipcns", "required: no shared memory/semaphores with the host" },
   { "uts namespace", "utsns", "required: own hostname" },
   { "cgroup namespace", "cgroupns", "optional: hides the host cgroup tree" },

@@ -164,15 +164,16 @@ function Control:call(args, stdin, opts)
   return res, why
 end
 
--- control:stats(deadline) -> {oom_kills, memory_bytes, memory_peak_bytes} (numbers or nil when the
--- sandbox has no memory cgroup), or nil, reason as for call.
-function Control:stats(deadline)
+-- One short request `VERB ID[ ARG]` and its one answer: the event with that id whose ev is want or
+-- "error". -> event, or nil, reason as for call ("timeout" too).
+local function ask(self, verb, arg, want, deadline)
   if self.broken then return nil, "broken" end
   if not self.lock:acquire(deadline) then return nil, "busy" end
   local ok, res, why = pcall(function()
     self.next_id = self.next_id + 1
     local id = self.next_id
-    local sent, err = self.chan:write(string.format("stats %d\n", id), deadline)
+    local line = arg and string.format("%s %d %s\n", verb, id, arg) or string.format("%s %d\n", verb, id)
+    local sent, err = self.chan:write(line, deadline)
     if not sent then
       if err == "closed" or err == "EPIPE" then return nil, "gone" end
       self.broken = "a request could not be sent: " .. tostring(err)
@@ -187,16 +188,36 @@ function Control:stats(deadline)
       end
       if ev.id == nil then
         report_line(self, ev)
-      elseif ev.id == id and ev.ev == "stats" then
-        local function n(v) return math.type(v) and v or nil end
-        return { oom_kills = n(ev.oom_kills), memory_bytes = n(ev.memory_bytes),
-          memory_peak_bytes = n(ev.memory_peak_bytes) }
+      elseif ev.id == id and (ev.ev == want or ev.ev == "error") then
+        return ev
       end
     end
   end)
   self.lock:release()
   if not ok then error(res, 0) end
   return res, why
+end
+
+-- control:stats(deadline) -> {oom_kills, memory_bytes, memory_peak_bytes} (numbers or nil when the
+-- sandbox has no memory cgroup), or nil, reason as for call.
+function Control:stats(deadline)
+  local ev, why = ask(self, "stats", nil, "stats", deadline)
+  if not ev then return nil, why end
+  if ev.ev ~= "stats" then return nil, "broken" end
+  local function n(v) return math.type(v) and v or nil end
+  return { oom_kills = n(ev.oom_kills), memory_bytes = n(ev.memory_bytes), memory_peak_bytes = n(ev.memory_peak_bytes) }
+end
+
+-- control:forward(port, deadline) -> the port on the host's 127.0.0.1 that reaches port in the sandbox
+-- (the same one each time for a port), or nil, reason ("no_network", "forward_failed", or as for
+-- call), message.
+function Control:forward(port, deadline)
+  local ev, why = ask(self, "forward", string.format("%d", port), "forward", deadline)
+  if not ev then return nil, why end
+  if ev.ev == "error" then return nil, tostring(ev.error), tostring(ev.message) end
+  local host = math.tointeger(ev.host_port)
+  if not host or host < 1 or host > 65535 then return nil, "broken", "a forward answer without a port" end
+  return host
 end
 
 return M

@@ -91,6 +91,7 @@
 local fs = require "glsb.fs"
 local channel = require "glsb.providers.local.channel"
 local reaper = require "glsb.providers.local.reaper"
+local net = require "glsb.network"
 local control = require "glsb.providers.local.control"
 local mux = require "glsb.providers.local.mux"
 local layout = require "glsb.providers.local.layout"
@@ -151,7 +152,7 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   -- table is generated from these)
   options = {
     create = {
-      network = { "boolean", "share the host network; otherwise loopback only", default = "false" },
+      network = net.OPTION,
       memory_mb = { "count", "memory limit (MiB)", default = "1024" },
       cpu_seconds = { "count", "CPU time limit (s)", default = "3600" },
       max_processes = { "count", "process limit", default = "256" },
@@ -236,6 +237,7 @@ end
 
 function Sandbox:_init(opts)
   sandbox.CodeInterpreterSandbox._init(self, opts)
+  self._network = layout.network_policy(opts.network)
   self._stderr_tail = ""
   self._next_id = 0
   self._lock = loop.lock()   -- one foreground request at a time (the agent runs one)
@@ -507,15 +509,23 @@ end
 -- Ports
 ---------------------------------------------------------------------------
 
--- get_host(port): with network = true the sandbox shares the host's network namespace (glsb-confine
--- --network: "network": "host" in the report), so a server listening inside on 127.0.0.1 or 0.0.0.0 is
--- reached from the host at 127.0.0.1:port. Without it the sandbox has a network namespace of its own
--- with only a loopback: nothing outside reaches its ports, and nothing maps them out.
+-- get_host(port): with a network (network = true or {allow, deny}) the sandbox has a net namespace of
+-- its own (slirp4netns: src/confine/sb_usernet.c); glsb-confine forwards one port of the host's
+-- 127.0.0.1 to that port in the sandbox (the control channel's `forward`: CONTROL.md), where a server
+-- bound to 127.0.0.1 or 0.0.0.0 gets it. Only the ports asked for are forwarded; the same port twice
+-- gives the same host port. Without a network nothing outside reaches its ports.
 function Sandbox:_get_host(port)
-  if self._opts and self._opts.network then return "127.0.0.1:" .. port end
-  errors.raise(errors.SandboxExecutionError, Stage.GET_HOST, "get_host: provider 'local' exposes no ports: "
-    .. "the sandbox has a network namespace of its own (loopback only, nothing maps its ports out); create it "
-    .. "with network = true to share the host's network, where 127.0.0.1:<port> reaches it")
+  if not self._network then
+    errors.raise(errors.SandboxExecutionError, Stage.GET_HOST, "get_host: provider 'local' exposes no ports: "
+      .. "the sandbox has no network (a loopback of its own only); create it with network = true to have "
+      .. "its ports forwarded to the host's 127.0.0.1 one by one")
+  end
+  local host, why, msg = self._control:forward(port, loop.now() + 5)
+  if not host then
+    errors.raise(errors.SandboxExecutionError, Stage.GET_HOST, string.format(
+      "get_host: port %d of the sandbox could not be forwarded to the host: %s", port, msg or why))
+  end
+  return "127.0.0.1:" .. host
 end
 
 ---------------------------------------------------------------------------

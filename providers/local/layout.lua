@@ -17,6 +17,8 @@ local process = require "glsb.process"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local confine_helper = require "glsb.confine_helper"
+local net = require "glsb.network"
+local options = require "glsb.options"
 
 local Stage = models.Stage
 
@@ -128,6 +130,20 @@ local function positive_int(opts, key)
   return math.tointeger(v)
 end
 
+-- network_policy(value) -> glsb.network's policy of a create's `network` (nil: none), checked at the
+-- caller's line. A local sandbox pins each name of allow when it starts (glsb-confine resolves it and
+-- writes it in the sandbox's /etc/hosts): a wildcard, which no lookup can list, is refused.
+function M.network_policy(value)
+  local policy = net.policy(value, "create")
+  for _, d in ipairs(policy and policy.allow_domains or {}) do
+    if d:sub(1, 2) == "*." then
+      options.arg_error("create: network.allow %q: a local sandbox pins each name when it starts (its "
+        .. "addresses then are allowed): list the names, not a wildcard", d)
+    end
+  end
+  return policy
+end
+
 local LIMITS = {
   { "memory_mb", "--memory-mb" }, { "cpu_seconds", "--cpu-seconds" },
   { "max_processes", "--max-processes" }, { "max_file_mb", "--max-file-mb" },
@@ -160,7 +176,14 @@ function M.confine_argv(spec)
     end
     words[#words + 1] = "--cpus" words[#words + 1] = string.format("%.6g", c)
   end
-  if opts.network then words[#words + 1] = "--network" end
+  local policy = spec.network
+  if policy == nil then policy = M.network_policy(opts.network) end
+  if policy then
+    words[#words + 1] = "--network"
+    for _, c in ipairs(policy.allow) do words[#words + 1] = "--net-allow" words[#words + 1] = c end
+    for _, d in ipairs(policy.allow_domains) do words[#words + 1] = "--net-allow" words[#words + 1] = d end
+    for _, c in ipairs(policy.deny) do words[#words + 1] = "--net-deny" words[#words + 1] = c end
+  end
   if opts.allow_degraded then words[#words + 1] = "--allow-degraded" end
   for _, b in ipairs(spec.ro_binds or {}) do
     words[#words + 1] = "--ro-bind" words[#words + 1] = b[1] words[#words + 1] = b[2]

@@ -15,7 +15,7 @@
 --   local/names/<name>             the hash the name last pointed to
 --   local/tmp/                     build and import scratch (same filesystem: rename is atomic)
 -- <hash> is glsb.template.hash(spec): the same spec builds once. A build runs
--- in a confined sandbox (build.py, network only with provider.network = true)
+-- in a confined sandbox (build.py, network only with provider.network = true: its own, as a sandbox's)
 -- into a scratch directory and is renamed into place, so concurrent builds of
 -- the same spec never see each other's halves: the first rename wins and the
 -- loser discards its copy. Sandboxes bind the layer read-only at /opt/glsb/template.

@@ -200,5 +200,32 @@ def control_channel_large_transfers(tmp):
     assert os.waitstatus_to_exitcode(st) == 137, st
 
 
+@case
+def network_forward(tmp):
+    # --network: the rules (--net-allow with a CIDR, --net-deny), slirp4netns, a forward asked twice,
+    # a bad one, then the end: killed, reaped, and every allocation freed (LSan at exit)
+    if not all(os.path.exists(p) for p in ("/usr/bin/slirp4netns", "/usr/sbin/nft")):
+        print("skip", "network_forward: no slirp4netns / nft", flush=True)
+        return
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(b.fileno(), 3)
+        os.execve(BIN, [BIN, "sandbox", "--cleanup", "--workspace", tmp + "/ws", "--report-fd", "3",
+                        "--control-fd", "3", "--network", "--net-allow", "198.51.100.7/24", "--net-deny",
+                        "0.0.0.0/0"] + BIG + ["--", "sleep", "30"], ENV)
+    b.close()
+    f = a.makefile("rb")
+    rep = json.loads(f.readline())
+    assert rep["ok"] and rep["applied"]["network"] == "slirp4netns", rep
+    a.sendall(b"forward 1 8000\nforward 2 8000\nforward 3 0\n")
+    one, two, bad = (json.loads(f.readline()) for _ in range(3))
+    assert one["ev"] == "forward" and one["host_port"] == two["host_port"], (one, two)
+    assert bad["ev"] == "error" and bad["error"] == "forward_failed", bad
+    os.kill(pid, 1)
+    _, st = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(st) == 137, st
+
+
 print("%d failed" % len(failures))
 sys.exit(1 if failures else 0)

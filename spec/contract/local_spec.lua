@@ -9,7 +9,7 @@ require("contract.suite")("local", function()
 end, {
   tag = "#local",
   background = true,  -- start_command: the agent starts it at once; its events share the stream (mux.lua)
-  ports = false,      -- get_host: without network = true the sandbox has its own loopback (spec/local: with it)
+  ports = false,      -- get_host: without network = true nothing is forwarded (spec/local: with it)
   leftovers = function() return helper.list_dir(helper.workspace_root(root)) end,
   package_opts = function() return { pip_find_links = wheels } end,
 })

@@ -109,7 +109,8 @@ describe("strict options on the public API #unit", function()
       glsb.create, "local", { memroy_mb = 512 })
     misuse("create: unknown option 'timout' %(did you mean 'timeout'%?%)", glsb.create, "local", { timout = 5 })
     misuse("create: unknown option 'templat' %(did you mean 'template'%?%)", glsb.create, "e2b", { templat = "x" })
-    misuse("create: option 'network' must be a boolean, got string \"yes\"", glsb.create, "local", { network = "yes" })
+    misuse("create: option 'network' must be a boolean or a table, got string \"yes\"", glsb.create, "local",
+      { network = "yes" })
     misuse("create: option 'retry' must be a boolean or a table, got string \"x\"", glsb.create, "fake", { retry = "x" })
     misuse("create: option 'env' must be a table of string keys to strings, got string", glsb.create, "local",
       { env = "A=1" })

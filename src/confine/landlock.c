@@ -118,7 +118,7 @@ int glsb_sb_landlock_sandbox(int abi, const struct glsb_sb_ll_path *extra, int n
 
 	/* Network rights (ABI 4) stay unhandled: the net namespace already isolates, and handling
 	 * TCP connect would also break loopback servers inside the sandbox. Abstract unix sockets
-	 * are per net namespace; with the host's (--network), the scope keeps them out too. */
+	 * are per net namespace (the sandbox always has its own); the scope keeps them out too. */
 	if (glsb_sb_landlock_begin(&ll, abi, GLSB_LL_SCOPE) < 0) {
 		glsb_fmt(why, whylen, "landlock ruleset (ABI %d): %s", abi, strerror(errno));
 		return -1;

@@ -87,6 +87,9 @@ __attribute__((noreturn)) static void child_main(struct sb *sb)
 	glsb_sb_become_userns_root(sb);
 	glsb_sb_build_root(sb);
 	glsb_sb_setup_uts_net(sb);
+	/* The network's rules, while slirp4netns brings tap0 up (they name it, need it not): loaded
+	 * before anything of PROGRAM's runs, while we still have the capability. */
+	glsb_sb_net_apply(sb);
 	/* A time namespace can only be entered by children: PROGRAM will be in it. */
 	a.timens = unshare(CLONE_NEWTIME) == 0;
 	if (!a.timens)
@@ -170,6 +173,8 @@ int glsb_cmd_sandbox(int argc, char **argv)
 		return rc;
 	}
 	sb->sup_sfd = sb->status_wr = sb->sync_rd = sb->id_lock_fd = -1;
+	sb->net.pid = -1;
+	sb->net.exit_fd = -1;
 	for (int i = 0; i < SB_NS_FDS; i++)
 		sb->ns_fds[i] = -1;
 	sb->id_slot = -1;
@@ -200,6 +205,7 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	if (glsb_sb_control_open(sb, err, sizeof err) < 0)
 		goto fail;
 	if (glsb_sb_prepare_workspace(sb, err, sizeof err) < 0 ||
+	    glsb_sb_net_prepare(sb, err, sizeof err) < 0 ||
 	    glsb_sb_plan_mounts(sb, err, sizeof err) < 0)
 		goto fail;
 	/* As root, the child is created with the sandbox's own host ids (see start_child), which
@@ -245,6 +251,10 @@ int glsb_cmd_sandbox(int argc, char **argv)
 	if ((sb->opt.control_in >= 0 && glsb_sb_call_open_namespaces(sb, pid, err, sizeof err) < 0) ||
 	    glsb_sb_write_id_maps(sb, pid, err, sizeof err) < 0 ||
 	    send_go(pipes[0][1], "1", err, sizeof err) < 0)
+		goto kill_fail;
+	/* The child's namespaces are mapped: slirp4netns joins them and brings tap0 up while the child
+	 * builds its root and loads the rules; '2' (below) says tap0 is there. */
+	if (glsb_sb_net_start(sb, pid, err, sizeof err) < 0)
 		goto kill_fail;
 	/* Nothing may touch the supervisor (it serves the control channel); not before the maps
 	 * are written: the child inherits it, and its /proc files would be root's. */

@@ -40,6 +40,8 @@ struct sb_bind {
 	int rw;
 };
 
+#define SB_NET_RULES_MAX 256
+
 struct sb_options {
 	const char *workspace;
 	struct sb_bind binds[64];
@@ -47,6 +49,8 @@ struct sb_options {
 	const char *env[256];
 	int nenv;
 	int network, degraded, cleanup, report_fd;
+	const char *net_allow[SB_NET_RULES_MAX], *net_deny[SB_NET_RULES_MAX]; /* --net-allow, --net-deny */
+	int nnet_allow, nnet_deny;
 	long memory_mb, cpu_s, nproc, file_mb, disk_mb, nofile, id_base, id_slots;
 	int id_base_given;
 	double cpus; /* CPU quota in CPUs; 0: none */
@@ -75,8 +79,23 @@ struct sb_applied {
 	long fsize_mb;
 };
 
+/* --network: the user-mode network (sb_usernet.c). Built by the supervisor before clone; the
+ * child reads rules and hosts from its copy. */
+#define SB_FORWARDS_MAX 64
+struct sb_usernet {
+	char slirp[PATH_MAX], nft[PATH_MAX]; /* the programs */
+	char *rules;                   /* the nftables ruleset the child loads */
+	char *hosts;                   /* lines for /etc/hosts: the names --net-allow pinned */
+	char api[108];                 /* slirp4netns's API socket (in the workspace's top dir) */
+	pid_t pid;                     /* slirp4netns, or -1 */
+	int exit_fd;                   /* its --exit-fd's other end: closed, it exits; or -1 */
+	int nfwd;
+	struct { unsigned guest, host; } fwd[SB_FORWARDS_MAX]; /* ports forwarded (sb:get_host) */
+};
+
 struct sb {
 	struct sb_options opt;
+	struct sb_usernet net;
 	/* built by the supervisor before clone */
 	struct sb_mount plan[128];
 	int nplan;
@@ -151,6 +170,18 @@ void glsb_sb_drop_privileges(struct sb *sb);                            /* child
 
 /* sb_net.c (child) */
 void glsb_sb_setup_uts_net(struct sb *sb);
+
+/* sb_usernet.c: --network. Supervisor: prepare (before clone: find the programs, resolve the
+ * names, build the rules and hosts lines), start (after the id maps: slirp4netns on the child's
+ * namespaces, waited for until tap0 is up), forward (a control-channel `forward`: one host port
+ * on 127.0.0.1 to a port of the sandbox; the same port twice gives the same host port), stop
+ * (kill and reap slirp4netns, free what prepare made). Child: apply (the rules, before PROGRAM).
+ * Each returns 0 or -1 with err set; forward also 1 when the sandbox has no network. */
+int glsb_sb_net_prepare(struct sb *sb, char *err, size_t errcap);
+int glsb_sb_net_start(struct sb *sb, pid_t pid, char *err, size_t errcap);
+void glsb_sb_net_apply(struct sb *sb);
+int glsb_sb_net_forward(struct sb *sb, unsigned guest_port, unsigned *host_port, char *err, size_t errcap);
+void glsb_sb_net_stop(struct sb *sb);
 
 /* sb_rlimits.c (child): returns the RLIMIT_FSIZE in MB that was set. */
 long glsb_sb_apply_rlimits(struct sb *sb);

@@ -38,7 +38,7 @@ int glsb_sb_call_open_namespaces(struct sb *sb, pid_t pid, char *err, size_t err
 	char path[64];
 	for (int i = 0; i < SB_NS_FDS; i++) {
 		if (!(sb->clone_flags & flags[i]))
-			continue; /* it shares ours (--network): nothing to join */
+			continue; /* none of its own (refused, --allow-degraded): nothing to join */
 		glsb_fmt(path, sizeof path, "/proc/%d/ns/%s", (int)pid, glsb_sb_ns_fd_names[i]);
 		sb->ns_fds[i] = open(path, O_RDONLY | O_CLOEXEC);
 		if (sb->ns_fds[i] < 0) {

@@ -449,12 +449,28 @@ static void handle_header(struct sb *sb)
 		else
 			glsb_jbuf_puts(&line, ",\"memory_peak_bytes\":null}");
 		reply_line(&line);
+	} else if (!strcmp(w[0], "forward") && n == 3) {
+		/* one host port on 127.0.0.1 to a port of the sandbox (sb_usernet.c) */
+		unsigned long long port = 0;
+		unsigned host = 0;
+		char why[400] = "forward ID PORT: PORT must be 1 to 65535";
+		int rc = parse_u64(w[2], 65535, &port) < 0 || port == 0
+			 ? -1 : glsb_sb_net_forward(sb, (unsigned)port, &host, why, sizeof why);
+		if (rc == 0) {
+			struct glsb_jbuf line = {0};
+			glsb_jbuf_printf(&line, "{\"id\":%llu,\"ev\":\"forward\",\"port\":%llu,\"host_port\":%u}", id, port,
+					 host);
+			reply_line(&line);
+		} else {
+			reply_error(id, rc > 0 ? "no_network" : "forward_failed",
+				    rc > 0 ? "the sandbox has no network (created without --network)" : why);
+		}
 	} else if (!strcmp(w[0], "ping") && n == 2) {
 		struct glsb_jbuf line = {0};
 		glsb_jbuf_printf(&line, "{\"id\":%llu,\"ev\":\"pong\"}", id);
 		reply_line(&line);
 	} else {
-		return protocol_error(sb, "unknown request (call, cancel, stats, ping)");
+		return protocol_error(sb, "unknown request (call, cancel, stats, forward, ping)");
 	}
 }
 

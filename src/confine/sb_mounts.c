@@ -103,9 +103,6 @@ int glsb_sb_plan_mounts(struct sb *sb, char *err, size_t errcap)
 	for (size_t i = 0; i < sizeof etc / sizeof etc[0]; i++)
 		if (plan_host_entry(sb, etc[i], 0, err, errcap) < 0)
 			return -1;
-	/* resolv.conf is often a symlink into /run: bind what it points to. */
-	if (sb->opt.network && plan_host_entry(sb, "/etc/resolv.conf", 1, err, errcap) < 0)
-		return -1;
 	for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
 		snprintf(src, sizeof src, "/dev/%s", dev[i]);
 		if (plan_add(sb, M_DEV, src, src, 1, err, errcap) < 0)
@@ -279,6 +276,17 @@ static void generate_etc(struct sb *sb)
 		if (glsb_write_file(p, files[i].text, 0644) < 0)
 			glsb_sb_child_fail(sb, "write /etc/%s: %s", files[i].name, strerror(errno));
 	}
+	if (!sb->opt.network)
+		return;
+	/* The resolver is slirp4netns's (the host's, asked by slirp4netns: never the host's own
+	 * resolv.conf, whose 127.0.0.53 would be the sandbox's loopback); the names --net-allow pinned
+	 * follow localhost in hosts (nsswitch: files first). */
+	int fd = open(NEWROOT "/etc/hosts", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || glsb_write_all(fd, sb->net.hosts, strlen(sb->net.hosts)) < 0)
+		glsb_sb_child_fail(sb, "write /etc/hosts: %s", strerror(errno));
+	close(fd);
+	if (glsb_write_file(NEWROOT "/etc/resolv.conf", "nameserver 10.0.2.3\n", 0644) < 0)
+		glsb_sb_child_fail(sb, "write /etc/resolv.conf: %s", strerror(errno));
 }
 
 /* Private storage: one tmpfs of --disk-mb bytes and --max-inodes inodes holds /tmp,

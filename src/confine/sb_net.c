@@ -1,5 +1,5 @@
-/* sb_net.c: the sandbox's host name and network: its own uts namespace says "sandbox"; its own
- * net namespace (unless --network shares the host's) has only loopback, brought up here. */
+/* sb_net.c: the sandbox's host name and loopback: its own uts namespace says "sandbox"; its own
+ * net namespace has a loopback, brought up here (and with --network a tap0: sb_usernet.c). */
 #include <errno.h>
 #include <net/if.h>
 #include <sched.h>

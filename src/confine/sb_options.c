@@ -15,8 +15,8 @@ static const char usage_text[] =
 	"Run PROGRAM (looked up in the sandbox PATH unless it contains '/') as uid 1000 \"user\" in\n"
 	"fresh user, mount, pid, net, ipc, uts, cgroup and time namespaces, on a private root:\n"
 	"read-only binds of /usr, /lib*, /bin, /sbin (symlinks kept as on the host), selected /etc\n"
-	"files (loader cache, certificates, alternatives, timezone, nsswitch, python3, ...; with\n"
-	"--network also resolv.conf), generated /etc/passwd, group, hostname, hosts; a fresh /proc;\n"
+	"files (loader cache, certificates, alternatives, timezone, nsswitch, python3, ...),\n"
+	"generated /etc/passwd, group, hostname, hosts (and resolv.conf with --network); a fresh /proc;\n"
 	"/dev with null, zero, full, random, urandom (no tty; /dev/shm -> /tmp); writable /tmp,\n"
 	"/home/user and /files (see --storage). The\n"
 	"root itself is read-only. Capabilities are dropped, no_new_privs set, Landlock (best ABI)\n"
@@ -53,7 +53,20 @@ static const char usage_text[] =
 	"  --env K=V            PROGRAM's environment is exactly these (repeatable) plus\n"
 	"                       HOME=/home/user PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8\n"
 	"                       unless given\n"
-	"  --network            share the host network (default: own net namespace, loopback only)\n"
+	"  --network            the outside, from a net namespace of its own (default: the same\n"
+	"                       namespace with a loopback only): user-mode networking by\n"
+	"                       slirp4netns (tap0 10.0.2.100/24, gateway 10.0.2.2, DNS 10.0.2.3),\n"
+	"                       with nftables rules set by the sandbox's init before PROGRAM:\n"
+	"                       never the host (its loopback: slirp4netns --disable-host-loopback;\n"
+	"                       its addresses), 169.254.0.0/16 or IPv6, unless --net-allow says so.\n"
+	"                       slirp4netns and nft are looked up in PATH, then /usr/sbin, /sbin.\n"
+	"  --net-allow A        with --network: reachable (repeatable, at most 256): an IPv4\n"
+	"                       address or CIDR, or a name, resolved now, whose addresses are\n"
+	"                       allowed and pinned in the sandbox's /etc/hosts. Wins over\n"
+	"                       --net-deny and over what is never reached.\n"
+	"  --net-deny CIDR      with --network: not reachable (repeatable, at most 256): an IPv4\n"
+	"                       address or CIDR (0.0.0.0/0: only --net-allow is reachable; the\n"
+	"                       DNS server too, so only the pinned names resolve)\n"
 	"  --memory-mb N        default 1024: cgroup memory limit (socket buffers included: v2\n"
 	"                       charges them to memory.max, v1 gets the same limit in\n"
 	"                       memory.kmem.tcp.limit_in_bytes) and RLIMIT_DATA\n"
@@ -107,7 +120,7 @@ static const char usage_text[] =
 	"Run unprivileged, uid/gid 1000 is the caller's own uid/gid (the only id it may map): all\n"
 	"sandboxes of one user share that user's kernel limits; run as root for one id each.\n"
 	"\n"
-	"Required: user/mount/pid/net(unless --network)/ipc/uts namespaces, Landlock, seccomp,\n"
+	"Required: user/mount/pid/net/ipc/uts namespaces, Landlock, seccomp,\n"
 	"no_new_privs. Optional (listed in optional_missing): cgroup and time namespaces, cgroup\n"
 	"limits: v2 memory+pids(+cpu) in a leaf glsb/sb-<pid>-<time> below our cgroup when they can\n"
 	"be enabled there (else, as root, below the hierarchy's top), else v1 memory/pids/cpu\n"
@@ -231,6 +244,14 @@ static int parse_words(struct sb *sb, int argc, char **argv, int from_config)
 			return 0;
 		} else if (!strcmp(a, "--network")) {
 			o->network = 1;
+		} else if ((!strcmp(a, "--net-allow") || !strcmp(a, "--net-deny")) && more >= 1) {
+			int allow = a[6] == 'a';
+			int *count = allow ? &o->nnet_allow : &o->nnet_deny;
+			if (*count >= SB_NET_RULES_MAX) {
+				fprintf(stderr, "glsb-confine sandbox: more than %d %s\n", SB_NET_RULES_MAX, a);
+				return EXIT_USAGE;
+			}
+			(allow ? o->net_allow : o->net_deny)[(*count)++] = argv[++i];
 		} else if (!strcmp(a, "--allow-degraded")) {
 			o->degraded = 1;
 		} else if (!strcmp(a, "--cleanup")) {

@@ -103,7 +103,7 @@ void glsb_sb_report_applied(struct sb *sb, const struct sb_applied *a)
 			   ",\"rlimits\":{\"cpu_seconds\":%ld,\"data_mb\":%ld,\"fsize_mb\":%ld,"
 			   "\"nofile\":%ld,\"nproc\":%ld},\"tmp_mb\":%ld,\"network\":\"%s\"",
 			   o->cpu_s, o->memory_mb, a->fsize_mb, o->nofile, o->nproc, o->disk_mb,
-			   o->network ? "host" : "loopback");
+			   o->network ? "slirp4netns" : "loopback");
 	if (o->private_storage)
 		glsb_jbuf_printf(&b, ",\"storage\":{\"type\":\"private\",\"mb\":%ld,\"inodes\":%ld}",
 				   o->disk_mb, o->max_inodes);

@@ -1,6 +1,6 @@
 /* sb_supervisor.c: the supervisor outside the sandbox: creates the child in its namespaces
  * (finding out which one the kernel refused), waits for its report, forwards signals, and
- * removes what the sandbox leaves (cgroup, workspace with --cleanup) when it ends. */
+ * removes what the sandbox leaves (slirp4netns, cgroup, workspace with --cleanup) when it ends. */
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -22,8 +22,7 @@ pid_t glsb_sb_start_child(struct sb *sb, int pipes[2][2], void (*child_main)(str
 			  char *err, size_t errcap)
 {
 	/* The cgroup namespace comes later (child_main), once the child is in its own cgroup. */
-	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-		    (sb->opt.network ? 0 : CLONE_NEWNET);
+	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET;
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		sb->clone_flags = flags;
@@ -192,6 +191,7 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 
 void glsb_sb_cleanup(struct sb *sb)
 {
+	glsb_sb_net_stop(sb); /* the sandbox is gone: nothing is left for slirp4netns to carry */
 	if (sb->have_cgroup)
 		glsb_sb_cgroup_remove(&sb->cgroup);
 	if (sb->opt.cleanup && sb->ws_real[0] && glsb_remove_tree(sb->ws_real) < 0)

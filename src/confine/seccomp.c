@@ -141,8 +141,8 @@ int glsb_sb_seccomp_install(void)
 	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 0, 1));
 	EMIT(BPF_STMT(BPF_RET | BPF_K, eperm));
 	EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
-	/* Socket families: unix, IPv4/IPv6 (in the sandbox's own net namespace unless --network
-	 * shares the host's) and netlink's NETLINK_ROUTE (glibc's getaddrinfo asks it which
+	/* Socket families: unix, IPv4/IPv6 (in the sandbox's own net namespace; with --network its
+	 * tap0 reaches the outside through slirp4netns) and netlink's NETLINK_ROUTE (glibc's getaddrinfo asks it which
 	 * address families are configured). Everything else (AF_VSOCK reaches the host's vsock
 	 * port space, AF_PACKET, AF_ALG, AF_XDP, other netlink protocols, ...) is EAFNOSUPPORT,
 	 * which libraries treat as "not built in". The family is an int: the low word. */
