@@ -44,12 +44,15 @@ describe("scripts/check-lua-layers #unit", function()
 
   it("fails on a provider that requires glsb.core or an internal module", function()
     dir = scratch()
-    append(dir .. "/providers/e2b/api.lua", "\nlocal _c = require \"glsb.core\"\nlocal _p = require(\"glsb.pool\")\n")
+    append(dir .. "/providers/e2b/api.lua", "\nlocal _c = require \"glsb.core\"\nlocal _p = require(\"glsb.pool\")\n"
+      .. "local function _s() return require 'glsb.trace.span' end\n")
     local code, out = sh(q(dir .. "/scripts/check-lua-layers"))
     assert.are.equal(1, code, out)
     assert.matches("glsb.providers.e2b.api (providers/e2b/api.lua) requires glsb.core, which is not in the kit table",
       out, 1, true)
     assert.matches("requires glsb.pool, which is internal (not in the kit)", out, 1, true)
+    -- a `glsb.trace.*` entry of the table covers every submodule
+    assert.matches("requires glsb.trace.span, which is internal (not in the kit)", out, 1, true)
   end)
 
   it("fails on a module of lua/glsb the table does not place", function()
