@@ -12,6 +12,7 @@
 -- (PREFIX/bin/glsb-lua with the core linked in), then the source checkout's build/glsb-confine.
 
 local core = require "glsb.core"
+local fs = require "glsb.fs"
 local errors = require "glsb.errors"
 local Stage = require("glsb.models").Stage
 
@@ -21,18 +22,11 @@ local M = {}
 -- uploaded again rather than mistaken for the old one.
 M.REMOTE_DIR = "/tmp/.glsb"
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
-
-local function dirname(path) return path:match("^(.*)/[^/]*$") or "." end
+local exists, dirname = fs.exists, fs.dirname
 
 local SOURCE_BUILD = (function()
-  local src = debug.getinfo(1, "S").source
-  if src:sub(1, 1) ~= "@" then return nil end
-  return dirname(src:sub(2)) .. "/../../build/glsb-confine"
+  local here = fs.source_dir()
+  return here and here .. "/../../build/glsb-confine"
 end)()
 
 -- The first answer of the search is kept: core.module_path() fails once core.so has been replaced on

@@ -40,6 +40,24 @@ function M.mkdir(path, mode) return core.mkdir(path, mode) end
 -- a directory someone else could have planted something in).
 function M.read_own_file(path, cap) return core.read_own_file(path, cap) end
 
+-- exists(path) -> true when path names something this process can open for reading.
+function M.exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+-- dirname(path) -> path without its last component ("." when it has no slash).
+function M.dirname(path) return path:match("^(.*)/[^/]*$") or "." end
+
+-- source_dir([level = 1]) -> the directory of the Lua file of the function `level` calls up (1: the
+-- caller's), or nil when that code was not loaded from a file. For files shipped beside a module.
+function M.source_dir(level)
+  local src = debug.getinfo((level or 1) + 1, "S").source
+  if src:sub(1, 1) ~= "@" then return nil end
+  return M.dirname(src:sub(2))
+end
+
 -- realpath(path) -> the canonical absolute path, or nil, message, errno name.
 function M.realpath(path) return core.realpath(path) end
 

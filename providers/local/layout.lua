@@ -30,26 +30,16 @@ M.HELPER_PATH = "/.glsb/glsb-confine"
 M.FIND_LINKS_DIR = "/.glsb/find-links"
 M.TEMPLATE_DIR = "/opt/glsb/template"
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
+local exists = fs.exists
 
-local function dirname(path) return path:match("^(.*)/[^/]*$") or "." end
-
-local THIS_DIR = (function()
-  local src = debug.getinfo(1, "S").source
-  if src:sub(1, 1) == "@" then return dirname(src:sub(2)) end
-  return "."
-end)()
+local THIS_DIR = fs.source_dir() or "."
 
 -- M.find_helper([explicit]) -> absolute path, or nil, message listing what was tried
 -- (glsb.confine_helper: opts.confine, $GLSB_CONFINE, next to the core, the source checkout's build/).
 M.find_helper = confine_helper.find
 
 function M.agent_dir()
-  local dir = fs.realpath and fs.realpath(THIS_DIR) or THIS_DIR
+  local dir = fs.realpath(THIS_DIR) or THIS_DIR
   return dir
 end
 
