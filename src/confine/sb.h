@@ -182,6 +182,9 @@ int glsb_sb_net_start(struct sb *sb, pid_t pid, char *err, size_t errcap);
 void glsb_sb_net_apply(struct sb *sb);
 int glsb_sb_net_forward(struct sb *sb, unsigned guest_port, unsigned *host_port, char *err, size_t errcap);
 void glsb_sb_net_stop(struct sb *sb);
+/* The first half of stop, for the supervisor's clean-up: SIGKILL now (its tun device takes the kernel
+ * some 15 ms to take down), reaped by stop after the cgroup and the workspace are removed. */
+void glsb_sb_net_kill(struct sb *sb);
 
 /* sb_rlimits.c (child): returns the RLIMIT_FSIZE in MB that was set. */
 long glsb_sb_apply_rlimits(struct sb *sb);

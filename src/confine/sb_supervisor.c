@@ -191,9 +191,10 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 
 void glsb_sb_cleanup(struct sb *sb)
 {
-	glsb_sb_net_stop(sb); /* the sandbox is gone: nothing is left for slirp4netns to carry */
+	glsb_sb_net_kill(sb); /* the sandbox is gone: nothing is left for slirp4netns to carry */
 	if (sb->have_cgroup)
 		glsb_sb_cgroup_remove(&sb->cgroup);
+	glsb_sb_net_stop(sb); /* reaped (and its socket and log gone) before the workspace goes */
 	if (sb->opt.cleanup && sb->ws_real[0] && glsb_remove_tree(sb->ws_real) < 0)
 		fprintf(stderr, "glsb-confine sandbox: cleanup of %s incomplete: %s\n", sb->ws_real,
 			strerror(errno));

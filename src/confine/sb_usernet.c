@@ -480,19 +480,26 @@ int glsb_sb_net_forward(struct sb *sb, unsigned guest_port, unsigned *host_port,
 	return -1;
 }
 
+void glsb_sb_net_kill(struct sb *sb)
+{
+	struct sb_usernet *n = &sb->net;
+
+	if (n->exit_fd >= 0)
+		close(n->exit_fd);
+	n->exit_fd = -1;
+	if (n->pid > 0)
+		kill(n->pid, SIGKILL);
+}
+
 void glsb_sb_net_stop(struct sb *sb)
 {
 	struct sb_usernet *n = &sb->net;
 	char p[PATH_MAX + 32];
 
-	if (n->exit_fd >= 0)
-		close(n->exit_fd);
-	n->exit_fd = -1;
-	if (n->pid > 0) {
-		kill(n->pid, SIGKILL);
+	glsb_sb_net_kill(sb);
+	if (n->pid > 0)
 		while (waitpid(n->pid, NULL, 0) < 0 && errno == EINTR)
 			;
-	}
 	n->pid = -1;
 	if (sb->opt.network && sb->ws_real[0]) {
 		unlink(n->api);
