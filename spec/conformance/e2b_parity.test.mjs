@@ -7,6 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
+import http from 'node:http';
 import path from 'node:path';
 import { Sandbox as BaseSandbox, Template, BuildError, FilesystemEventType, SandboxNotFoundError } from 'e2b';
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter';
@@ -315,6 +316,55 @@ test('code contexts: javascript and typescript on node, bash, each with its cwd 
       + 'kernel instead, or install that kernel.", "short_message": "r not found"}');
   } finally {
     await sbx.kill();
+  }
+});
+
+// Loopback servers standing for the outside: 127.0.0.2 and 127.0.0.3 (127.0.0.1 is the sandbox's own).
+async function targets() {
+  const servers = await Promise.all(['127.0.0.2', '127.0.0.3'].map((host) => new Promise((resolve) => {
+    const srv = http.createServer((q, r) => r.end(host));
+    srv.listen(0, host, () => resolve(srv));
+  })));
+  const [a, b] = servers.map((srv) => `http://${srv.address().address}:${srv.address().port}/`);
+  return { a, b, close: () => Promise.all(servers.map((srv) => new Promise((r) => srv.close(r)))) };
+}
+
+async function reach(sbx, url) {
+  try {
+    const r = await sbx.commands.run(`curl -s --max-time 5 ${url}`);
+    return r.stdout;
+  } catch (e) {
+    return `refused (exit ${e.exitCode})`;
+  }
+}
+
+test('egress: allowOut wins over denyOut, denyOut denies, allowInternetAccess=false denies all, updateNetwork replaces the rules', async () => {
+  const t = await targets();
+  try {
+    await withSandbox(async (sbx) => {
+      assert.equal(await reach(sbx, t.a), '127.0.0.2', 'allowed, over deny-all');
+      assert.match(await reach(sbx, t.b), /^refused/);
+      await sbx.updateNetwork({ denyOut: ['127.0.0.2/32'] });
+      assert.match(await reach(sbx, t.a), /^refused/, 'the new rules: .2 denied');
+      assert.equal(await reach(sbx, t.b), '127.0.0.3', 'and the old deny-all gone');
+      await sbx.updateNetwork({});
+      assert.equal(await reach(sbx, t.a), '127.0.0.2', 'no fields: no rules');
+    }, { network: { denyOut: ['0.0.0.0/0'], allowOut: ['127.0.0.2'] } });
+    await withSandbox(async (sbx) => {
+      assert.equal(await reach(sbx, t.a), '127.0.0.2');
+      assert.match(await reach(sbx, t.b), /^refused/);
+      const py = await sbx.commands.run(`python3 -c "import urllib.request as u\ntry:\n  u.urlopen('${t.b}', timeout=5)\nexcept OSError as e:\n  print('blocked', e)"`);
+      assert.match(py.stdout, /^blocked .*Connection refused/, 'python is held to the rules too');
+    }, { network: { denyOut: ['127.0.0.3'] } });
+    await withSandbox(async (sbx) => {
+      assert.match(await reach(sbx, t.a), /^refused/);
+      assert.match(await reach(sbx, t.b), /^refused/);
+    }, { allowInternetAccess: false });
+    await assert.rejects(BaseSandbox.create('base', { ...opts, network: { allowOut: ['example.com'] } }),
+      /When specifying allowed domains in allow out, you must include 'ALL_TRAFFIC' in deny out/);
+    await assert.rejects(BaseSandbox.create('base', { ...opts, network: { denyOut: ['example.com'] } }), /invalid denied CIDR example.com/);
+  } finally {
+    await t.close();
   }
 });
 

@@ -1,6 +1,7 @@
 // Control plane REST API (api.<domain>): sandboxes and templates.
 import fs from 'node:fs';
 import { readBody, parseJson, sendJson, send, apiError, randomId, paginate, limitParam } from './util.mjs';
+import { isCidr } from '../../egress/egress.mjs';
 
 // The plan's longest sandbox life (MaxLengthHours: 1 h Hobby, 24 h Pro): create/connect/resume timeouts
 // above it are a 400 (infra handlers/timeout_helper.go, sandbox_connect.go), and setTimeout never moves
@@ -128,6 +129,18 @@ export function concurrencyLimitMessage(n) {
     + "please visit 'https://e2b.dev/docs/billing'";
 }
 
+// handlers/sandbox_create.go validateEgressRules: denyOut holds IPs or CIDRs; allowOut IPs, CIDRs or
+// names, and names only with 0.0.0.0/0 denied
+function egressError(allowOut, denyOut) {
+  for (const c of denyOut || []) if (!isCidr(c)) return `invalid denied CIDR ${c}`;
+  const names = (allowOut || []).filter((x) => !isCidr(x));
+  for (const n of names) if (!/^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i.test(n)) return `invalid allowed address ${n}`;
+  if (names.length && !(denyOut || []).includes('0.0.0.0/0')) {
+    return "When specifying allowed domains in allow out, you must include 'ALL_TRAFFIC' in deny out to block all other traffic.";
+  }
+  return null;
+}
+
 function parseMetadataQuery(s) {
   // metadata=k%3Dv%26k2%3Dv2 -> {k: v, k2: v2}
   const out = {};
@@ -157,6 +170,8 @@ export async function handleControl(emu, req, res, url) {
       return apiError(res, 400, 'Request body has an error: doesn\'t match schema: property "templateID" is missing');
     }
     if (!checkTimeout(emu, res, body.timeout)) return;
+    const badNet = egressError(body.network && body.network.allowOut, body.network && body.network.denyOut);
+    if (badNet) return apiError(res, 400, badNet);
     const resolved = emu.templates.resolve(body.templateID);
     if (!resolved) return apiError(res, 404, `template '${body.templateID}' not found`);
     const running = [...emu.sandboxes.values()].filter((s) => s.state === 'running').length;
@@ -252,6 +267,18 @@ export async function handleControl(emu, req, res, url) {
       if (sbx.state === 'paused') return apiError(res, 409, `Sandbox ${id} is already paused`);
       // `memory: false`: a filesystem-only snapshot (handlers/sandbox_pause.go)
       await emu.pause(sbx, { memory: body.memory !== false });
+      return send(res, 204);
+    }
+    if (sub === 'network' && m === 'PUT') {
+      // handlers/sandbox_network_update.go: the egress rules replaced (a field left out clears it), 204;
+      // processes started from now on have them
+      const body = await jsonBody(req, res);
+      if (!body) return;
+      const bad = egressError(body.allowOut, body.denyOut);
+      if (bad) return apiError(res, 400, bad);
+      if (!sbx || sbx.state !== 'running') return notFound(res, id);
+      sbx.network = { ...(sbx.network || {}), allowOut: body.allowOut, denyOut: body.denyOut };
+      sbx.setEgress({ allowOut: body.allowOut || [], denyOut: body.denyOut || [], allowInternetAccess: body.allow_internet_access });
       return send(res, 204);
     }
     if (sub === 'snapshots' && m === 'POST') {

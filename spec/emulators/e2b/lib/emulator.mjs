@@ -7,6 +7,7 @@ import { makeVmTree, spawnVm, baseEnv, copyTree, hasIdentities, USERS } from './
 import { Faults } from './faults.mjs';
 import { stopXattrHelper } from './xattr.mjs';
 import { makeFreezer } from './freezer.mjs';
+import { processEnv, rulesEnv, isCidr } from '../../egress/egress.mjs';
 import { Templates } from './templates.mjs';
 import { startDefaultKernel } from './interp.mjs';
 import { CI_START, CI_READY } from './templates.mjs';
@@ -63,6 +64,16 @@ export class Sandbox {
     this.freezer = hasBwrap() ? makeFreezer('glsb-e2b-emu-', this.id) : null;
   }
 
+  // The sandbox's egress rules (infra api/internal/orchestrator/create_instance.go buildNetworkConfig):
+  // allowOut addresses and names, denyOut CIDRs, and allow_internet_access = false denying all, which
+  // overrides denyOut. Enforced in every process started from now on (../../egress).
+  setEgress({ allowOut = [], denyOut = [], allowInternetAccess } = {}) {
+    const allow = allowOut.filter(isCidr);
+    const names = allowOut.filter((x) => !isCidr(x));
+    const deny = allowInternetAccess === false ? ['0.0.0.0/0'] : denyOut;
+    this.egress = rulesEnv({ allow, deny, names });
+  }
+
   // freeze(true|false): the sandbox's processes stopped (or going again) as one
   async freeze(on) {
     if (this.freezer) return this.freezer.freeze(on);
@@ -94,8 +105,11 @@ export class Sandbox {
 
   // A process in this sandbox, as `user` (vm.mjs).
   spawn(argv, { user = this.templateUser, cwd, env, stdio } = {}) {
+    const egress = processEnv(this.egress, this.emu.stateDir, hasBwrap());
+    if (egress.error && !this.egressWarned) { this.egressWarned = true; this.emu.log(`sandbox ${this.id}: egress rules not enforced: ${egress.error}`); }
     return spawnVm(this.root, argv, { user, cwd: cwd || this.templateWorkdir || (USERS[user] || USERS.user).home,
-      env: env || this.env(user), stdio, stateDir: this.emu.stateDir, bootFile: this.bootFile, cgroupProcs: this.freezer?.procs });
+      env: env || this.env(user), setenv: egress.env, stdio, stateDir: this.emu.stateDir, bootFile: this.bootFile,
+      cgroupProcs: this.freezer?.procs, binds: egress.bind ? [egress.bind] : [] });
   }
 
   setTimeout(seconds) {
@@ -229,6 +243,7 @@ export class Emulator {
       volumeMounts,
       secure,
     });
+    sbx.setEgress({ allowOut: network?.allowOut || [], denyOut: network?.denyOut || [], allowInternetAccess });
     this.sandboxes.set(id, sbx);
     sbx.setTimeout(timeoutS);
     if (build.startCmd) this.startStartCmd(sbx, build);
@@ -393,6 +408,7 @@ export class Emulator {
         processes: [...s.processes.values()].map((p) => p.info()),
         contexts: [...s.contexts.values()].map((c) => c.info()),
         activeRequests: s.active.size,
+        egress: s.egress,
       })),
       templates: this.templates.list(),
       faults: this.faults.list(),

@@ -353,7 +353,13 @@ class TreeWatcher extends EventEmitter {
     if (!this.recursive) return;
     let names = [];
     try { names = fs.readdirSync(dir, { withFileTypes: true }); } catch { names = []; }
-    for (const d of names) if (d.isDirectory()) this.add(rel ? `${rel}/${d.name}` : d.name);
+    for (const d of names) {
+      const child = rel ? `${rel}/${d.name}` : d.name;
+      // what a new folder already holds when its watch begins (made in the same instant, mkdir -p
+      // && echo > ...) is reported as created, not lost in the gap
+      if (!first) this.event(rel, 'rename', d.name);
+      else if (d.isDirectory()) this.add(child);
+    }
   }
 
   drop(rel) {

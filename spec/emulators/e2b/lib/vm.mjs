@@ -207,7 +207,7 @@ export function baseEnv(user) {
 
 // Spawn argv in the sandbox rooted at `root` as `user`; cwd is a sandbox path. stateDir holds the
 // sandbox /etc files.
-export function spawnVm(root, argv, { env = {}, cwd = '/home/user', user = 'user', stdio = ['pipe', 'pipe', 'pipe'], stateDir, bootFile, cgroupProcs } = {}) {
+export function spawnVm(root, argv, { env = {}, cwd = '/home/user', user = 'user', stdio = ['pipe', 'pipe', 'pipe'], stateDir, bootFile, cgroupProcs, binds = [], setenv = {} } = {}) {
   let child;
   if (hasBwrap()) {
     const args = ['--bind', root, '/'];
@@ -223,6 +223,8 @@ export function spawnVm(root, argv, { env = {}, cwd = '/home/user', user = 'user
     args.push('--dev', '/dev', '--proc', '/proc');
     // the sandbox's own boot id (a new one each cold boot: a VM resumed from memory keeps it)
     if (bootFile) args.push('--ro-bind', bootFile, '/proc/sys/kernel/random/boot_id');
+    for (const [from, to] of binds) args.push('--ro-bind', from, to);
+    for (const [k, v] of Object.entries(setenv)) args.push('--setenv', k, v);
     args.push('--unshare-pid', '--as-pid-1', '--die-with-parent', '--chdir', cwd, '--');
     if (hasIdentities()) {
       const u = USERS[user] || USERS.user;
@@ -237,7 +239,7 @@ export function spawnVm(root, argv, { env = {}, cwd = '/home/user', user = 'user
     }
     child.isBwrap = true;
   } else {
-    const henv = { ...env };
+    const henv = { ...env, ...setenv };
     if (henv.HOME) henv.HOME = vmPath(root, henv.HOME).host;
     child = spawn(argv[0], argv.slice(1), { env: henv, cwd: vmPath(root, cwd).host, stdio, detached: true });
   }
