@@ -98,17 +98,19 @@ end
 -- Where a staged stdin goes inside the sandbox (a file per call, unlinked before the program runs).
 M.STAGING_DIR = "/tmp/.glsb"
 
--- stage_stdin(sb, data[, {timeout, dir}]) -> path: data uploaded through sb:_upload (within timeout: the
--- call's own, nil for none) to a fresh name (dir, default STAGING_DIR, then "/stdin-" and 24 random hex
--- digits), for _exec_argv to open as the program's stdin and unlink (stdin_argv does both). Raises
--- WorkspaceError[workspace] when the upload fails: then nothing ran.
+-- stage_stdin(sb, data[, {deadline | timeout, dir}]) -> path: data uploaded through sb:_upload (within the
+-- call's own deadline or timeout, which the program's run then shares; nil for none) to a fresh name
+-- (dir, default STAGING_DIR, then "/stdin-" and 24 random hex digits), for _exec_argv to open as the
+-- program's stdin and unlink (stdin_argv does both). Raises WorkspaceError[workspace] when the upload
+-- fails: then nothing ran.
 function M.stage_stdin(sb, data, opts)
   opts = opts or {}
   local dir = opts.dir or M.STAGING_DIR
   local name = "stdin-" .. require("glsb.ids").hex(24)
   local path = dir .. "/" .. name
   local ok, err = pcall(sb._upload, sb, { { filename = name, data = data, path = path } },
-    { upload_dir = dir, timeout = opts.timeout })
+    { upload_dir = dir, deadline = opts.deadline,
+      timeout = opts.deadline and require("glsb.loop").remaining(opts.deadline) or opts.timeout })
   if ok then return path end
   if require("glsb.loop").is_cancelled(err) then error(err, 0) end
   error(workspace_error("staging stdin failed (nothing ran): " .. errors.describe(err), "channel", err), 0)

@@ -17,6 +17,7 @@
 local http = require "glsb.http"
 local errors = require "glsb.errors"
 local retry = require "glsb.retry"
+local loop = require "glsb.loop"
 local outcome = require "glsb.outcome"
 local log = require "glsb.log"
 local sigv4 = require "glsb.aws.sigv4"
@@ -203,7 +204,6 @@ end
 local function creds_of(cfg)
   local ok, c = pcall(cfg.credentials.get, cfg.credentials)
   if ok then return c end
-  local loop = require "glsb.loop"
   if loop.is_cancelled(c) then error(c, 0) end
   -- no credentials: a permanent failure of the configuration, not of the network
   error({ message = errors.describe(c), credentials = true, cause = c }, 0)
@@ -273,7 +273,7 @@ end
 -- An outcome that proves the request never left (glsb.outcome.unsent): what glsb.retry sends again.
 local UNSENT = {}
 
--- invoke(cfg, identifier, session_id, tool, arguments, {timeout}) -> outcome table:
+-- invoke(cfg, identifier, session_id, tool, arguments, {deadline | timeout}) -> outcome table:
 --   result      the CodeInterpreterResult of the first `result` event (nil when none came)
 --   exception   {name, message, fields, modeled} of an exception frame (name: the Smithy error name,
 --               e.g. ThrottlingException) or of an unmodeled `error` frame (modeled = false)
@@ -281,19 +281,23 @@ local UNSENT = {}
 --   transport   the transport failure when the connection broke, or {phase = "framing", code} when
 --               the stream's framing did (a bad CRC, a cut frame)
 --   status      the HTTP status (0 when none arrived)
--- Only a request provably never written (connect/send phase) is sent again, up to cfg.attempts.
+-- Only a request provably never written (connect/send phase) is sent again, up to cfg.attempts, and only
+-- while the deadline (the execution's one budget: every attempt and every pause between them draw from
+-- it; nil: none) leaves room for the pause.
 -- The answer is one result at the end of the run (AgentCore does not stream output), so the raw
 -- body is collected and decoded once, which also keeps the JSON body of a refusal readable.
 function M.invoke(cfg, identifier, session_id, tool, arguments, o)
   o = o or {}
   local body = http.encode_json { name = tool, arguments = arguments }
   local path = "/code-interpreters/" .. sigv4.uri_encode(identifier) .. "/tools/invoke"
+  local deadline = o.deadline or loop.deadline(o.timeout)
   local function once()
     local creds = creds_of(cfg)
     local req = M.signed(cfg, "data", "POST", path, nil, body,
       { { "X-Amzn-Code-Interpreter-Session-Id", session_id } }, creds)
-    req.timeout = o.timeout or 0
-    if o.timeout then req.connect_timeout = math.min(M.CONNECT_TIMEOUT, o.timeout) end
+    local left = loop.remaining(deadline)
+    req.timeout = left or 0
+    if left then req.connect_timeout = math.min(M.CONNECT_TIMEOUT, left) end
     req.framer = "raw"
     local chunks = {}
     req.on_frame = function(chunk) chunks[#chunks + 1] = chunk end
@@ -325,6 +329,8 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
   policy.attempts = o.attempts or cfg.attempts
   policy.retryable = function(out) return getmetatable(out) == UNSENT end
   policy.on_retry = function(out, _, delay)
+    -- no room left in the budget for another attempt: this never-sent outcome is the last
+    if deadline and loop.now() + delay >= deadline then error(out, 0) end
     log.warn(string.format("bedrock %s %s: the request never left (%s), sending it again in %.2fs", tool, path,
       errors.describe(out.transport), delay), { provider = "bedrock" })
   end

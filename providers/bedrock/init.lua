@@ -10,6 +10,7 @@
 -- not stream output: on_stdout/on_stderr are accepted and never called. Sessions have a hard TTL:
 -- set_timeout cannot renew it (a documented no-op).
 local sandbox = require "glsb.sandbox"
+local options = require "glsb.options"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local outcome = require "glsb.outcome"
@@ -52,7 +53,7 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("bedrock", {
     create = {
       session_timeout = { "seconds", "the session's TTL (1..28800), as `timeout`", default = "900" },
       name = { "string", "session name", default = "glsb-<8 hex>" },
-      create_timeout = { "positive", "seconds per Start request", default = "60" },
+      create_timeout = { "seconds", "seconds per Start request; `<= 0`: none", default = "60" },
     },
   },
 })
@@ -105,11 +106,12 @@ local REFUSALS = {
   ConflictException = true, ServiceQuotaExceededException = true, ResourceNotFoundException = true,
 }
 
--- invoke(tool, arguments, {timeout, what}) -> the CodeInterpreterResult, or nil, ExecutionResult
+-- invoke(tool, arguments, {deadline | timeout, what}) -> the CodeInterpreterResult, or nil, ExecutionResult
 -- naming the outcome of a call that gave no result.
 function Sandbox:_invoke(tool, arguments, o)
   local what = o.what or tool
-  local out = api.invoke(self._cfg, self.identifier, self.sandbox_id, tool, arguments, { timeout = o.timeout })
+  local out = api.invoke(self._cfg, self.identifier, self.sandbox_id, tool, arguments,
+    { deadline = sandbox.deadline(o) })
   if out.result then return out.result end
   local ex = out.exception
   if ex then
@@ -252,7 +254,7 @@ function Sandbox:_run_code(code, opts)
       failure = { exception_type = Type.UNSUPPORTED, retry_safe = true } }
   end
   local res, failed = self:_invoke("executeCode", { code = code, language = language },
-    { timeout = opts.timeout, what = "execute_code" })
+    { deadline = sandbox.deadline(opts), what = "execute_code" })
   if not res then return failed end
   local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
   local stdout = str(sc.stdout) or (res.isError and "" or text_of(res))
@@ -313,7 +315,7 @@ function Sandbox:_run_command(command, opts)
   local bad = not_utf8("execute_command", line)
   if bad then return bad end
   local res, failed = self:_invoke("executeCommand", { command = line },
-    { timeout = opts.timeout, what = "execute_command" })
+    { deadline = sandbox.deadline(opts), what = "execute_command" })
   if not res then return failed end
   local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
   local exit = math.tointeger(sc.exitCode)
@@ -343,13 +345,15 @@ end
 function Sandbox:_upload(files, opts)
   local content = {}
   for i, f in ipairs(files) do content[i] = { path = f.path, blob = codec.b64encode(f.data) } end
-  local res, failed = self:_invoke("writeFiles", { content = content }, { timeout = opts.timeout, what = "upload" })
+  local res, failed = self:_invoke("writeFiles", { content = content },
+    { deadline = sandbox.deadline(opts), what = "upload" })
   if not res then errors.raise(errors.SandboxExecutionError, Stage.UPLOAD, failed.error, failed.failure) end
   if res.isError then errors.raise(errors.SandboxExecutionError, Stage.UPLOAD, tool_failure(res, "writeFiles")) end
 end
 
 function Sandbox:_download(path, opts)
-  local res, failed = self:_invoke("readFiles", { paths = { path } }, { timeout = opts.timeout, what = "download" })
+  local res, failed = self:_invoke("readFiles", { paths = { path } },
+    { deadline = sandbox.deadline(opts), what = "download" })
   if not res then errors.raise(errors.SandboxExecutionError, Stage.DOWNLOAD, failed.error, failed.failure) end
   if res.isError then errors.raise(errors.SandboxExecutionError, Stage.DOWNLOAD, tool_failure(res, "readFiles")) end
   for _, block in ipairs(type(res.content) == "table" and res.content or {}) do
@@ -393,17 +397,18 @@ local EXEC_ARGV = table.concat({
 local INLINE_STDIN = 32 * 1024
 
 function Sandbox:_exec_argv(argv, opts)
+  local deadline = sandbox.deadline(opts) -- one budget for staging stdin and running argv
   local enc = {}
   for i, a in ipairs(argv) do enc[i] = codec.b64encode(a) end
   local doc = { argv = enc }
   local stdin = opts.stdin or ""
   if #stdin > INLINE_STDIN then
-    doc.stdin_path = workspace.stage_stdin(self, stdin, { timeout = opts.timeout })
+    doc.stdin_path = workspace.stage_stdin(self, stdin, { deadline = deadline })
   else
     doc.stdin = codec.b64encode(stdin)
   end
   local line = "python3 -c " .. shell.quote(EXEC_ARGV) .. " " .. codec.b64encode(http.encode_json(doc))
-  local res, failed = self:_invoke("executeCommand", { command = line }, { timeout = opts.timeout, what = "workspace" })
+  local res, failed = self:_invoke("executeCommand", { command = line }, { deadline = deadline, what = "workspace" })
   if not res then return { exit_code = nil, stdout = "", stderr = "", status = failed.status, error = failed.error } end
   local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
   local answer = (str(sc.stdout) or text_of(res)):match("glsb%-exec%-argv (%b{})")
@@ -468,7 +473,7 @@ function Sandbox:_start(opts)
   local path = "/code-interpreters/" .. http.escape(identifier) .. "/sessions/start"
   local ok, j = pcall(api.call, cfg, "data", "PUT", path,
     { json = { name = opts.name or ("glsb-" .. ids.hex(8)), sessionTimeoutSeconds = lease,
-      clientToken = self._start_token }, timeout = opts.create_timeout })
+      clientToken = self._start_token }, timeout = options.timeout(opts.create_timeout, api.API_TIMEOUT) or 0 })
   if not ok then raise_from(errors.SandboxStartError, Stage.CREATE, "StartCodeInterpreterSession", j) end
   if type(j.sessionId) ~= "string" or j.sessionId == "" then
     errors.raise(errors.SandboxStartError, Stage.CREATE, "StartCodeInterpreterSession answered no sessionId")
@@ -499,7 +504,8 @@ end
 
 -- pip through executeCommand, as AWS's own wrapper installs packages.
 function Sandbox:_install_packages(pkgs, opts)
-  return self:_run_command(packages.shell_install_command(pkgs), { timeout = opts.timeout })
+  return self:_run_command(packages.shell_install_command(pkgs), { timeout = opts.timeout,
+    deadline = sandbox.deadline(opts) })
 end
 
 ---------------------------------------------------------------------------

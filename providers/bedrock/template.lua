@@ -32,7 +32,7 @@ local Template = template.TemplateBuilder:extend("bedrock", {
   options = {
     provider = api.OPTIONS,
     builder = {
-      build_timeout = { "positive", "seconds until the interpreter is READY", default = "900" },
+      build_timeout = { "seconds", "seconds until the interpreter is READY; `<= 0`: none", default = "900" },
       sleep = { "function", "the pause between status polls (tests)", default = "glsb.sleep" },
     },
   },
@@ -56,9 +56,9 @@ end
 function Template:_init(opts)
   opts = opts or {}
   local cfg, err = api.config(opts)
-  if not cfg then error("bedrock template: " .. err, 3) end
+  if not cfg then require("glsb.options").arg_error("bedrock template: %s", err) end
   self.cfg = cfg
-  self.build_timeout = opts.build_timeout or M.BUILD_TIMEOUT
+  self.build_timeout = require("glsb.options").timeout(opts.build_timeout, M.BUILD_TIMEOUT)
   self.sleep = opts.sleep or loop.sleep
 end
 
@@ -110,7 +110,7 @@ end
 
 -- Polls GetCodeInterpreter until the status leaves `from` -> the detail, or nil when it is gone.
 function Template:_wait(id, from)
-  local deadline = loop.now() + self.build_timeout
+  local deadline = loop.deadline(self.build_timeout)
   local pause = M.POLL_FIRST
   while true do
     local j, err = call(self, "GET", "/code-interpreters/" .. http.escape(id))
@@ -119,7 +119,7 @@ function Template:_wait(id, from)
       fail("bedrock template: GetCodeInterpreter " .. id .. " failed: " .. errors.describe(err), err)
     end
     if j.status ~= from then return j end
-    if loop.now() > deadline then
+    if loop.expired(deadline) then
       fail(("bedrock template: %s is still %s after %gs"):format(id, from, self.build_timeout))
     end
     self.sleep(pause)

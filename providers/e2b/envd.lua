@@ -14,6 +14,8 @@ local codec = require "glsb.codec"
 local loop = require "glsb.loop"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
+local sandbox = require "glsb.sandbox"
+local constants = require "glsb.constants"
 local api = require "glsb.providers.e2b.api"
 
 local Stage = models.Stage
@@ -28,8 +30,9 @@ local M = {}
 M.KEEPALIVE = 50
 M.IDLE = 120
 -- envd's Connect-Timeout-Ms kills the process at the deadline and tells us so; our own transfer
--- deadline is a little later so that the server's verdict arrives first.
-M.COMMAND_GRACE = 5
+-- deadline is a little later so that the server's verdict arrives first: glsb's one grace past a
+-- deadline (constants.DEADLINE_GRACE), within the contract's margin.
+M.COMMAND_GRACE = constants.DEADLINE_GRACE
 
 local clean, decode = api.clean, api.decode
 
@@ -58,7 +61,8 @@ local function refuse_non_utf8(process, opts)
   return nil
 end
 
-local function start_request(conn, process, opts)
+-- The Start request of a process that must end by `deadline` (nil: none): envd gets what is left of it.
+local function start_request(conn, process, opts, deadline)
   if opts.env and next(opts.env) then
     local env = {}
     for k, v in pairs(opts.env) do env[k] = tostring(v) end
@@ -70,22 +74,24 @@ local function start_request(conn, process, opts)
     ["Connect-Protocol-Version"] = "1",
     ["Keepalive-Ping-Interval"] = tostring(M.KEEPALIVE),
   }))
-  if opts.timeout then
-    headers["Connect-Timeout-Ms"] = string.format("%d", math.ceil(opts.timeout * 1000))
+  local left = loop.remaining(deadline)
+  if left then
+    headers["Connect-Timeout-Ms"] = string.format("%d", math.ceil(left * 1000))
   end
   return {
     method = "POST", url = conn:url(api.ENVD_PORT, "/process.Process/Start"),
     headers = headers,
     body = api.envelope(http.encode_json { process = process, stdin = false }),
-    connect_timeout = math.min(api.CONNECT_TIMEOUT, opts.timeout or api.CONNECT_TIMEOUT),
-    timeout = opts.timeout and (opts.timeout + M.COMMAND_GRACE) or 0,
+    connect_timeout = math.min(api.CONNECT_TIMEOUT, left or api.CONNECT_TIMEOUT),
+    timeout = left and (left + M.COMMAND_GRACE) or 0,
     idle_timeout = M.IDLE,
     framer = "connect",
   }
 end
 
--- A frame handler that feeds st (pid, ended, end_error, bad_frame) and the output capture.
-local function event_reader(st, out)
+-- A frame handler that feeds st (pid, ended, end_error, bad_frame) and the output capture; on_start()
+-- is called once the pid is known.
+local function event_reader(st, out, on_start)
   return function(frame)
     local msg = decode(frame.data)
     if frame.flags & 2 ~= 0 then
@@ -102,6 +108,7 @@ local function event_reader(st, out)
     local ev = msg.event
     if ev.start then
       st.pid = clean(ev.start.pid)
+      if on_start then on_start() end
     elseif type(ev.data) == "table" then
       local o, e = clean(ev.data.stdout), clean(ev.data.stderr)
       if o then out:push("stdout", codec.b64decode(o) or "") end
@@ -116,12 +123,12 @@ local function event_reader(st, out)
 end
 
 -- The outcome of a finished Start stream, from what arrived (st) and how the transfer ended (res).
-local function process_outcome(conn, st, res, opts, elapsed)
+local function process_outcome(conn, st, res, opts, elapsed, deadline)
   local ee = st.end_error
   -- Our deadline: envd kills the process at Connect-Timeout-Ms and ends the stream with
   -- deadline_exceeded (after an end event "signal: killed").
   if (ee and ee.code == "deadline_exceeded")
-      or (st.ended and not st.ended.exited and opts.timeout and elapsed >= opts.timeout) then
+      or (st.ended and not st.ended.exited and loop.expired(deadline)) then
     return result { status = Status.TIMEOUT, code = st.ended and st.ended.exit_code or nil,
       error = string.format("execute_command timed out after %gs", opts.timeout or elapsed),
       failure = { exception_type = Type.TIMEOUT, retry_safe = false } }
@@ -163,18 +170,19 @@ function M.exit_message(code, status)
   return "command exited with code " .. tostring(code)
 end
 
--- run(conn, process, opts) -> ExecutionResult. process: {cmd, args}; opts: timeout (s or nil), env,
--- cwd, on_stdout, on_stderr.
+-- run(conn, process, opts) -> ExecutionResult. process: {cmd, args}; opts: deadline and/or timeout
+-- (sandbox.deadline), env, cwd, on_stdout, on_stderr.
 function M.run(conn, process, opts)
+  local deadline = sandbox.deadline(opts)
   local refused = refuse_non_utf8(process, opts)
   if refused then return refused end
   local out = output.capture(opts)
   local st = {}
-  local req = start_request(conn, process, opts)
+  local req = start_request(conn, process, opts, deadline)
   req.on_frame = event_reader(st, out)
   local started = loop.now()
   local res = conn:http(req)
-  local r = process_outcome(conn, st, res, opts, loop.now() - started)
+  local r = process_outcome(conn, st, res, opts, loop.now() - started, deadline)
   out:finish(r)
   return r
 end
@@ -189,18 +197,22 @@ Handle.__index = Handle
 -- start(conn, process, opts) -> handle. The stream runs in its own loop task; the handle reads what
 -- arrived so far (output), waits for the end (wait) and kills the process (kill).
 function M.start(conn, process, opts)
-  local h = setmetatable({ conn = conn, st = {}, out = output.capture(opts) }, Handle)
+  local deadline = sandbox.deadline(opts)
+  -- started: broadcast when the pid arrives and when the stream ends (kill waits on it, never polls)
+  local h = setmetatable({ conn = conn, st = {}, out = output.capture(opts), started = loop.condition() }, Handle)
   local refused = refuse_non_utf8(process, opts)
   if refused then
     h.task = loop.spawn(function() return refused end)
     return h
   end
-  local req = start_request(conn, process, opts)
-  req.on_frame = event_reader(h.st, h.out)
+  local req = start_request(conn, process, opts, deadline)
+  req.on_frame = event_reader(h.st, h.out, function() h.started:broadcast() end)
   h.task = loop.spawn(function()
     local started = loop.now()
-    local res = conn:http(req)
-    local r = process_outcome(conn, h.st, res, opts, loop.now() - started)
+    local ok, res = pcall(conn.http, conn, req)
+    h.started:broadcast()
+    if not ok then error(res, 0) end
+    local r = process_outcome(conn, h.st, res, opts, loop.now() - started, deadline)
     h.out:finish(r)
     return r
   end)
@@ -219,7 +231,9 @@ function Handle:wait(timeout) return self.task:wait(timeout) end
 function Handle:kill()
   if self.task:done() then return false end
   local deadline = loop.now() + api.CONNECT_TIMEOUT
-  while not self.st.pid and not self.task:done() and loop.now() < deadline do loop.sleep(0.01) end
+  while not self.st.pid and not self.task:done() do
+    if self.started:wait(deadline) == "timeout" then break end
+  end
   if self.task:done() then return false end
   if not self.st.pid then
     self.task:cancel()
@@ -235,14 +249,14 @@ end
 ---------------------------------------------------------------------------
 
 -- rpc(conn, method, body, timeout) -> decoded answer | nil, error (a glsb.http failure table or an HTTP
--- failure with `connect_code`, the Connect error code). Raises nothing.
+-- failure with `connect_code`, the Connect error code). timeout: seconds, nil for none. Raises nothing.
 function M.rpc(conn, method, body, timeout)
   local res = conn:http {
     method = "POST", url = conn:url(api.ENVD_PORT, "/" .. method),
     headers = auth(conn, conn:headers(api.ENVD_PORT, {
       ["Content-Type"] = "application/json", ["Connect-Protocol-Version"] = "1" })),
     body = http.encode_json(body or {}),
-    connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or api.API_TIMEOUT,
+    connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or 0,
   }
   if res.error then return nil, res.error end
   if res.status ~= 200 then
@@ -294,14 +308,15 @@ local function multipart(path, data)
   return body, "multipart/form-data; boundary=" .. boundary
 end
 
--- write_file(conn, path, data, timeout, stage): raises SandboxExecutionError(stage) on failure.
+-- write_file(conn, path, data, timeout, stage): raises SandboxExecutionError(stage) on failure. timeout:
+-- seconds, nil for none.
 function M.write_file(conn, path, data, timeout, stage)
   local body, ctype = data, "application/octet-stream"
   if not M.version_at_least(conn.envd_version, "0.5.7") then body, ctype = multipart(path, data) end
   local res = conn:http {
     method = "POST", url = files_url(conn, path),
     headers = conn:headers(api.ENVD_PORT, { ["Content-Type"] = ctype }),
-    body = body, connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or 60,
+    body = body, connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or 0,
   }
   local e = errors.from_response(errors.SandboxExecutionError, stage or Stage.UPLOAD, res,
     "upload of " .. path .. " failed")

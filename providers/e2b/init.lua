@@ -14,6 +14,7 @@
 -- glsb.confine_helper) owns streaming, outcome classification and the workspace helper.
 
 local sandbox = require "glsb.sandbox"
+local options = require "glsb.options"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local http = require "glsb.http"
@@ -80,7 +81,11 @@ function Sandbox:_run_command(command, opts)
 end
 
 function Sandbox:_upload(files, opts)
-  for _, f in ipairs(files) do envd.write_file(self._conn, f.path, f.data, opts.timeout, Stage.UPLOAD) end
+  -- the files share the execution's budget: each one gets what is left of it
+  local deadline = sandbox.deadline(opts)
+  for _, f in ipairs(files) do
+    envd.write_file(self._conn, f.path, f.data, loop.remaining(deadline), Stage.UPLOAD)
+  end
 end
 
 function Sandbox:_download(path, opts)
@@ -113,15 +118,16 @@ end
 function Sandbox:run_helper(argv, opts)
   opts = opts or {}
   if type(argv) ~= "table" or type(argv[1]) ~= "string" then
-    error("run_helper: argv must be an array of strings", 2)
+    options.arg_error("run_helper: argv must be an array of strings")
   end
   require_running(self, "run_helper")
+  local deadline = sandbox.deadline(opts) -- one budget for staging stdin and running the program
   return sandbox.guarded(self, function()
     local run = argv
     if opts.stdin ~= nil then
-      local ok, staged = pcall(workspace.stage_stdin, self, opts.stdin, { timeout = opts.timeout, dir = HELPER_DIR })
+      local ok, staged = pcall(workspace.stage_stdin, self, opts.stdin, { deadline = deadline, dir = HELPER_DIR })
       if not ok then
-        if require("glsb.loop").is_cancelled(staged) then error(staged, 0) end
+        if loop.is_cancelled(staged) then error(staged, 0) end
         return models.ExecutionResult.new { status = Status.ERROR, error = tostring(staged),
           failure = { exception_type = models.FailureType.UPLOAD, retry_safe = true } }
       end
@@ -129,7 +135,7 @@ function Sandbox:run_helper(argv, opts)
     end
     local args = {}
     for i = 2, #run do args[i - 1] = tostring(run[i]) end
-    return envd.run(self._conn, { cmd = run[1], args = args }, { timeout = opts.timeout })
+    return envd.run(self._conn, { cmd = run[1], args = args }, { deadline = deadline, timeout = opts.timeout })
   end)
 end
 
@@ -206,7 +212,7 @@ end
 function Sandbox:_health_check(timeout)
   local h = self._conn:http {
     method = "GET", url = self._conn:url(api.ENVD_PORT, "/health"), headers = self._conn:headers(api.ENVD_PORT),
-    connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or 30,
+    connect_timeout = api.CONNECT_TIMEOUT, timeout = options.timeout(timeout, 30) or 0, -- 0: none
   }
   local he = errors.from_response(errors.SandboxStartError, Stage.HEALTH_CHECK, h, "envd health check failed")
   if he then error(he, 0) end
@@ -292,7 +298,7 @@ function Sandbox:_start(opts)
       for k, v in pairs(b) do l[k] = v end
       l.secure, l.allow_internet_access, l.timeout = true, true, b.timeout or 300
       return l
-    end, opts.create_timeout)
+    end, options.timeout(opts.create_timeout, api.API_TIMEOUT) or 0) -- 0: none
   end)
   local quota = quota_exceeded(res)
   if quota then errors.raise(errors.SandboxStartError, Stage.CREATE, "E2B create failed: " .. quota.message, quota) end
@@ -377,7 +383,7 @@ function Sandbox:_attach(ref, opts)
     "/sandboxes/" .. http.escape(id) .. "/connect", body, function(b)
       -- the legacy connect requires a timeout; 0 leaves the lease as it is (it is only ever extended)
       return { timeout = b.timeout or 0 }
-    end, opts.create_timeout)
+    end, options.timeout(opts.create_timeout, api.API_TIMEOUT) or 0) -- 0: none
   if not res.error and res.status == 404 then
     errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format(
       "E2B connect: no sandbox '%s' (it has ended, or it belongs to another team)", id),

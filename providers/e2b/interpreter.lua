@@ -9,6 +9,7 @@ local models = require "glsb.models"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local loop = require "glsb.loop"
+local sandbox = require "glsb.sandbox"
 local api = require "glsb.providers.e2b.api"
 local codec = require "glsb.codec"
 local results = require "glsb.results"
@@ -307,8 +308,8 @@ function M.run_code(conn, code, opts)
   local problem = M.env_problem(opts.language, opts.env, "execute_code's")
     or M.env_problem(opts.language, opts.sandbox_env, "the sandbox's (create's env)")
   if problem then return refused(problem) end
-  local started = loop.now()
-  local deadline = opts.timeout and started + opts.timeout
+  -- one deadline (the base's): the wait for the cells before it in this context draws from it too
+  local deadline = sandbox.deadline(opts)
   local lock = context_lock(conn, opts.language)
   if not lock:acquire(deadline) then
     return result { status = Status.TIMEOUT,
@@ -316,7 +317,7 @@ function M.run_code(conn, code, opts)
         .. "(never sent)", opts.timeout),
       failure = { exception_type = Type.TIMEOUT, retry_safe = true } }
   end
-  local ok, r = pcall(execute, conn, code, opts, deadline and math.max(0.001, deadline - loop.now()))
+  local ok, r = pcall(execute, conn, code, opts, loop.remaining(deadline))
   lock:release()
   if not ok then error(r, 0) end
   return r

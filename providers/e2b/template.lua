@@ -191,7 +191,7 @@ local Template = template.TemplateBuilder:extend("e2b", {
     provider = api.OPTIONS,
     builder = {
       poll_interval = { "positive", "seconds between build status polls", default = "0.2" },
-      build_timeout = { "positive", "seconds a build may take", default = "3600" },
+      build_timeout = { "seconds", "seconds a build may take; `<= 0`: none", default = "3600" },
       base_template = { "string", "what a spec without base_image starts from", default = M.DEFAULT_BASE_TEMPLATE },
     },
   },
@@ -201,7 +201,7 @@ M.Template = Template
 function Template:_init(opts)
   self._cfg = api.config(opts)
   self.poll_interval = opts.poll_interval or 0.2
-  self.build_timeout = opts.build_timeout or 3600
+  self.build_timeout = require("glsb.options").timeout(opts.build_timeout, 3600)
   self.base_template = opts.base_template
 end
 
@@ -305,7 +305,7 @@ end
 
 -- Polls the build until it is ready (returns) or failed (raises), streaming log entries.
 function Template:_wait(name, tid, bid)
-  local deadline = loop.now() + self.build_timeout
+  local deadline = loop.deadline(self.build_timeout)
   local offset, status, last = 0, "waiting", {}
   local path = "/templates/" .. http.escape(tid) .. "/builds/" .. http.escape(bid) .. "/status?logsOffset="
   -- a glsb.template.build_step span per step the log entries name (tracing; a no-op when it is off)
@@ -346,7 +346,7 @@ function Template:_wait(name, tid, bid)
         #tail > 0 and ("\nlast build log lines:\n" .. table.concat(tail, "\n")) or ""),
         { step = reason.step, build_id = bid, template_id = tid })
     end
-    if loop.now() > deadline then
+    if loop.expired(deadline) then
       fail(string.format("E2B build of template '%s' did not finish within %ds (build %s still %s)",
         name, self.build_timeout, bid, status))
     end

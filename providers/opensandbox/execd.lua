@@ -16,6 +16,8 @@ local models = require "glsb.models"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local loop = require "glsb.loop"
+local sandbox = require "glsb.sandbox"
+local constants = require "glsb.constants"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 local results = require "glsb.results"
 local codec = require "glsb.codec"
@@ -30,8 +32,9 @@ local M = {}
 -- execd sends a ping event every 3 s: a stream silent for much longer is dead even without a deadline.
 M.IDLE = 30
 -- Our transfer deadline for a command runs this long past the command's own timeout, which execd
--- enforces and reports (evalue "-1", "signal: killed"): the server's verdict arrives first.
-M.COMMAND_GRACE = 5
+-- enforces and reports (evalue "-1", "signal: killed"): the server's verdict arrives first. glsb's one
+-- grace past a deadline (constants.DEADLINE_GRACE), within the contract's margin.
+M.COMMAND_GRACE = constants.DEADLINE_GRACE
 -- One stdout event carries one line, JSON-escaped (up to 6 bytes per byte).
 M.MAX_FRAME = 8 * output.CAP
 -- How long a run waits, at most, for a context still busy with an interrupted run (execd refuses a
@@ -116,15 +119,15 @@ function Conn:ping(timeout)
 end
 
 -- wait_ready(conn, timeout, interval) -> true, or false, last failure: /ping until 200, first at once.
+-- timeout: seconds, nil for none (resolved by the caller).
 function M.wait_ready(conn, timeout, interval)
-  local deadline = loop.now() + (timeout or M.READY_TIMEOUT)
+  local deadline = loop.deadline(timeout)
   local last
   while true do
-    local left = deadline - loop.now()
-    local ok, why = conn:ping(math.max(0.5, math.min(5, left)))
+    local ok, why = conn:ping(math.max(0.5, math.min(5, loop.remaining(deadline) or 5)))
     if ok then return true end
     last = why
-    if loop.now() + (interval or M.READY_INTERVAL) > deadline then return false, last end
+    if deadline and loop.now() + (interval or M.READY_INTERVAL) > deadline then return false, last end
     loop.sleep(interval or M.READY_INTERVAL)
   end
 end
@@ -266,10 +269,11 @@ end
 local SIGNALS = { killed = "SIGKILL", terminated = "SIGTERM", interrupt = "SIGINT", hangup = "SIGHUP",
   quit = "SIGQUIT", aborted = "SIGABRT", ["segmentation fault"] = "SIGSEGV", ["broken pipe"] = "SIGPIPE" }
 
--- run_command(conn, command, opts) -> ExecutionResult. opts: timeout (s or nil), env, cwd, on_stdout,
--- on_stderr, alive (fn); out (a glsb.output capture to use), on_init(id) (execd's command id, as soon as
--- the stream says it).
+-- run_command(conn, command, opts) -> ExecutionResult. opts: deadline and/or timeout (sandbox.deadline),
+-- env, cwd, on_stdout, on_stderr, alive (fn); out (a glsb.output capture to use), on_init(id) (execd's
+-- command id, as soon as the stream says it).
 function M.run_command(conn, command, opts)
+  local deadline = sandbox.deadline(opts)
   local texts = { command, opts.cwd }
   for k, v in pairs(opts.env or {}) do texts[#texts + 1] = k texts[#texts + 1] = tostring(v) end
   local bad = M.refuse_non_utf8(texts)
@@ -281,12 +285,13 @@ function M.run_command(conn, command, opts)
     for k, v in pairs(opts.env) do env[k] = tostring(v) end
     body.envs = env
   end
-  if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout * 1000)) end
+  local left = loop.remaining(deadline)
+  if left then body.timeout = math.max(1, math.ceil(left * 1000)) end
   local out = opts.out or output.capture(opts)
   local lf = line_feed(out)
   local ev_state = {}
   local res, st = M.stream(conn, "/command", body,
-    { timeout = opts.timeout and (opts.timeout + M.COMMAND_GRACE) or nil },
+    { timeout = left and (left + M.COMMAND_GRACE) or nil },
     function(ev)
       local t = ev.type
       if (t == "stdout" or t == "stderr") and type(ev.text) == "string" then
@@ -309,7 +314,7 @@ function M.run_command(conn, command, opts)
     local value = tostring(clean(e.evalue) or "")
     local code = value:match("^%s*(-?%d+)%s*$") and math.tointeger(tonumber(value)) or nil
     local tb = type(e.traceback) == "table" and table.concat(e.traceback, "\n") or ""
-    if code == -1 and opts.timeout and tb:find("signal: killed", 1, true) then
+    if code == -1 and deadline and tb:find("signal: killed", 1, true) then
       r = result { status = Status.TIMEOUT, code = code,
         error = string.format("execute_command: timed out after %gs (the process group was killed)", opts.timeout),
         failure = { exception_type = Type.TIMEOUT, retry_safe = false } }
@@ -455,17 +460,17 @@ local function may_display(code)
   return false
 end
 
--- run_cell(conn, code, opts[, note]) -> ExecutionResult of one cell in the language's default context;
--- note: the user's cell (not glsb's env cells), which may get the display note.
-local function run_cell(conn, code, opts, note)
+-- run_cell(conn, code, opts, deadline[, note]) -> ExecutionResult of one cell in the language's default
+-- context, ended by the deadline (nil: none) of the whole execution it is part of; note: the user's cell
+-- (not glsb's env cells), which may get the display note.
+local function run_cell(conn, code, opts, deadline, note)
   local body = { code = code, context = { language = opts.language or "python" } }
-  local deadline = opts.timeout and (loop.now() + opts.timeout)
-  local busy_until = loop.now() + math.min(M.BUSY_WAIT, opts.timeout or M.BUSY_WAIT)
+  local busy_until = math.min(loop.now() + M.BUSY_WAIT, deadline or math.huge)
   local wait = 0.05
   while true do
     local out = output.capture(opts)
     local st_ev = { results = results.collector() }
-    local res, st = M.stream(conn, "/code", body, { timeout = deadline and math.max(0.001, deadline - loop.now()) },
+    local res, st = M.stream(conn, "/code", body, { timeout = loop.remaining(deadline) },
       function(ev)
         local t = ev.type
         if (t == "stdout" or t == "stderr") and type(ev.text) == "string" then
@@ -523,9 +528,21 @@ local function run_cell(conn, code, opts, note)
   end
 end
 
--- Python that sets (or restores) environment variables of the kernel process around one run: /code has
--- no env field, and execute_code's env lasts one execution.
-local function env_cells(env)
+-- Python that restores what an earlier run's env cell saved, if anything is saved: idempotent, so it may
+-- run again after a cut (a cell given too little of its budget) without harm.
+local RESTORE_ENV = table.concat({
+  "if '_glsb_saved_env' in globals():",
+  "    import os as _glsb_os",
+  "    for _glsb_k, _glsb_v in _glsb_saved_env.items():",
+  "        if _glsb_v is None: _glsb_os.environ.pop(_glsb_k, None)",
+  "        else: _glsb_os.environ[_glsb_k] = _glsb_v",
+  "    del _glsb_saved_env",
+}, "\n")
+
+-- Python that sets environment variables of the kernel process for one run (/code has no env field, and
+-- execute_code's env lasts one execution): what an earlier run left is restored first, then the values
+-- it replaces are saved for RESTORE_ENV.
+local function set_env_cell(env)
   local packages = require "glsb.packages"
   local items = {}
   local keys = {}
@@ -534,36 +551,40 @@ local function env_cells(env)
   for _, k in ipairs(keys) do
     items[#items + 1] = packages.python_string(k) .. ": " .. packages.python_string(tostring(env[k]))
   end
-  local set = table.concat({
+  return table.concat({
+    RESTORE_ENV,
     "import os as _glsb_os",
     "_glsb_env = {" .. table.concat(items, ", ") .. "}",
     "_glsb_saved_env = {k: _glsb_os.environ.get(k) for k in _glsb_env}",
     "_glsb_os.environ.update(_glsb_env)",
     "del _glsb_env",
   }, "\n")
-  local restore = table.concat({
-    "for _glsb_k, _glsb_v in _glsb_saved_env.items():",
-    "    if _glsb_v is None: _glsb_os.environ.pop(_glsb_k, None)",
-    "    else: _glsb_os.environ[_glsb_k] = _glsb_v",
-    "del _glsb_saved_env",
-  }, "\n")
-  return set, restore
 end
 
--- run_code(conn, code, opts) -> ExecutionResult. opts: timeout (s or nil), language, env, on_stdout,
--- on_stderr, alive (fn). r.text is the value of the cell's last expression (text/plain, the repr),
--- r.results the main result's bundle (and the note above), r.execution_count the kernel's counter.
+-- run_code(conn, code, opts) -> ExecutionResult. opts: deadline and/or timeout (sandbox.deadline),
+-- language, env, on_stdout, on_stderr, alive (fn). r.text is the value of the cell's last expression
+-- (text/plain, the repr), r.results the main result's bundle (and the note above), r.execution_count the
+-- kernel's counter.
+-- With env, three cells (set, the code, restore) share the one deadline: a restore the budget has no room
+-- for is left pending on the connection (conn.env_pending) and done first by the next run.
 function M.run_code(conn, code, opts)
-  if not (opts.env and next(opts.env)) then return run_cell(conn, code, opts, true) end
-  local set, restore = env_cells(opts.env)
-  local pre = run_cell(conn, set, { timeout = opts.timeout, language = opts.language, alive = opts.alive })
+  local deadline = sandbox.deadline(opts)
+  local with_env = opts.env and next(opts.env)
+  if not with_env and not conn.env_pending then return run_cell(conn, code, opts, deadline, true) end
+  local copts = { language = opts.language, alive = opts.alive }
+  -- pending from the moment a set cell may have run (even cut) until a restore is seen to end
+  if with_env then conn.env_pending = true end
+  local pre = run_cell(conn, with_env and set_env_cell(opts.env) or RESTORE_ENV, copts, deadline)
   if pre.status ~= Status.SUCCESS then
-    pre.error = "execute_code: setting env failed: " .. tostring(pre.error)
+    pre.error = (with_env and "execute_code: setting env failed: " or
+      "execute_code: restoring the env an earlier call set failed: ") .. tostring(pre.error)
     return pre
   end
-  local r = run_cell(conn, code, opts, true)
-  if r.status ~= Status.TIMEOUT and r.status ~= Status.UNKNOWN then
-    run_cell(conn, restore, { timeout = 30, language = opts.language, alive = opts.alive })
+  if not with_env then conn.env_pending = nil end
+  local r = run_cell(conn, code, opts, deadline, true)
+  if with_env and r.status ~= Status.TIMEOUT and r.status ~= Status.UNKNOWN and not loop.expired(deadline) then
+    local back = run_cell(conn, RESTORE_ENV, copts, deadline)
+    if back.status == Status.SUCCESS then conn.env_pending = nil end
   end
   return r
 end

@@ -6,15 +6,14 @@
 --   GET /directories/list?path=&depth=1
 --   DELETE /files?path= , POST /directories
 -- Failures raise error objects (class and stage given by the caller) whose cause keeps the status,
--- the server's code and X-Request-ID when there is one.
+-- the server's code and X-Request-ID when there is one. opts.timeout: seconds, nil for none (the caller
+-- resolved it: sb.files' default, what is left of an execution's budget).
 
 local http = require "glsb.http"
 local codec = require "glsb.codec"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 
 local M = {}
-
-M.TIMEOUT = 60
 
 local function check(class, stage, res, what)
   return lifecycle.raise_if(class, stage, res, what)
@@ -62,7 +61,7 @@ function M.upload(conn, files, opts)
   if #files == 0 then return end
   local body, ctype = M.multipart(files)
   local res = conn:http { method = "POST", url = conn:url("/files/upload"),
-    headers = conn:hdrs { ["Content-Type"] = ctype }, body = body, timeout = opts.timeout or M.TIMEOUT }
+    headers = conn:hdrs { ["Content-Type"] = ctype }, body = body, timeout = opts.timeout or 0 }
   local more = #files > 1 and (" and " .. (#files - 1) .. " more") or ""
   check(opts.class, opts.stage, res, "upload of " .. files[1].path .. more .. " failed")
 end
@@ -78,7 +77,7 @@ end
 -- info(conn, path, opts) -> FileInfo table, nil when missing, or raises.
 function M.info(conn, path, opts)
   local res = conn:http { method = "GET", url = conn:url("/files/info?path=" .. http.escape(path)),
-    headers = conn:hdrs(), timeout = opts.timeout or M.TIMEOUT }
+    headers = conn:hdrs(), timeout = opts.timeout or 0 }
   if not res.error and res.status == 404 then return nil end
   check(opts.class, opts.stage, res, "info of " .. path .. " failed")
   local ok, j = pcall(http.decode_json, res.body or "")
@@ -90,7 +89,7 @@ end
 function M.list(conn, path, opts)
   local res = conn:http { method = "GET",
     url = conn:url("/directories/list?path=" .. http.escape(path) .. "&depth=" .. tostring(opts.depth or 1)),
-    headers = conn:hdrs(), timeout = opts.timeout or M.TIMEOUT }
+    headers = conn:hdrs(), timeout = opts.timeout or 0 }
   check(opts.class, opts.stage, res, "listing " .. path .. " failed")
   local ok, j = pcall(http.decode_json, res.body or "")
   if not ok or type(j) ~= "table" then return {} end
@@ -100,14 +99,14 @@ end
 -- remove(conn, path, opts): DELETE /files?path= (a file; missing is fine), raises on failure.
 function M.remove(conn, path, opts)
   local res = conn:http { method = "DELETE", url = conn:url("/files?path=" .. http.escape(path)),
-    headers = conn:hdrs(), timeout = opts.timeout or M.TIMEOUT }
+    headers = conn:hdrs(), timeout = opts.timeout or 0 }
   check(opts.class, opts.stage, res, "removing " .. path .. " failed")
 end
 
 -- remove_all(conn, path, opts): DELETE /directories?path= (os.RemoveAll: a file or a tree; missing is fine).
 function M.remove_all(conn, path, opts)
   local res = conn:http { method = "DELETE", url = conn:url("/directories?path=" .. http.escape(path)),
-    headers = conn:hdrs(), timeout = opts.timeout or M.TIMEOUT }
+    headers = conn:hdrs(), timeout = opts.timeout or 0 }
   check(opts.class, opts.stage, res, "removing " .. path .. " failed")
 end
 
@@ -115,7 +114,7 @@ end
 function M.mkdir(conn, path, opts)
   local res = conn:http { method = "POST", url = conn:url("/directories"),
     headers = conn:hdrs { ["Content-Type"] = "application/json" },
-    body = http.encode_json { [path] = { mode = 755 } }, timeout = opts.timeout or M.TIMEOUT }
+    body = http.encode_json { [path] = { mode = 755 } }, timeout = opts.timeout or 0 }
   check(opts.class, opts.stage, res, "creating " .. path .. " failed")
 end
 

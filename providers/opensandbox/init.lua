@@ -13,6 +13,8 @@
 -- glsb.outcome name what each run printed and how it ended.
 
 local sandbox = require "glsb.sandbox"
+local options = require "glsb.options"
+local loop = require "glsb.loop"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local http = require "glsb.http"
@@ -63,10 +65,12 @@ M.PROVIDER_OPTIONS = {
     default = "$OPEN_SANDBOX_DOMAIN or localhost:8080" },
   api_key = { "string", "sent as `OPEN-SANDBOX-API-KEY` on lifecycle calls (never to execd)",
     default = "$OPEN_SANDBOX_API_KEY" },
-  protocol = { "string", "`http` or `https`, also for execd's endpoint", default = "$OPEN_SANDBOX_PROTOCOL or http" },
+  protocol = { "string", "`http` or `https`, also for execd's endpoint", values = { "http", "https" },
+    default = "$OPEN_SANDBOX_PROTOCOL or http" },
   use_server_proxy = { "boolean", "reach execd through the server's `/sandboxes/{id}/proxy/44772` route",
     default = "$OPEN_SANDBOX_USE_SERVER_PROXY or false" },
-  request_timeout = { "positive", "seconds per lifecycle request", default = "$OPEN_SANDBOX_REQUEST_TIMEOUT or 30" },
+  request_timeout = { "seconds", "seconds per lifecycle request; `<= 0`: none",
+    default = "$OPEN_SANDBOX_REQUEST_TIMEOUT or 30" },
   cainfo = { "string", "a CA bundle to check the server's certificate with" },
 }
 M.CREATE_OPTIONS = {
@@ -74,7 +78,8 @@ M.CREATE_OPTIONS = {
   entrypoint = { "string_list", "the sandbox's entry process", default = "" },
   resources = { "string_map", "`resourceLimits`", default = "{cpu = \"1\", memory = \"2Gi\"}" },
   network_policy = { "table", "`{default_action = \"deny\"|\"allow\", egress = {{action, target}, ...}}`" },
-  ready_timeout = { "positive", "seconds to wait for execd's `/ping` after create or connect", default = "30" },
+  ready_timeout = { "seconds", "seconds to wait for execd's `/ping` after create or connect; `<= 0`: none",
+    default = "30" },
 }
 M.CREATE_OPTIONS.image.default = M.DEFAULT_IMAGE
 M.CREATE_OPTIONS.entrypoint.default = table.concat(M.DEFAULT_ENTRYPOINT, " ")
@@ -84,13 +89,10 @@ Sandbox.options = {
   connect = { ready_timeout = M.CREATE_OPTIONS.ready_timeout },
 }
 
-local function string_map(t, what)
-  if t == nil then return {} end
+-- t: a declared string_map (glsb.options checked its keys and values) -> a copy with string values.
+local function string_map(t)
   local out = {}
-  for k, v in pairs(t) do
-    if type(k) ~= "string" then error("opensandbox: " .. what .. " keys must be strings", 4) end
-    out[k] = tostring(v)
-  end
+  for k, v in pairs(t or {}) do out[k] = tostring(v) end
   return out
 end
 
@@ -99,14 +101,21 @@ local function network_policy(p)
   local egress = {}
   for i, r in ipairs(p.egress or {}) do
     if type(r) ~= "table" or (r.action ~= "allow" and r.action ~= "deny") or type(r.target) ~= "string" then
-      error(string.format('opensandbox: network_policy.egress[%d] must be {action = "allow"|"deny", target = ...}', i),
-        4)
+      options.arg_error('create: option \'network_policy\': egress[%d] must be {action = "allow"|"deny", target = ...}',
+        i)
     end
     egress[i] = { action = r.action, target = r.target }
   end
   local body = { defaultAction = p.default_action or "deny" }
   if #egress > 0 then body.egress = egress end
   return body
+end
+
+-- What the declarations cannot say, checked before anything starts (an argument error at the caller's
+-- line, as every misuse): the shape of network_policy's rules.
+function Sandbox._prepare_create(sopts)
+  sandbox.CodeInterpreterSandbox._prepare_create(sopts)
+  network_policy(sopts.network_policy)
 end
 
 ---------------------------------------------------------------------------
@@ -147,20 +156,22 @@ end
 ---------------------------------------------------------------------------
 
 function Sandbox:_run_code(code, opts)
-  return execd.run_code(self._conn, code, { timeout = opts.timeout, language = opts.language, env = opts.env,
-    on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, alive = alive_fn(self) })
+  return execd.run_code(self._conn, code, { deadline = sandbox.deadline(opts), timeout = opts.timeout,
+    language = opts.language, env = opts.env, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
+    alive = alive_fn(self) })
 end
 
 function Sandbox:_run_command(command, opts)
-  return execd.run_command(self._conn, command, { timeout = opts.timeout, env = opts.env, cwd = opts.cwd,
-    on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, alive = alive_fn(self) })
+  return execd.run_command(self._conn, command, { deadline = sandbox.deadline(opts), timeout = opts.timeout,
+    env = opts.env, cwd = opts.cwd, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr, alive = alive_fn(self) })
 end
 
 function Sandbox:_upload(list, opts)
   local entries = {}
   for i, f in ipairs(list) do entries[i] = { path = f.path, data = f.data } end
+  -- one request for all the files, with what is left of the execution's budget
   files.upload(self._conn, entries,
-    { timeout = opts.timeout, class = errors.SandboxExecutionError, stage = Stage.UPLOAD })
+    { timeout = loop.remaining(sandbox.deadline(opts)), class = errors.SandboxExecutionError, stage = Stage.UPLOAD })
 end
 
 function Sandbox:_download(path, opts)
@@ -189,8 +200,9 @@ end
 -- shell syntax of ours around it beyond quoting; stdin (bytes) is staged as a file through the upload
 -- API (glsb.workspace.stage_stdin), opened as the program's stdin and unlinked before the exec.
 function Sandbox:_exec_argv(argv, opts)
+  local deadline = sandbox.deadline(opts) -- one budget for staging stdin and running argv
   if opts.stdin ~= nil then
-    argv = workspace.stdin_argv(workspace.stage_stdin(self, opts.stdin, { timeout = opts.timeout }), argv)
+    argv = workspace.stdin_argv(workspace.stage_stdin(self, opts.stdin, { deadline = deadline }), argv)
   end
   local words, pre = {}, {}
   for i, a in ipairs(argv) do
@@ -199,7 +211,8 @@ function Sandbox:_exec_argv(argv, opts)
     if assign then pre[#pre + 1] = assign end
   end
   pre[#pre + 1] = "exec " .. table.concat(words, " ")
-  local r = execd.run_command(self._conn, table.concat(pre, "; "), { timeout = opts.timeout, alive = alive_fn(self) })
+  local r = execd.run_command(self._conn, table.concat(pre, "; "), { deadline = deadline, timeout = opts.timeout,
+    alive = alive_fn(self) })
   return { exit_code = r.code, stdout = r.stdout, stderr = r.stderr, status = r.status, error = r.error }
 end
 
@@ -221,18 +234,13 @@ end
 function Sandbox:_create_body(opts)
   local body = {
     entrypoint = opts.entrypoint or nil,
-    resourceLimits = string_map(opts.resources or M.DEFAULT_RESOURCES, "resources"),
-    env = string_map(opts.env, "env"),
-    metadata = string_map(opts.metadata, "metadata"),
+    resourceLimits = string_map(opts.resources or M.DEFAULT_RESOURCES),
+    env = string_map(opts.env),
+    metadata = string_map(opts.metadata),
     networkPolicy = network_policy(opts.network_policy),
     extensions = {},
     secureAccess = false,
   }
-  if opts.entrypoint then
-    for i, a in ipairs(opts.entrypoint) do
-      if type(a) ~= "string" then error(string.format("opensandbox: entrypoint[%d] must be a string", i), 4) end
-    end
-  end
   local template = opts.template
   if type(template) == "table" then template = template.template_id or template.snapshot_id or template.name end
   if template then
@@ -252,11 +260,11 @@ end
 -- official SDKs do: the endpoint, then GET /ping every 200 ms up to 30 s.
 function Sandbox:_ready(ready_timeout)
   self._conn = execd.connect(self._cfg, self.sandbox_id, errors.SandboxStartError, Stage.HEALTH_CHECK)
-  ready_timeout = ready_timeout or execd.READY_TIMEOUT
+  ready_timeout = options.timeout(ready_timeout, execd.READY_TIMEOUT)
   local ok, why = execd.wait_ready(self._conn, ready_timeout)
   if not ok then
     errors.raise(errors.SandboxStartError, Stage.HEALTH_CHECK, string.format(
-      "OpenSandbox sandbox %s: execd did not answer /ping within %gs (last: %s)", self.sandbox_id, ready_timeout,
+      "OpenSandbox sandbox %s: execd did not answer /ping within %gs (last: %s)", self.sandbox_id, ready_timeout or 0,
       errors.describe(why)), { message = "readiness timed out", sandbox_id = self.sandbox_id, last = why })
   end
 end

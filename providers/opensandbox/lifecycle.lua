@@ -50,19 +50,21 @@ function M.config(opts)
   local scheme, rest = domain:match("^(https?)://(.*)$")
   if scheme then protocol, domain = scheme, rest end
   if protocol ~= "http" and protocol ~= "https" then
-    error("opensandbox: protocol must be \"http\" or \"https\", got " .. tostring(protocol), 3)
+    require("glsb.options").arg_error("opensandbox: protocol must be \"http\" or \"https\", got %s", tostring(protocol))
   end
   domain = strip(domain)
   local proxy = opts.use_server_proxy
   if proxy == nil then proxy = truthy(os.getenv("OPEN_SANDBOX_USE_SERVER_PROXY")) end
+  -- the time rule (<= 0: none, nil from here on); a malformed variable is ignored
   local rt = opts.request_timeout or tonumber(os.getenv("OPEN_SANDBOX_REQUEST_TIMEOUT") or "")
+  if type(rt) ~= "number" or rt ~= rt then rt = nil end
   return {
     protocol = protocol,
     domain = domain,
     base = protocol .. "://" .. domain .. "/v1",
     api_key = nonempty(opts.api_key) or nonempty(os.getenv("OPEN_SANDBOX_API_KEY")),
     use_server_proxy = proxy == true,
-    request_timeout = (type(rt) == "number" and rt > 0) and rt or M.DEFAULT_REQUEST_TIMEOUT,
+    request_timeout = require("glsb.options").timeout(rt, M.DEFAULT_REQUEST_TIMEOUT),
     cainfo = nonempty(opts.cainfo),
   }
 end
@@ -121,7 +123,7 @@ function M.raise_if(class, stage, res, what)
 end
 
 -- request(cfg, method, path, body, opts) -> glsb.http result with res.json. body (a table) goes as JSON;
--- opts: timeout (s), query (string, without "?").
+-- opts: timeout (s; nil: cfg.request_timeout, itself nil for none), query (string, without "?").
 function M.request(cfg, method, path, body, opts)
   opts = opts or {}
   local headers = { ["User-Agent"] = M.USER_AGENT }
@@ -130,7 +132,7 @@ function M.request(cfg, method, path, body, opts)
   -- (http.json decodes with cjson.safe: a body that is not JSON leaves res.json nil)
   return http.json {
     method = method, url = url, headers = headers, json = body,
-    connect_timeout = M.CONNECT_TIMEOUT, timeout = opts.timeout or cfg.request_timeout,
+    connect_timeout = M.CONNECT_TIMEOUT, timeout = opts.timeout or cfg.request_timeout or 0, -- 0: none
     cainfo = cfg.cainfo,
   }
 end

@@ -98,8 +98,8 @@ M.Template = Template
 M.BUILDER_OPTIONS = {
   image = { "string", "the base of a spec without base_image / base_template" },
   resources = { "string_map", "`resourceLimits` of the build sandbox" },
-  build_timeout = { "positive", "seconds a build may take", default = "3600" },
-  step_timeout = { "positive", "seconds one step may take", default = "1800" },
+  build_timeout = { "seconds", "seconds a build may take; `<= 0`: none", default = "3600" },
+  step_timeout = { "seconds", "seconds one step may take; `<= 0`: none", default = "1800" },
 }
 
 Template.options = { provider = opensandbox.PROVIDER_OPTIONS, builder = M.BUILDER_OPTIONS }
@@ -112,8 +112,8 @@ function Template:_init(opts)
   end
   self.image = opts.image
   self.resources = opts.resources
-  self.build_timeout = opts.build_timeout or 3600
-  self.step_timeout = opts.step_timeout or 1800
+  self.build_timeout = require("glsb.options").timeout(opts.build_timeout, 3600)
+  self.step_timeout = require("glsb.options").timeout(opts.step_timeout, 1800)
 end
 
 -- One build log entry: to on_log and the progress line (the base class's _log).
@@ -148,7 +148,7 @@ function Template:_build_sandbox(spec)
   opts.image = spec.base_image or self.image
   opts.template = spec.base_template
   opts.env = spec.env
-  opts.timeout = self.build_timeout + 600
+  opts.timeout = self.build_timeout and self.build_timeout + 600 or 0 -- 0: no lease
   opts.retry = false
   local res
   if self.resources then
@@ -177,7 +177,7 @@ function Template:_step(sb, i, n, step)
     return
   end
   local function line(level) return function(l) self:_say(l, level, i) end end
-  local r = sb:execute_command(step.command, { timeout = self.step_timeout,
+  local r = sb:execute_command(step.command, { timeout = self.step_timeout or 0, -- 0: none
     on_stdout = line("info"), on_stderr = line("warn") })
   if r.status ~= Status.SUCCESS then
     local tail = (r.stderr ~= "" and r.stderr or r.stdout):sub(-500)

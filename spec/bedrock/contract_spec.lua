@@ -24,6 +24,10 @@ describe("bedrock contract run #bedrock", function()
     -- value's forms come through glsb's cell wrapper
     charts = false,
     -- sessions still READY and processes the emulator started for them
+    delay_next = function(step, seconds)
+      local tool = ({ upload = "writeFiles", code = "executeCode", command = "executeCommand" })[step]
+      emu:fault { op = "InvokeCodeInterpreter", tool = tool, action = "delay", delayMs = math.floor(seconds * 1000) }
+    end,
     leftovers = function() return emu:leftovers() end,
   })
 end)

@@ -16,6 +16,12 @@ describe("e2b contract run #e2b", function()
     -- what the emulator still holds after a terminate or a failed create: sandboxes and the
     -- processes (kernels, commands) it started for them. The emulator reaps killed processes
     -- asynchronously (within ~100 ms), so children get up to 3 s to go.
+    delay_next = function(step, seconds)
+      local rule = ({ upload = { plane = "envd", method = "POST", path = "^/files$" },
+        code = { plane = "jupyter", path = "^/execute$" }, command = { plane = "envd", path = "Process/Start$" } })[step]
+      rule.action, rule.delayMs = "delay", math.floor(seconds * 1000)
+      emu:fault(rule)
+    end,
     leftovers = function()
       local state = emu:state()
       local deadline = loop.now() + 3

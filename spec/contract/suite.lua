@@ -26,6 +26,10 @@
 --   ports               false: get_host must raise a clear SandboxExecutionError instead of answering
 --   last_value          false: the provider cannot report the value of the last expression: r.text must
 --                       then be nil, stdout "" (every provider in the tree reports it)
+--   delay_next(step, seconds)  makes the next `step` take `seconds` longer on the far side ("upload": the
+--                       files upload of an execution; "code": the first request of execute_code, the env
+--                       cell where there is one; "command": execute_command's request): an emulator's delay
+--                       fault. Without it the budget case checks the bound with the provider's own speed.
 --   call_languages      languages besides python execute_code{language=...} runs in this test setting:
 --                       "bash", "javascript", "typescript" (default {"bash"}; the emulators' interpreters
 --                       run python only)
@@ -44,6 +48,7 @@ local glsb = require "glsb"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local loop = require "glsb.loop"
+local constants = require "glsb.constants"
 
 local Status = glsb.ExecutionStatus
 
@@ -154,6 +159,47 @@ return function(provider, opts_factory, features)
         assert.are.equal(Status.SUCCESS, r2.status, tostring(r2))
         assert.are.equal("yes\n", r2.stdout)
       end
+    end)
+
+    -- One timeout, one budget (glsb.constants): from the start of the call, files upload, env and every
+    -- request draw from one deadline, so a call given `timeout = T` ends within T + DEADLINE_MARGIN (1.5 s:
+    -- DEADLINE_GRACE for the far side's verdict on what it killed at T, and the host's clean-up). A bound
+    -- on a correctness property, not a speed figure: a provider that gives each sub-step a fresh T (the
+    -- upload, an env cell, a re-send) passes T + margin as soon as the slow steps below take their time.
+    it("one timeout, one budget: timeout = 2 with files and env ends within 2 s + DEADLINE_MARGIN", function()
+      sb = create()
+      local T, margin = 2, constants.DEADLINE_MARGIN
+      local files = { glsb.SandboxFile.from_bytes(string.rep("x", 64 * 1024), "budget.bin") }
+      local env = { GLSB_ONE_CALL = "set" }
+      -- delays: step -> seconds, each more than the margin where it matters (a fresh budget after it overruns)
+      local function bounded(what, delays, run)
+        if features.delay_next then
+          for _, step in ipairs({ "upload", "code", "command" }) do
+            if delays[step] then features.delay_next(step, delays[step]) end
+          end
+        end
+        local started = loop.now()
+        local r = run()
+        local took = loop.now() - started
+        assert.are.equal(Status.TIMEOUT, r.status, what .. ": " .. tostring(r))
+        assert.is_true(took <= T + margin, string.format("%s took %.2fs, over %gs + %gs", what, took, T, margin))
+        return r
+      end
+      local code = "import time\nwhile True:\n    time.sleep(0.05)"
+      bounded("execute_code (slow upload)", { upload = 1.6, code = 0.3 }, function()
+        return sb:execute_code(code, { timeout = T, files = files, env = env })
+      end)
+      bounded("execute_code (slow first request: the env cell where there is one)", { code = 1.6 }, function()
+        return sb:execute_code(code, { timeout = T, files = files, env = env })
+      end)
+      bounded("execute_command (slow upload)", { upload = 1.6, command = 0.3 }, function()
+        return sb:execute_command("sleep 30", { timeout = T, files = files, env = env })
+      end)
+      -- the sandbox still serves, and the env of a call is gone in the next (also after a timeout)
+      local r = sb:execute_code("import os\nprint(os.environ.get('GLSB_ONE_CALL'))")
+      assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+      assert.are.equal("None\n", r.stdout)
+      assert.are.equal(string.rep("x", 64 * 1024), sb:download_file("/files/budget.bin"))
     end)
 
     it("uploads files to /files/<name> and upload_dir, and downloads what the code wrote", function()

@@ -15,6 +15,12 @@ describe("opensandbox contract run #opensandbox", function()
     call_languages = {}, -- python only
     displays = false,    -- execd forwards only the kernel's execute_result (display_data is dropped)
     charts = false,      -- no chart extraction in its kernel
+    delay_next = function(step, seconds)
+      local rule = ({ upload = { plane = "execd", path = "^/files/upload$" }, code = { plane = "execd", path = "^/code$" },
+        command = { plane = "execd", path = "^/command$" } })[step]
+      rule.action, rule.delayMs = "delay", math.floor(seconds * 1000)
+      emu:fault(rule)
+    end,
     leftovers = function() return emu:leftovers() end,
   })
 end)

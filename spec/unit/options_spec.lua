@@ -117,6 +117,11 @@ describe("strict options on the public API #unit", function()
     misuse("create: option 'timeout' must be a number of seconds, got NaN", glsb.create, "fake", { timeout = 0 / 0 })
     misuse("create: option 'env' has a bad variable name", glsb.create, "fake", { env = { ["A B"] = "1" } })
     misuse("create: additional_packages%[1%]", glsb.create, "fake", { additional_packages = { "x; rm -rf /" } })
+    -- a provider's own value rules are argument errors too, before anything starts (no server is running here)
+    misuse("^" .. THIS_FILE .. ":%d+: create: option 'network_policy': egress%[1%] must be", glsb.create, "opensandbox",
+      { network_policy = { egress = { { action = "maybe", target = "x" } } } })
+    misuse("create: option 'protocol' must be one of \"http\", \"https\"", glsb.create, "opensandbox",
+      { protocol = "ftp" })
     -- each provider's own options are known to it only
     misuse("create: unknown option 'api_key'", glsb.create, "local", { api_key = "k" })
     misuse("create: unknown option 'memory_mb'", glsb.create, "e2b", { memory_mb = 512 })
