@@ -164,19 +164,25 @@ end
 --   ended during the call: a third value says how, a table of program_end), "killed" (by us: the
 --   timeout and the grace period passed), "broken" (a request that could not be written whole, or a
 --   protocol violation: the sandbox was killed; self._dead says which).
--- opts: deadline (interrupt at this time), payload (bytes sent after the header), on_event(ev) for
--- out/chunk events, keep(ev, n) (keep that payload? see channel.lua), grace (seconds after the
--- interrupt before the sandbox is killed), interrupt (send an interrupt at the deadline, else kill).
+-- opts: deadline (interrupt at this time), limit (the deadline the agent enforces itself: req.timeout
+-- gets what is left of it when the request goes out, and the wait for the sandbox ends there),
+-- payload (bytes sent after the header), on_event(ev) for out/chunk events, keep(ev, n) (keep that
+-- payload? see channel.lua), grace (seconds after the interrupt before the sandbox is killed),
+-- interrupt (send an interrupt at the deadline, else kill).
 local function request(self, req, opts)
   if unusable(self) then return nil, "unusable" end
   self._next_id = self._next_id + 1
   req.id = self._next_id
   -- one request at a time: the others wait their turn (FIFO); whoever gets the lock after the
   -- sandbox died finds it unusable below
-  if not self._lock:acquire(opts.deadline) then return nil, "busy" end
+  if not self._lock:acquire(opts.limit or opts.deadline) then return nil, "busy" end
   local box
   local ok, res, why, how = pcall(function()
     if unusable(self) then return nil, "unusable" end
+    if opts.limit then
+      if loop.expired(opts.limit) then return nil, "busy" end
+      req.timeout = loop.remaining(opts.limit)
+    end
     box = self._mux:open(req.id, opts.keep)
     local sent, err = send(self, req, opts.deadline, opts.payload)
     if not sent then

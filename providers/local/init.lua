@@ -46,13 +46,16 @@
 --   execute_code timeout: the host asks the agent to interrupt (SIGINT to its
 --   main thread: KeyboardInterrupt; bash/node: SIGKILL to the process group)
 --   -> TIMEOUT, namespace kept. If the code does not stop within
---   interrupt_grace (2 s) the sandbox is killed -> TIMEOUT, and the handle
+--   interrupt_grace (1 s: glsb.constants.DEADLINE_GRACE, so that the call ends within the contract's
+--   timeout + DEADLINE_MARGIN) the sandbox is killed -> TIMEOUT, and the handle
 --   ends (glsb.outcome.GONE): later calls raise SandboxNotInitializedError. The interpreter ending
 --   during a call (os._exit, a crash, a kill) -> ERROR naming its exit code
 --   or signal; the sandbox is gone. The lease ending during a call ->
 --   TIMEOUT saying so, whichever of the two deadlines fires first.
 --   execute_command: the agent kills the command's process group at the
---   timeout (the host waits timeout + grace as a backstop).
+--   timeout (the host waits timeout + grace as a backstop). Both draw from the
+--   call's one deadline (the base's opts.deadline): the wait for an earlier
+--   call to let go of the agent and the files upload count.
 --
 -- Lease: set_timeout(s) / create{timeout = s} arm a glsb.loop timer that
 --   terminates the sandbox at expiry unless renewed. It only fires while the
@@ -105,6 +108,8 @@ local errors = require "glsb.errors"
 local models = require "glsb.models"
 local sandbox = require "glsb.sandbox"
 local shell = require "glsb.shell"
+local options = require "glsb.options"
+local constants = require "glsb.constants"
 local output = require "glsb.output"
 local registry = require "glsb.registry"
 
@@ -115,7 +120,7 @@ local M = { name = "local" }
 
 M.OUTPUT_CAP = output.CAP
 M.DEFAULT_START_TIMEOUT = 10
-M.DEFAULT_INTERRUPT_GRACE = 2
+M.DEFAULT_INTERRUPT_GRACE = constants.DEADLINE_GRACE
 M.DEFAULT_MAX_DOWNLOAD = transfer.DEFAULT_MAX_DOWNLOAD
 
 -- The layout's names (layout.lua), as this module has always exported them.
@@ -160,7 +165,8 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
       disk_mb = { "count", "size of the sandbox's storage (MiB): /tmp, /home/user and /files are one private "
         .. "tmpfs of this size, with 64 inodes per MiB (at least 4096); full, a write fails with ENOSPC",
         default = "1024" },
-      cpus = { "positive", "CPU quota in CPUs (cgroup: v2 cpu.max, v1 CFS quota), 0.01 to 4096", default = "1" },
+      cpus = { "number", "CPU quota in CPUs (cgroup: v2 cpu.max, v1 CFS quota)", min = 0.01, max = 4096,
+        default = "1" },
       max_open_files = { "count", "open file limit", default = "1024" },
       allow_degraded = { "boolean", "start even if a kernel feature is missing (listed in `sb.missing`)",
         default = "false" },
@@ -171,9 +177,9 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
         .. "directories (`sb.workspace_root` is the path inside, `/home/user`)", default = "$TMPDIR or /tmp" },
       workspace_root = { "string", "deprecated name of `host_workspace_dir` (still works, with one warning)" },
       confine = { "string", "path of glsb-confine", default = "$GLSB_CONFINE, else next to the core" },
-      start_timeout = { "positive", "seconds for the sandbox agent to start", default = "10" },
-      interrupt_grace = { "positive", "seconds code may ignore an interrupt before the sandbox is killed",
-        default = "2" },
+      start_timeout = { "seconds", "seconds for the sandbox agent to start; `<= 0`: none", default = "10" },
+      interrupt_grace = { "positive", "seconds code may ignore an interrupt at its timeout before the sandbox is "
+        .. "killed (the call ends within timeout + this)", default = "1" },
       pip_index_url = { "string", "pip `--index-url` for `additional_packages`" },
       pip_find_links = { "string", "a directory of wheels for `additional_packages` (bound read-only; implies "
         .. "`--no-index`)" },
@@ -185,6 +191,16 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   },
 })
 M.Sandbox = Sandbox
+
+-- What the declarations cannot say, checked before anything starts (an argument error at the caller's
+-- line, as every misuse): host_workspace_dir must not be empty.
+function Sandbox._prepare_create(sopts)
+  sandbox.CodeInterpreterSandbox._prepare_create(sopts)
+  if sopts.host_workspace_dir == "" or sopts.workspace_root == "" then
+    options.arg_error("create: option '%s' must be a non-empty string",
+      sopts.host_workspace_dir == "" and "host_workspace_dir" or "workspace_root")
+  end
+end
 ---------------------------------------------------------------------------
 -- Lifecycle
 ---------------------------------------------------------------------------
@@ -307,7 +323,8 @@ function Sandbox:_start(opts)
   self._control = control.new(p)
   self._guard = M.guard(p, base)
 
-  local deadline = loop.now() + (opts.start_timeout or M.DEFAULT_START_TIMEOUT)
+  local start_timeout = options.timeout(opts.start_timeout, M.DEFAULT_START_TIMEOUT)
+  local deadline = loop.deadline(start_timeout)
   -- the options first on the agent's stdin (--config-fd 0), the protocol after them
   local sent, werr = self._chan:write(config, deadline)
   local ev, err
@@ -325,8 +342,7 @@ function Sandbox:_start(opts)
           .. "; pass allow_degraded = true to accept less)"
       end
     elseif err == "timeout" then
-      msg = string.format("local: the sandbox agent did not answer within %gs",
-        opts.start_timeout or M.DEFAULT_START_TIMEOUT)
+      msg = string.format("local: the sandbox agent did not answer within %gs", start_timeout or 0)
     else
       msg = "local: the sandbox agent did not start: "
         .. tostring(err or ("unexpected event " .. tostring(ev and ev.ev)))
@@ -443,8 +459,7 @@ end
 
 function Sandbox:_run_code(code, opts)
   local c = result.collector(opts)
-  local started = loop.now()
-  local deadline = opts.timeout and started + opts.timeout or nil
+  local deadline = sandbox.deadline(opts) -- the interrupt goes at the call's own deadline
   local done, why, how = agent.request(self, {
     op = "exec", code = code, lang = opts.language or self.language, env = opts.env,
   }, { deadline = deadline, on_event = c.on_event, keep = c.keep, interrupt = true })
@@ -472,13 +487,13 @@ end
 
 function Sandbox:_run_command(cmd, opts)
   local c = result.collector(opts)
-  local started = loop.now()
-  -- the agent enforces the timeout (process group kill); the host waits a
-  -- grace period more, then interrupts, then kills the sandbox
-  local deadline = opts.timeout and started + opts.timeout + self._grace or nil
+  -- the agent enforces the call's deadline (process group kill; it gets what is left when the request
+  -- goes out); the host waits a grace period more, then interrupts, then kills the sandbox
+  local limit = sandbox.deadline(opts)
   local done, why, how = agent.request(self, {
-    op = "cmd", cmd = cmd, env = opts.env, cwd = opts.cwd, timeout = opts.timeout,
-  }, { deadline = deadline, on_event = c.on_event, keep = c.keep, interrupt = true })
+    op = "cmd", cmd = cmd, env = opts.env, cwd = opts.cwd,
+  }, { limit = limit, deadline = limit and limit + self._grace, on_event = c.on_event, keep = c.keep,
+    interrupt = true })
   if not done then return result.dead_result(self, c, "execute_command", opts.timeout, why, how) end
   local r = result.command_result(c, done, "execute_command", opts.timeout)
   if r.code == 137 and r.status == Status.ERROR and self:_oom_killed() then
@@ -567,11 +582,11 @@ end
 function Sandbox:_exec_argv(argv, opts)
   opts = opts or {}
   local timeout = opts.timeout
+  local limit = sandbox.deadline(opts)
   local cap = opts.max_output or M.OUTPUT_CAP
   if argv[1] == M.HELPER_PATH and (argv[2] == "write" or argv[2] == "run") then
     local args = table.move(argv, 2, #argv, 1, {})
-    local r, why = self._control:call(args, opts.stdin, {
-      deadline = timeout and loop.now() + timeout or nil, max_stdout = cap })
+    local r, why = self._control:call(args, opts.stdin, { deadline = limit, max_stdout = cap })
     if not r then error("local: the workspace helper failed: " .. transfer.control_failure(self, why, timeout), 0) end
     if r.error then
       error("local: the workspace helper could not run: " .. r.error .. ": " .. tostring(r.message), 0)
@@ -581,10 +596,10 @@ function Sandbox:_exec_argv(argv, opts)
       stdout = r.stdout, stderr = r.stderr, stdout_truncated = r.stdout_over or nil,
     }
   end
-  local deadline = timeout and loop.now() + timeout + self._grace or nil
   local a = result.accumulator(cap)
-  local done, why = agent.request(self, { op = "argv", argv = argv, timeout = timeout, max_out = cap }, {
-    deadline = deadline, interrupt = true, payload = opts.stdin ~= "" and opts.stdin or nil,
+  local done, why = agent.request(self, { op = "argv", argv = argv, max_out = cap }, {
+    limit = limit, deadline = limit and limit + self._grace, interrupt = true,
+    payload = opts.stdin ~= "" and opts.stdin or nil,
     keep = a.keep, on_event = a.on_event,
   })
   if not done then

@@ -111,14 +111,6 @@ local function start_error(message, cause, stage)
   return errors.new(errors.SandboxStartError, stage or Stage.CREATE, message, cause)
 end
 
-local function positive_int(opts, key)
-  local v = opts[key]
-  if v == nil then return nil end
-  if type(v) ~= "number" or v ~= math.floor(v) or v <= 0 then
-    error(start_error(string.format("local: opts.%s must be a positive integer, got %s", key, tostring(v))), 0)
-  end
-  return math.tointeger(v)
-end
 
 -- network_policy(value) -> glsb.network's policy of a create's `network` (nil: none), checked at the
 -- caller's line. A local sandbox pins each name of allow when it starts (glsb-confine resolves it and
@@ -153,19 +145,13 @@ function M.confine_argv(spec)
   if spec.control then words[#words + 1] = "--control-fd" words[#words + 1] = "3" end
   if spec.cleanup ~= false then words[#words + 1] = "--cleanup" end
   local opts = spec.opts or {}
+  -- the limits and cpus come declared (glsb.options checked their type and range at the caller's line:
+  -- the sandbox's and the builder's options, a TemplateSpec's memory_mb)
   for _, l in ipairs(LIMITS) do
-    local v = positive_int(opts, l[1])
-    if v then words[#words + 1] = l[2] words[#words + 1] = tostring(v) end
+    local v = opts[l[1]]
+    if v ~= nil then words[#words + 1] = l[2] words[#words + 1] = tostring(math.tointeger(v)) end
   end
-  if opts.cpus ~= nil then
-    -- glsb-confine takes 0.01 to 4096 CPUs (its --cpus; 1 when not given)
-    local c = opts.cpus
-    if type(c) ~= "number" or not (c >= 0.01 and c <= 4096) then
-      error(start_error(string.format("local: opts.cpus must be a number of CPUs from 0.01 to 4096, got %s",
-        tostring(c))), 0)
-    end
-    words[#words + 1] = "--cpus" words[#words + 1] = string.format("%.6g", c)
-  end
+  if opts.cpus ~= nil then words[#words + 1] = "--cpus" words[#words + 1] = string.format("%.6g", opts.cpus) end
   local policy = spec.network
   if policy == nil then policy = M.network_policy(opts.network) end
   if policy then
@@ -235,9 +221,6 @@ local function host_workspace_dir(opts)
       require("glsb.log").warn("local: the create option workspace_root is deprecated: use host_workspace_dir "
         .. "(Sandbox.workspace_root is the path inside the sandbox)")
     end
-  end
-  if dir ~= nil and (type(dir) ~= "string" or dir == "") then
-    error(start_error("local: opts.host_workspace_dir must be a non-empty string, got " .. tostring(dir)), 0)
   end
   dir = dir or os.getenv("TMPDIR")
   if not dir or dir == "" then dir = "/tmp" end

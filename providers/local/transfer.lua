@@ -89,7 +89,7 @@ end
 
 -- opts.timeout bounds the whole upload (the call is cancelled then).
 function M.upload(self, files, opts)
-  local deadline = opts.timeout and loop.now() + opts.timeout or nil
+  local deadline = require("glsb.sandbox").deadline(opts)
   for _, f in ipairs(files) do
     local root, rel = split_root(f.path)
     if not root then error("upload of " .. f.path .. " failed: " .. rel, 0) end
@@ -108,7 +108,7 @@ end
 -- Downloads: `glsb-confine read` prints {"ok":true,"bytes":N} and the N bytes; the host keeps at most
 -- max_download_bytes (and the answer's line) whatever arrives.
 function M.download(self, path, opts)
-  local deadline = opts.timeout and loop.now() + opts.timeout or nil
+  local deadline = require("glsb.sandbox").deadline(opts)
   local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
   local root, rel = split_root(path)
   if not root then error("download of " .. path .. ": " .. rel, 0) end
@@ -170,7 +170,7 @@ function M.files_write(self, path, data, opts)
 end
 
 function M.files_read(self, path, opts)
-  local deadline = opts.timeout and loop.now() + opts.timeout or nil
+  local deadline = require("glsb.sandbox").deadline(opts)
   local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
   local r, why = self._control:call({ "read", "--root", "/", "--follow", "--path-hex", hex(path:gsub("^/+", "")),
     "--max-bytes", tostring(max) }, nil, { deadline = deadline, max_stdout = max + 4096, parts = true })

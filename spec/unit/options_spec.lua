@@ -122,6 +122,7 @@ describe("strict options on the public API #unit", function()
       { network_policy = { egress = { { action = "maybe", target = "x" } } } })
     misuse("create: option 'protocol' must be one of \"http\", \"https\"", glsb.create, "opensandbox",
       { protocol = "ftp" })
+    misuse("create: option 'cpus' must be from 0.01 to 4096", glsb.create, "local", { cpus = 0 })
     -- each provider's own options are known to it only
     misuse("create: unknown option 'api_key'", glsb.create, "local", { api_key = "k" })
     misuse("create: unknown option 'memory_mb'", glsb.create, "e2b", { memory_mb = 512 })
