@@ -328,9 +328,8 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
   for k, v in pairs(M.RETRY) do policy[k] = v end
   policy.attempts = o.attempts or cfg.attempts
   policy.retryable = function(out) return getmetatable(out) == UNSENT end
+  policy.deadline = deadline -- no pause past the execution's budget: the never-sent outcome is then the last
   policy.on_retry = function(out, _, delay)
-    -- no room left in the budget for another attempt: this never-sent outcome is the last
-    if deadline and loop.now() + delay >= deadline then error(out, 0) end
     log.warn(string.format("bedrock %s %s: the request never left (%s), sending it again in %.2fs", tool, path,
       errors.describe(out.transport), delay), { provider = "bedrock" })
   end
