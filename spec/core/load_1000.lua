@@ -74,6 +74,10 @@ local function round()
         got.slept = got.slept + 1
       end)
     end
+    -- a third cancelled as soon as every sleeper waits: later (after the children below) they could all
+    -- have slept their 500 ms out on a loaded machine, and none would be cancelled while it waits
+    loop.sleep(0)
+    for i = 1, TASKS, 3 do sleepers[i]:cancel() end
     for i = 1, PROCESSES do
       local p = assert(process.spawn({ argv = { "sh", "-c", "exit 0" }, stdin = "null", stdout = "null",
         stderr = "null" }))
@@ -89,7 +93,6 @@ local function round()
       if i % 10 == 0 then loop.sleep(0) end
     end
     loop.sleep(0.02)
-    for i = 1, TASKS, 3 do sleepers[i]:cancel() end
     for _, t in ipairs(sleepers) do
       local ok, err = pcall(t.wait, t)
       if not ok then
