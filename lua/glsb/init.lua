@@ -30,6 +30,8 @@ M.trace = require "glsb.trace"
 -- Model clients (docs/lm.md): glsb.lm.openai, glsb.lm.anthropic, glsb.lm.fn; nothing is loaded or sent
 -- until one is made.
 M.lm = require "glsb.lm"
+-- The AI code interpreter (docs/interpreter.md): glsb.interpreter{sandbox = sb, lm = ...}:execute(task).
+M.interpreter = require "glsb.interpreter"
 
 -- Concurrency (glsb.loop): loaded on first use, so that requiring glsb does
 -- not load the C core until something actually waits.

@@ -112,6 +112,22 @@ end
 
 -- stop(): SIGTERM, wait (SIGKILL after 10 s), reap, then remove the state directory: the emulator
 -- removes it itself when it can, but not when it was killed or crashed. Safe twice.
+-- What a terminated sandbox or failed create left behind: sandboxes, and the processes (kernels, commands)
+-- the emulator started for them. It reaps killed processes asynchronously (within ~100 ms), so children
+-- get up to 3 s to go.
+function Emulator:leftovers()
+  local state = self:state()
+  local deadline = loop.now() + 3
+  while (tonumber(state.children) or 0) > 0 and loop.now() < deadline do
+    loop.sleep(0.05)
+    state = self:state()
+  end
+  local out = {}
+  for _, s in ipairs(state.sandboxes or {}) do out[#out + 1] = "sandbox " .. s.sandboxID end
+  if (tonumber(state.children) or 0) > 0 then out[#out + 1] = "children " .. tostring(state.children) end
+  return out
+end
+
 function Emulator:stop()
   local p = self.proc
   if p then

@@ -3,7 +3,8 @@
 --   local emu = emulator.start("openai" | "anthropic", { api_keys = {...}, args = {...} })
 --   emu.base, emu.api_key, emu:client(extra)        -- glsb.lm.openai / .anthropic pointed at it
 --   emu:script(name, replies) -> "script:<name>"    -- a scripted model (spec/emulators/README.md)
---   emu:fault{...}, emu:clear_faults(), emu:requests([model]), emu:config{...}, emu:reset(), emu:state()
+--   emu:fault{...}, emu:clear_faults(), emu:requests([model]), emu:config{...}, emu:reset(), emu:state(),
+--   emu:in_flight()                                 -- responses still open (0 once nothing is left running)
 --   emu:stop()                                      -- SIGTERM, wait, reap; safe twice
 -- Call stop() in teardown (busted runs it also when a test failed).
 local process = require "glsb.process"
@@ -79,6 +80,18 @@ function Emulator:clear_faults() return self:admin("DELETE", "/_emulator/faults"
 function Emulator:state() return self:admin("GET", "/_emulator/state") end
 function Emulator:config(c) return self:admin("POST", "/_emulator/config", c) end
 function Emulator:reset() return self:admin("POST", "/_emulator/reset") end
+
+-- in_flight() -> how many API responses are still open once they had up to 3 s to close (the state
+-- request itself is not counted).
+function Emulator:in_flight()
+  local st = self:state()
+  local deadline = loop.now() + 3
+  while st.inFlight > 1 and loop.now() < deadline do
+    loop.sleep(0.05)
+    st = self:state()
+  end
+  return st.inFlight - 1
+end
 
 function Emulator:requests(model)
   return self:admin("GET", "/_emulator/requests" .. (model and ("?model=" .. http.escape(model)) or ""))

@@ -6,7 +6,7 @@
 -- run_workspace_command (glsb.workspace's), pool, pool_acquire, pool_shutdown (glsb.pool's), trace
 -- (glsb.trace.configure's), provider (a provider's
 -- own credentials/endpoints), template (a template builder's); WHO = "lm": openai, anthropic (the clients'
--- options), request, invoke (client:invoke's).
+-- options), request, invoke (client:invoke's); WHO = "interpreter": new, execute.
 --
 --   lua5.4 spec/support/readme_options.lua --write    regenerates every table in place
 -- spec/unit/readme_options_spec.lua fails when a table differs from what this renders.
@@ -14,7 +14,7 @@ local M = {}
 
 local function options() return require "glsb.options" end
 
-M.FILES = { "README.md", "docs/pool.md", "docs/tracing.md", "docs/lm.md", "providers/e2b/README.md",
+M.FILES = { "README.md", "docs/pool.md", "docs/tracing.md", "docs/lm.md", "docs/interpreter.md", "providers/e2b/README.md",
   "providers/local/README.md", "providers/opensandbox/README.md", "providers/bedrock/README.md" }
 
 -- glsb.lm's declarations by marker (WHO = "lm").
@@ -24,6 +24,8 @@ local LM = {
   request = function() return require("glsb.lm.client").REQUEST end,
   invoke = function() return require("glsb.lm.client").INVOKE end,
 }
+-- glsb.interpreter's (WHO = "interpreter": new, execute).
+local INTERPRETER = { new = "OPTIONS", execute = "EXECUTE" }
 
 -- glsb.pool's declarations (lua/glsb/pool/options.lua) by marker.
 local POOL = { pool = "SCHEMA", pool_acquire = "ACQUIRE", pool_shutdown = "SHUTDOWN" }
@@ -32,6 +34,7 @@ local POOL = { pool = "SCHEMA", pool_acquire = "ACQUIRE", pool_shutdown = "SHUTD
 function M.schema(who, what)
   local opts = options()
   if who == "lm" then return assert(LM[what], "no glsb.lm schema " .. what)() end
+  if who == "interpreter" then return require("glsb.interpreter")[assert(INTERPRETER[what], what)] end
   if who == "base" then
     if what == "template" then return require("glsb.template").TemplateBuilder.options.builder end
     if what == "trace" then return require("glsb.trace.config").OPTIONS end

@@ -12,6 +12,7 @@ describe("README option tables #unit", function()
     ["docs/tracing.md"] = { "base trace" },
     ["docs/pool.md"] = { "base pool", "base pool_acquire", "base pool_shutdown" },
     ["docs/lm.md"] = { "lm request", "lm invoke", "lm openai", "lm anthropic" },
+    ["docs/interpreter.md"] = { "interpreter new", "interpreter execute" },
     ["providers/e2b/README.md"] = { "e2b provider", "e2b create", "e2b connect", "e2b template" },
     ["providers/local/README.md"] = { "local create", "local template" },
     ["providers/opensandbox/README.md"] = { "opensandbox provider", "opensandbox create", "opensandbox template" },
