@@ -2,7 +2,8 @@
 #   make            build/glsb-lua, build/lib/glsb/core.so (+ core_*.so parts), build/glsb-confine
 #   make demo       install deps, build, run examples/quickstart.lua, then examples/chart.lua (build/hist.png)
 #   make test       install deps, build, run every spec (C tests, busted, conformance)
-#   make test-live  the contract suite against real OpenSandbox / E2B when credentials are set (not in make test)
+#   make test-live  the contract suite against real OpenSandbox / E2B / Bedrock, the interpreter against a real
+#                   model, when credentials are set (not in make test)
 #   make check-c    C tests under ASan+UBSan, then valgrind (zero leaks), then fuzzers
 #   make lint       luacheck + cppcheck + check-layers (no include or symbol cycle in src/core, src/confine)
 #                   + check-lua-layers (no require cycle in lua/ and providers/; providers reach only the kit)
@@ -137,8 +138,9 @@ test-lua: all
 
 # Live runs of the provider contract suite against the real services, when credentials exist:
 # OpenSandbox when OPEN_SANDBOX_DOMAIN is set, E2B when E2B_API_KEY is set, Bedrock AgentCore when
-# GLSB_LIVE_BEDROCK=1 (credentials from the AWS chain); otherwise one line each says
-# it was skipped. Not part of `make test` (which never leaves loopback).
+# GLSB_LIVE_BEDROCK=1 (credentials from the AWS chain); the interpreter's histogram task against a real
+# model when OPENAI_API_KEY, ANTHROPIC_API_KEY or GLSB_LIVE_LM_BASE_URL is set; otherwise one line each
+# says it was skipped. Not part of `make test` (which never leaves loopback).
 test-live: all
 	@rc=0; \
 	if [ -n "$$OPEN_SANDBOX_DOMAIN" ]; then \
@@ -150,6 +152,9 @@ test-live: all
 	if [ "$$GLSB_LIVE_BEDROCK" = 1 ]; then \
 		$(LUA) /usr/bin/busted --pattern=_live spec/live/bedrock_live.lua || rc=1; \
 	else echo "test-live: bedrock skipped: GLSB_LIVE_BEDROCK=1 is not set (with AWS credentials and AWS_REGION)"; fi; \
+	if [ -n "$$OPENAI_API_KEY$$ANTHROPIC_API_KEY$$GLSB_LIVE_LM_BASE_URL" ]; then \
+		$(LUA) /usr/bin/busted --pattern=_live spec/live/interpreter_live.lua || rc=1; \
+	else echo "test-live: interpreter skipped: none of OPENAI_API_KEY, ANTHROPIC_API_KEY, GLSB_LIVE_LM_BASE_URL is set"; fi; \
 	exit $$rc
 
 # ASan+UBSan build of the core and the C tests in a separate tree, then valgrind
