@@ -46,7 +46,7 @@ local utf8clean = client.utf8
 
 local function image_block(p)
   return { type = "image", source = { type = "base64", media_type = p.media_type,
-    data = require("glsb.core").b64encode(p.data) } }
+    data = require("glsb.codec").b64encode(p.data) } }
 end
 
 local function blocks_of(c)

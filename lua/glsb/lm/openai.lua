@@ -60,7 +60,7 @@ end
 local utf8clean = client.utf8
 
 local function data_uri(p)
-  return "data:" .. p.media_type .. ";base64," .. require("glsb.core").b64encode(p.data)
+  return "data:" .. p.media_type .. ";base64," .. require("glsb.codec").b64encode(p.data)
 end
 
 local function user_content(c)
