@@ -243,25 +243,35 @@ end
 -- (executeCode has none, and no wrapper of ours runs in those runtimes).
 function Sandbox:_run_code(code, opts)
   local language = opts.language or self.language or "python"
-  local mark
-  if language == "python" then
-    mark = "[glsb-verdict-" .. ids.hex(32) .. "]"
-    code = cell.encode(code, opts.env, mark)
-  elseif opts.env and next(opts.env) then
+  if language ~= "python" and opts.env and next(opts.env) then
     return result { status = Status.ERROR,
       error = ("execute_code: env is not supported for language '%s' on bedrock (AgentCore's executeCode has "
         .. "no environment; set it in the code); nothing ran"):format(language),
       failure = { exception_type = Type.UNSUPPORTED, retry_safe = true } }
   end
-  local res, failed = self:_invoke("executeCode", { code = code, language = language },
-    { deadline = sandbox.deadline(opts), what = "execute_code" })
-  if not res then return failed end
-  local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
-  local stdout = str(sc.stdout) or (res.isError and "" or text_of(res))
-  local stderr = str(sc.stderr) or ""
-  local exit = math.tointeger(sc.exitCode)
-  local verdict
-  if mark then stdout, verdict = cell.decode(stdout, mark) end
+  local res, failed, mark, stdout, stderr, exit, verdict
+  for _ = 1, 2 do
+    local sent, runner_id = code, nil
+    if language == "python" then
+      mark = "[glsb-verdict-" .. ids.hex(32) .. "]"
+      sent, runner_id = cell.encode(code, opts.env, mark, self._runner_id)
+    end
+    res, failed = self:_invoke("executeCode", { code = sent, language = language },
+      { deadline = sandbox.deadline(opts), what = "execute_code" })
+    if not res then return failed end
+    local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
+    stdout = str(sc.stdout) or (res.isError and "" or text_of(res))
+    stderr = str(sc.stderr) or ""
+    exit = math.tointeger(sc.exitCode)
+    if mark then stdout, verdict = cell.decode(stdout, mark) end
+    -- a verdict came from the runner: the session has it. "missing": the stub found no runner (the
+    -- interpreter started again) and ran nothing; the same code goes again with the runner.
+    if not (verdict and verdict.display == "missing") then
+      if verdict then self._runner_id = runner_id end
+      break
+    end
+    self._runner_id, verdict = nil, nil
+  end
   local rich = code_results(res, verdict)
   local r
   if verdict then

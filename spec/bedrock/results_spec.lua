@@ -75,6 +75,35 @@ describe("bedrock rich results #bedrock", function()
     assert.are.equal(PNG, r.results[1].png:sub(1, 8))
   end)
 
+  it("sends the display module once per session, and again when the interpreter lost it", function()
+    -- which calls carried display.py's source (the adapter calls cell.encode through the module table)
+    local cell = require "glsb.providers.bedrock.cell"
+    local encode, carried = cell.encode, {}
+    cell.encode = function(...)
+      local code, id = encode(...)
+      carried[#carried + 1] = code:find("def figure_bundle(", 1, true) ~= nil
+      return code, id
+    end
+    finally(function() cell.encode = encode end)
+    local other = glsb.create("bedrock", emu:opts { timeout = 600 })
+    finally(function() other:terminate() end)
+    assert.are.equal(2, #other:execute_code("display('a')\n1").results)
+    assert.are.equal(2, #other:execute_code("display('b')\n2").results)
+    -- the interpreter forgets it (as one that started again would): the next call finds no runner, runs
+    -- nothing, and goes again with it
+    local r = other:execute_code("import sys\ndel sys.modules['_glsb_display']")
+    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+    r = other:execute_code("display('back')\nn = globals().get('n', 0) + 1\n'x' * n")
+    assert.are.equal("x", r.text) -- ran once
+    assert.are.same({ "back", "x" }, { r.results[1].text, r.results[2].text })
+    -- a display() of the code's own is left alone
+    r = other:execute_code("def display(*a):\n    print('mine', *a)\ndisplay('x')\n4")
+    assert.are.equal("mine x\n", r.stdout)
+    assert.are.equal(1, #r.results)
+    assert.are.same({ true, false, false, false, true, false }, carried)
+    assert.are.equal(6, #carried)
+  end)
+
   it("the wrapper keeps glsb.results.CAP of the displays and notes the rest", function()
     local r = sb:execute_code("blob = b'\\x89PNG\\r\\n\\x1a\\n' + bytes(1024 * 1024)\nclass Big:\n"
       .. "    def _repr_png_(self):\n        return blob\nfor _ in range(30):\n    display(Big())", { timeout = 120 })
