@@ -4,7 +4,8 @@
 local M = {}
 
 -- glsb's version (glsb.VERSION; the scope of its trace spans). Kept here, the bottom layer, so that
--- whoever needs it (glsb.trace) does not load glsb itself.
+-- whoever needs it (glsb.trace) does not load glsb itself. The VERSION file at the top of the tree is the
+-- one source (glsb-lua is built with it): spec/unit/version_spec.lua fails when this one differs.
 M.VERSION = "0.1.0"
 
 M.DEFAULT_PROVIDER = "local"

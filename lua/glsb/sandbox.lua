@@ -161,11 +161,6 @@ end
 
 local function now() return loop().now() end
 
--- result_from_failure(err[, ctx]) -> ExecutionResult for a failure a hook raised while running code
--- (glsb.outcome's rules). Cancellation is never converted: it is re-raised.
-function M.result_from_failure(err, ctx)
-  return (outcome.from_failure(err, ctx))
-end
 
 -- normalize_result(r) -> ExecutionResult from what a hook returned, with the output cap applied (a
 -- backstop for a hook that returned its output whole: glsb.output.CAP per stream, note and flag; and
@@ -652,9 +647,64 @@ function BaseSandbox:ref(opts)
   return r
 end
 
--- list(cls, opts) -> array of refs of the provider's sandboxes (the account's, not only this process's).
--- opts: the provider's options, metadata (table: every pair must match), state ("running" | "paused" |
--- an array of them), limit.
+---------------------------------------------------------------------------
+-- info() and list(): one set of fields on every provider
+---------------------------------------------------------------------------
+
+-- What a provider's _info may report and its _list refs may carry, besides sandbox_id: normalised here
+-- (times to ISO 8601 UTC whole seconds, a state to lower case), the same names on every provider.
+local REPORTED = { "server_state", "template_id", "metadata", "started_at", "ends_at" }
+M.INFO_FIELDS = { "provider", "sandbox_id", "state", "server_state", "template_id", "metadata", "language",
+  "started_at", "ends_at" }
+
+-- Names providers used before these were one set: read for one release, each with one warning.
+local RENAMED = { expires_at = "ends_at", snapshot_id = "template_id", created_at = "started_at" }
+local warned = {}
+
+local function deprecated(what, key, instead)
+  if warned[what .. key] then return end
+  warned[what .. key] = true
+  log.warn(string.format("%s.%s is deprecated and goes in the next release: read %s.%s", what, key, what, instead))
+end
+
+-- with_aliases(t, provider, what) -> t, whose old names still read: a renamed field, or a provider's
+-- extra that used to stand beside the common fields (now under t[provider]).
+local function with_aliases(t, provider, what)
+  return setmetatable(t, { __index = function(tt, k)
+    local to = RENAMED[k]
+    if to ~= nil and rawget(tt, to) ~= nil then
+      deprecated(what, k, to)
+      return rawget(tt, to)
+    end
+    local extra = rawget(tt, provider)
+    if type(extra) == "table" and extra[k] ~= nil then
+      deprecated(what, k, provider .. "." .. k)
+      return extra[k]
+    end
+    return nil
+  end })
+end
+
+-- normalize_report(t, r, provider[, state_key]): the common fields of a provider's report r into t (a
+-- time that is not one is left out; the provider's state, server_state or a list ref's state_key, goes to
+-- lower case), its `extra` under t[provider].
+local function normalize_report(t, r, provider, state_key)
+  for _, k in ipairs(REPORTED) do
+    local from = k == "server_state" and state_key or k
+    local v = r[from]
+    if k == "started_at" or k == "ends_at" then v = time.normalize_iso(v)
+    elseif k == "server_state" and type(v) == "string" then v = v:lower() end
+    if v ~= nil then t[from] = v end
+  end
+  if type(r.extra) == "table" and next(r.extra) ~= nil then t[provider] = r.extra end
+  return t
+end
+
+-- list(cls, opts) -> array of refs of the provider's sandboxes (the account's, not only this process's):
+-- each what connect needs (sb:ref()'s fields) and the fields info() has, with `state` the provider's
+-- ("running", "paused"), times ISO 8601 UTC, a provider's extras under ref[provider]. opts: the
+-- provider's options, metadata (table: every pair must match), state ("running" | "paused" | an array of
+-- them), limit.
 function M.list(cls, opts)
   opts = check(cls, opts, "list")
   if type(cls._list) ~= "function" then
@@ -663,8 +713,18 @@ function M.list(cls, opts)
   end
   return loop().run(function()
     local refs = wrapped(errors.SandboxStartError, Stage.LIST, pcall(cls._list, cls, opts))
-    for _, r in ipairs(refs) do r.provider = cls.provider_name end
-    return refs
+    local out = {}
+    for i, r in ipairs(refs) do
+      -- what sb:ref() would hold (connect's fields) stays as it is; the reported fields are normalised
+      local ref = {}
+      for k, v in pairs(r) do ref[k] = v end
+      for _, k in ipairs(REPORTED) do ref[k] = nil end
+      ref.extra, ref.state = nil, nil
+      normalize_report(ref, r, cls.provider_name, "state")
+      ref.provider = cls.provider_name
+      out[i] = with_aliases(ref, cls.provider_name, "list()[i]")
+    end
+    return out
   end)
 end
 
@@ -682,7 +742,7 @@ local function run_hook(self, hook, arg, hopts, started)
       failure = { exception_type = models.FailureType.UNSUPPORTED, retry_safe = true } }
   else
     local ok, r = caught(pcall(fn, self, arg, hopts))
-    result = note_gone(self, ok and M.normalize_result(r) or M.result_from_failure(r))
+    result = note_gone(self, ok and M.normalize_result(r) or (outcome.from_failure(r)))
   end
   if result.duration_ms == nil then result.duration_ms = (now() - started) * 1000 end
   return result
@@ -910,9 +970,12 @@ function BaseSandbox:get_host(port)
   return wrapped(errors.SandboxExecutionError, Stage.GET_HOST, pcall(self._get_host, self, math.tointeger(port)))
 end
 
--- sb:info() -> {provider, sandbox_id, state, template_id, metadata, started_at, ends_at, ...}: what this
--- handle knows, and what the provider reports (_info) while it runs. state: "running", "expired" (its
--- lease ended), "terminated", "gone" (ended outside this handle), "new". Times are ISO 8601 UTC.
+-- sb:info() -> {provider, sandbox_id, state, server_state, template_id, metadata, language, started_at,
+-- ends_at, [provider] = {...}}: what this handle knows, and what the provider reports (_info) while it
+-- runs. state: this handle's ("running", "expired" (its lease ended), "terminated", "gone" (ended outside
+-- this handle), "new"); server_state: the provider's word for the sandbox ("running", "paused", ...),
+-- when it says. Times are ISO 8601 UTC, whole seconds ("2026-01-02T03:04:05Z"). What only one provider
+-- reports is under info()[provider] (info().e2b.cpu_count).
 function BaseSandbox:info()
   if self._state == "running" and lease_over(self) then mark_ended(self, "expired") end
   local t = {
@@ -921,14 +984,14 @@ function BaseSandbox:info()
     ends_at = self._lease_ends and time.iso(time.wall() + (self._lease_ends - now()) + 0.5) or nil,
   }
   if self._state == "running" and type(self._info) == "function" then
-    local ok, extra = caught(pcall(guarded, self, self._info))
-    if ok and type(extra) == "table" then
-      for k, v in pairs(extra) do t[k] = v end
+    local ok, r = caught(pcall(guarded, self, self._info))
+    if ok and type(r) == "table" then
+      normalize_report(t, r, self.provider)
     elseif not ok then
-      log.warn("info: the provider's report failed: " .. errors.describe(extra), { provider = self.provider })
+      log.warn("info: the provider's report failed: " .. errors.describe(r), { provider = self.provider })
     end
   end
-  return t
+  return with_aliases(t, self.provider, "info()")
 end
 
 local function terminate_body(self, timeout)
@@ -1016,7 +1079,7 @@ function CodeInterpreterSandbox:_after_start(sopts)
     "create: opts.package_install_timeout")
   local ok, r = caught(pcall(traced, "glsb.sandbox.package_install", self, nil, self._install_packages, self, pkgs,
     { timeout = timeout, deadline = loop().deadline(timeout) }))
-  local result = ok and M.normalize_result(r) or M.result_from_failure(r)
+  local result = ok and M.normalize_result(r) or (outcome.from_failure(r))
   if result.duration_ms == nil then result.duration_ms = (now() - started) * 1000 end
   if result.status ~= Status.SUCCESS then
     teardown_quietly(self, "failed package install")

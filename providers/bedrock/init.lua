@@ -582,9 +582,9 @@ function Sandbox._list(_cls, opts)
     if not ok then raise_from(errors.SandboxStartError, Stage.LIST, "ListCodeInterpreterSessions", j) end
     for _, it in ipairs(type(j.items) == "table" and j.items or {}) do
       if it.status == "READY" then
-        refs[#refs + 1] = { sandbox_id = it.sessionId, state = "running", identifier = identifier, name = it.name,
-          created_at = it.createdAt, region = cfg.region, endpoint = cfg.endpoint,
-          control_endpoint = cfg.control_endpoint, language = "python" }
+        refs[#refs + 1] = { sandbox_id = it.sessionId, state = "running", identifier = identifier,
+          started_at = it.createdAt, region = cfg.region, endpoint = cfg.endpoint,
+          control_endpoint = cfg.control_endpoint, language = "python", extra = { name = it.name } }
         if opts.limit and #refs >= opts.limit then return refs end
       end
     end

@@ -467,15 +467,17 @@ function Sandbox:_get_host(port)
   return string.format("%d-%s.%s", port, self.sandbox_id, self._conn.domain or self._cfg.domain)
 end
 
--- GET /sandboxes/{id}: the control plane's view.
+-- GET /sandboxes/{id}: the control plane's view; its sizes and the lease left by E2B's clock under
+-- info().e2b.
 function Sandbox:_info()
   local d, left = self:_detail()
   if not d then error(left, 0) end
   local metadata = user_metadata(clean(d.metadata))
   self.metadata = metadata
-  return { state = clean(d.state), started_at = clean(d.startedAt), ends_at = clean(d.endAt), metadata = metadata,
-    template_id = clean(d.templateID), cpu_count = clean(d.cpuCount), memory_mb = clean(d.memoryMB),
-    disk_size_mb = clean(d.diskSizeMB), lease_seconds_left = left }
+  return { server_state = clean(d.state), started_at = clean(d.startedAt), ends_at = clean(d.endAt),
+    metadata = metadata, template_id = clean(d.templateID),
+    extra = { cpu_count = clean(d.cpuCount), memory_mb = clean(d.memoryMB), disk_size_mb = clean(d.diskSizeMB),
+      lease_seconds_left = left } }
 end
 
 ---------------------------------------------------------------------------

@@ -384,10 +384,11 @@ function Sandbox._list(_cls, opts)
     local items = type(j.items) == "table" and j.items or {}
     for _, s in ipairs(items) do
       local st = type(s.status) == "table" and s.status.state or nil
-      refs[#refs + 1] = { sandbox_id = s.id, state = type(st) == "string" and st:lower() or nil,
-        metadata = user_metadata(s.metadata), created_at = s.createdAt, expires_at = s.expiresAt,
-        image = type(s.image) == "table" and s.image.uri or nil, template_id = s.snapshotId,
-        domain = pub.domain, use_server_proxy = pub.use_server_proxy }
+      refs[#refs + 1] = { sandbox_id = s.id, state = type(st) == "string" and st or nil,
+        metadata = user_metadata(s.metadata), started_at = s.createdAt, ends_at = s.expiresAt,
+        template_id = s.snapshotId ~= http.json_null and s.snapshotId or nil,
+        domain = pub.domain, use_server_proxy = pub.use_server_proxy,
+        extra = { image = type(s.image) == "table" and s.image.uri or nil } }
       if opts.limit and #refs >= opts.limit then return refs end
     end
     local p = type(j.pagination) == "table" and j.pagination or {}
@@ -472,10 +473,10 @@ function Sandbox:_info()
   lifecycle.raise_if(errors.SandboxExecutionError, Stage.INFO, res, "OpenSandbox sandbox info failed")
   local j = type(res.json) == "table" and res.json or {}
   local st = type(j.status) == "table" and j.status or {}
-  return { server_state = st.state, server_reason = st.reason,
-    image = type(j.image) == "table" and j.image.uri or nil,
-    snapshot_id = j.snapshotId, created_at = j.createdAt, expires_at = j.expiresAt, entrypoint = j.entrypoint,
-    metadata = user_metadata(j.metadata) }
+  return { server_state = st.state, template_id = j.snapshotId ~= http.json_null and j.snapshotId or nil,
+    started_at = j.createdAt, ends_at = j.expiresAt, metadata = user_metadata(j.metadata),
+    extra = { server_reason = st.reason, image = type(j.image) == "table" and j.image.uri or nil,
+      entrypoint = j.entrypoint } }
 end
 
 ---------------------------------------------------------------------------

@@ -30,6 +30,9 @@
 --                       files upload of an execution; "code": the first request of execute_code, the env
 --                       cell where there is one; "command": execute_command's request): an emulator's delay
 --                       fault. Without it the budget case checks the bound with the provider's own speed.
+--   list                false: glsb.list must raise SandboxStartError[list] (the provider's sandboxes
+--                       cannot leave their process)
+--   list_filters_metadata  false: the provider keeps no labels, so list is asked without a filter
 --   call_languages      languages besides python execute_code{language=...} runs in this test setting:
 --                       "bash", "javascript", "typescript" (default {"bash"}; the emulators' interpreters
 --                       run python only)
@@ -595,18 +598,72 @@ return function(provider, opts_factory, features)
       assert.has_error(function() sb:get_host("80") end)
     end)
 
-    it("metadata and info() are read back on every provider", function()
+    -- The fields info() and list() have on every provider (glsb.sandbox.INFO_FIELDS): the same names,
+    -- times in one form, a provider's extras only under its own key.
+    local ISO = "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$"
+    local function common_fields(t, also)
+      local allowed = { [provider] = true }
+      for _, k in ipairs(require("glsb.sandbox").INFO_FIELDS) do allowed[k] = true end
+      for k in pairs(also or {}) do allowed[k] = true end
+      for k in pairs(t) do assert.is_true(allowed[k] == true, "a field outside the common set: " .. tostring(k)) end
+      assert.are.equal(provider, t.provider)
+      assert.is_string(t.sandbox_id)
+      for _, k in ipairs({ "started_at", "ends_at" }) do
+        if t[k] ~= nil then assert.matches(ISO, t[k], 1, false, k) end
+      end
+      if t.server_state ~= nil then assert.are.equal(t.server_state:lower(), t.server_state) end
+      if t.template_id ~= nil then assert.is_string(t.template_id) end
+      assert.is_true(t[provider] == nil or type(t[provider]) == "table")
+    end
+
+    it("metadata and info() are read back on every provider, in the same fields", function()
       sb = create({ metadata = { team = "ml", run = "7" } })
       assert.are.same({ team = "ml", run = "7" }, sb.metadata)
       local i = sb:info()
+      common_fields(i)
       assert.are.equal("running", i.state)
       assert.are.equal(sb.sandbox_id, i.sandbox_id)
-      assert.are.equal(provider, i.provider)
       assert.are.same({ team = "ml", run = "7" }, i.metadata)
-      assert.matches("^%d%d%d%d%-%d%d%-%d%dT", i.started_at)
-      assert.matches("^%d%d%d%d%-%d%d%-%d%dT", i.ends_at)
+      assert.matches(ISO, i.started_at)
+      assert.matches(ISO, i.ends_at)
+      assert.is_true(i.server_state == nil or i.server_state == "running", tostring(i.server_state))
       sb:terminate()
       assert.are.equal("terminated", sb:info().state)
+    end)
+
+    -- opts_factory's options that `what` ("list", "connect") declares: its credentials and endpoints
+    local function only(what, extra)
+      local schema = require("glsb.sandbox").schema(glsb.provider(provider).Sandbox, what)
+      local out = {}
+      for k, v in pairs(opts_factory()) do if schema[k] ~= nil then out[k] = v end end
+      return merge(out, extra)
+    end
+
+    it("list() gives refs with the same fields as info(), and what connect needs", function()
+      if features.list == false then
+        local ok, err = pcall(glsb.list, provider, only("list"))
+        assert.is_false(ok)
+        assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+        assert.are.equal(glsb.Stage.LIST, err.stage)
+        return
+      end
+      sb = create({ metadata = { suite = "list-" .. provider } })
+      local ref = sb:ref()
+      local refs = glsb.list(provider, only("list", features.list_filters_metadata == false and {}
+        or { metadata = { suite = "list-" .. provider } }))
+      local mine
+      for _, r in ipairs(refs) do if r.sandbox_id == sb.sandbox_id then mine = r end end
+      assert.is_table(mine, "the sandbox is listed")
+      common_fields(mine, ref)
+      assert.are.equal("running", mine.state)
+      if features.list_filters_metadata ~= false then
+        assert.are.same({ suite = "list-" .. provider }, mine.metadata)
+      end
+      -- a listed ref is enough to connect to the sandbox
+      local again = glsb.connect(provider, mine, only("connect"))
+      local r = again:execute_code("print(6 * 7)")
+      assert.are.equal("42\n", r.stdout, tostring(r))
+      pcall(again.terminate, again)
     end)
 
     it("execute_code takes a language per call where the provider runs it, else refuses clearly", function()

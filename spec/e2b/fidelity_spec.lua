@@ -311,7 +311,7 @@ describe("e2b fidelity to the real service (issue 15) #e2b", function()
       s = glsb.create("e2b", sh:opts {})
       assert.is_string(s._conn.envd_token, "created with secure: an envd access token")
       assert.equal("1\n", s:execute_code("print(1)").stdout)
-      local left = s:info().lease_seconds_left
+      local left = s:info().e2b.lease_seconds_left
       assert.is_true(left > 250, "the legacy default lease (15 s) was not left to apply: " .. tostring(left))
       local again = glsb.connect("e2b", s.sandbox_id, sh:opts {})
       assert.equal(Status.SUCCESS, again:execute_command("true").status)
@@ -403,7 +403,7 @@ describe("e2b fidelity to the real service (issue 15) #e2b", function()
       local s = glsb.create("e2b", hobby:opts { timeout = 60 })
       finally(function() s:terminate() hobby:stop() end)
       assert.is_true(s:set_timeout(7200))
-      local left = s:info().lease_seconds_left
+      local left = s:info().e2b.lease_seconds_left
       assert.is_true(left <= 3600 and left > 3500, tostring(left))
       -- the base class's lease clock (what is_running() and every call check) ends there too
       local clock = s._lease_ends - loop.now()
