@@ -9,7 +9,7 @@
 --            values = { "a", "b" } (the only values accepted), required = true (nil is refused) }
 -- type is one of
 --   string, boolean, function, table, userdata, number, integer,
---   seconds     a number of seconds, not NaN. A timeout or a lease: <= 0 means no limit (M.timeout
+--   seconds     a finite number of seconds (not NaN). A timeout or a lease: <= 0 means no limit (M.timeout
 --               resolves it); every public timeout is declared so, and no other rule exists
 --   positive    a number > 0, not NaN (an interval or a TTL, which cannot be unbounded)
 --   count       an integer > 0
@@ -115,7 +115,8 @@ local CHECK = {
   userdata = function(v) return type(v) == "userdata" end,
   number = function(v) return type(v) == "number" and v == v end,
   integer = function(v) return math.type(v) == "integer" or (type(v) == "number" and v == math.floor(v)) end,
-  seconds = function(v) return type(v) == "number" and v == v end,
+  -- finite: an infinite timeout is no limit's business (<= 0), and a deadline at infinity is no deadline
+  seconds = function(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end,
   positive = function(v) return type(v) == "number" and v == v and v > 0 end,
   count = function(v) return type(v) == "number" and v == math.floor(v) and v > 0 end,
   string_map = function(v)

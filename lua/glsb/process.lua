@@ -217,12 +217,13 @@ Process.__close = Process.close
 Process.__gc = Process.close
 
 -- run(argv, opts) -> stdout, stderr, status | nil, message: spawn, feed opts.input, collect, wait.
+-- opts.timeout: seconds (nil or <= 0: no limit, glsb's time rule).
 function M.run(argv, opts)
   opts = opts or {}
   return loop.run(function()
     local p, err = M.spawn({ argv = argv, env = opts.env, cwd = opts.cwd, stdin = opts.input and "pipe" or "null" })
     if not p then return nil, err end
-    local out, errs, st = p:communicate(opts.input, loop.deadline(opts.timeout))
+    local out, errs, st = p:communicate(opts.input, loop.deadline(require("glsb.options").timeout(opts.timeout)))
     if not out then p:kill("KILL") end
     p:close()
     if not out then return nil, errs end

@@ -43,17 +43,6 @@ local function answer_bound(max_output)
   return 2 * (4 * ((max_output + 2) // 3)) + 64 * 1024
 end
 
--- A timeout argument: nil -> default; a number of seconds, <= 0 for none. NaN and the infinities are
--- misuse (NaN used to read as "no timeout"): -> seconds > 0, or nil for none.
-local function check_timeout(v, default, what)
-  if v == nil then v = default end
-  if type(v) ~= "number" then error(what .. ": timeout must be a number of seconds", 3) end
-  if v ~= v or v == math.huge or v == -math.huge then
-    error(what .. ": timeout must be a finite number of seconds (<= 0 for none), got " .. tostring(v), 3)
-  end
-  if v <= 0 then return nil end
-  return v
-end
 
 local function workspace_error(message, reason, cause)
   local e = errors.new(errors.WorkspaceError, Stage.WORKSPACE, message, cause)
@@ -63,7 +52,7 @@ end
 
 local function check_sandbox(sb, what)
   if type(sb) ~= "table" or type(sb.is_running) ~= "function" then
-    error(what .. ": the first argument must be a sandbox", 3)
+    options.arg_error("%s: the first argument must be a sandbox", what)
   end
   -- the base's words for why (not started, terminated, its lease expired, gone), as for every method
   sandbox_mod.require_running(sb, what)
@@ -166,9 +155,10 @@ end
 -- caller's line; README.md's tables are generated from these).
 M.OPTIONS = {
   write_workspace_file = {
-    relative_path = { "string", "where, below the workspace root (no `..`, no absolute path, no symlink)" },
-    data = { "string", "the bytes to write" },
-    max_bytes = { "integer", "refuse more than this", default = "16777216" },
+    relative_path = { "string", "where, below the workspace root (no `..`, no absolute path, no symlink)",
+      required = true },
+    data = { "string", "the bytes to write", required = true },
+    max_bytes = { "integer", "refuse more than this", min = 0, default = "16777216" },
     overwrite = { "boolean", "replace an existing file (never silently)", default = "false" },
     timeout = { "seconds", "a far side that stops reading ends the write; `<= 0`: none", default = "60" },
   },
@@ -177,7 +167,8 @@ M.OPTIONS = {
     env = { "string_map", "environment variables (nothing else is inherited)" },
     env_allowlist = { "string_list", "names of the sandbox's own variables to pass on" },
     timeout = { "seconds", "the whole process group is killed after it; `<= 0`: none", default = "30" },
-    max_output_bytes = { "integer", "per stream, at most 64 MiB; more is counted, not kept", default = "1048576" },
+    max_output_bytes = { "integer", "per stream; more is counted, not kept", min = 0, max = M.MAX_OUTPUT,
+      default = "1048576" },
   },
 }
 
@@ -185,20 +176,12 @@ M.OPTIONS = {
 -- timeout: seconds for the whole write (default 60, <= 0 none): a far side that stops reading cannot
 -- hold the call until the lease ends.
 function M.write_workspace_file(sb, req)
+  -- types, ranges and the two required fields: the declaration (M.OPTIONS) says them, glsb.options checks
   options.check(req, M.OPTIONS.write_workspace_file, "write_workspace_file")
   check_sandbox(sb, "write_workspace_file")
-  if type(req) ~= "table" then error("write_workspace_file: request must be a table", 2) end
   local path, data = req.relative_path, req.data
-  if type(path) ~= "string" then error("write_workspace_file: relative_path must be a string", 2) end
-  if type(data) ~= "string" then error("write_workspace_file: data must be a string", 2) end
-  local max_bytes = req.max_bytes == nil and M.DEFAULT_MAX_BYTES or req.max_bytes
-  if math.type(max_bytes) ~= "integer" or max_bytes < 0 then
-    error("write_workspace_file: max_bytes must be a non-negative integer", 2)
-  end
-  if req.overwrite ~= nil and type(req.overwrite) ~= "boolean" then
-    error("write_workspace_file: overwrite must be a boolean", 2)
-  end
-  local timeout = check_timeout(req.timeout, M.DEFAULT_WRITE_TIMEOUT, "write_workspace_file")
+  local max_bytes = math.tointeger(req.max_bytes == nil and M.DEFAULT_MAX_BYTES or req.max_bytes)
+  local timeout = options.timeout(req.timeout, M.DEFAULT_WRITE_TIMEOUT)
   return traced("glsb.workspace.write", sb, run_guarded, sb, function(self)
     local argv = { helper_path(self), "write", "--root", self.workspace_root or "/home/user",
                    "--path-hex", hex(path), "--max-bytes", tostring(max_bytes) }
@@ -211,12 +194,14 @@ function M.write_workspace_file(sb, req)
 end
 
 local function string_array(t, what)
-  if type(t) ~= "table" then error(what .. " must be an array of strings", 3) end
+  if type(t) ~= "table" then options.arg_error("%s must be an array of strings", what) end
   for i = 1, #t do
-    if type(t[i]) ~= "string" then error(what .. "[" .. i .. "] must be a string", 3) end
+    if type(t[i]) ~= "string" then options.arg_error("%s[%d] must be a string", what, i) end
   end
   for k in pairs(t) do
-    if math.type(k) ~= "integer" or k < 1 or k > #t then error(what .. " must be an array (no other keys)", 3) end
+    if math.type(k) ~= "integer" or k < 1 or k > #t then
+      options.arg_error("%s must be an array (no other keys)", what)
+    end
   end
   return t
 end
@@ -226,26 +211,21 @@ function M.run_workspace_command(sb, argv, opts)
   options.check(opts, M.OPTIONS.run_workspace_command, "run_workspace_command")
   check_sandbox(sb, "run_workspace_command")
   string_array(argv, "run_workspace_command: argv")
-  if #argv == 0 then error("run_workspace_command: argv must not be empty", 2) end
+  if #argv == 0 then options.arg_error("run_workspace_command: argv must not be empty") end
   opts = opts or {}
-  if type(opts) ~= "table" then error("run_workspace_command: opts must be a table", 2) end
   local cwd = string_array(opts.cwd_components or {}, "run_workspace_command: cwd_components")
   local allow = string_array(opts.env_allowlist or {}, "run_workspace_command: env_allowlist")
   local env = opts.env or {}
-  if type(env) ~= "table" then error("run_workspace_command: env must be a table", 2) end
   local env_keys = {}
   for k, v in pairs(env) do
     if type(k) ~= "string" or k == "" or k:find("[=%z]") or type(v) ~= "string" then
-      error("run_workspace_command: env must map names (no '=') to strings", 2)
+      options.arg_error("run_workspace_command: env must map names (no '=') to strings")
     end
     env_keys[#env_keys + 1] = k
   end
   table.sort(env_keys)
-  local timeout = check_timeout(opts.timeout, M.DEFAULT_TIMEOUT, "run_workspace_command")
-  local max_output = opts.max_output_bytes == nil and M.DEFAULT_MAX_OUTPUT or opts.max_output_bytes
-  if math.type(max_output) ~= "integer" or max_output < 0 or max_output > M.MAX_OUTPUT then
-    error("run_workspace_command: max_output_bytes must be an integer in [0, 64 MiB], got " .. tostring(max_output), 2)
-  end
+  local timeout = options.timeout(opts.timeout, M.DEFAULT_TIMEOUT)
+  local max_output = math.tointeger(opts.max_output_bytes == nil and M.DEFAULT_MAX_OUTPUT or opts.max_output_bytes)
 
   return traced("glsb.workspace.run", sb, run_guarded, sb, function(self)
     local full = { helper_path(self), "run", "--root", self.workspace_root or "/home/user",

@@ -43,6 +43,7 @@
 -- spec hash, not a digest of the bytes: import layers from sources you trust.
 
 local codec = require "glsb.codec"
+local options = require "glsb.options"
 local fs = require "glsb.fs"
 local cjson = require "cjson.safe"
 local loop = require "glsb.loop"
@@ -146,7 +147,7 @@ local Template = template.TemplateBuilder:extend("local", {
       allow_degraded = { "boolean", "build even if a kernel feature is missing", default = "false" },
       pip_find_links = { "string", "a directory of wheels (implies `--no-index`)" },
       pip_index_url = { "string", "pip `--index-url`" },
-      build_timeout = { "positive", "seconds a build may take", default = "600" },
+      build_timeout = { "seconds", "seconds a build may take; `<= 0`: none", default = "600" },
     },
   },
 })
@@ -328,7 +329,8 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
     setsid = true }
   if not p then fail("cannot start the build sandbox: " .. tostring(serr)) end
   require("glsb.providers.local.reaper").record(scratch, { supervisor = p.pid })
-  local deadline = loop.now() + (popts.build_timeout or 600)
+  local build_timeout = options.timeout(popts.build_timeout, 600)
+  local deadline = loop.deadline(build_timeout)
   -- a glsb.template.build_step span per step build.py announces, the failing one marked when this
   -- raises (tracing; a shared no-op while it is off)
   local steps <close> = require("glsb.trace").steps("glsb.template.build_step")
@@ -341,7 +343,7 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
     p:kill("KILL")
     p:wait(loop.now() + 5)
     p:close()
-    fail(string.format("the template build timed out after %gs%s", popts.build_timeout or 600,
+    fail(string.format("the template build timed out after %gs%s", build_timeout or 0,
       state.status and (" (at " .. state.status .. ")") or ""))
   end
   local report = st.code ~= 0 and layout.read_report(p, loop.now() + 1) or nil

@@ -94,6 +94,19 @@ describe("workspace primitives: what the library hands the provider #workspace",
       assert.has_error(function() glsb.write_workspace_file(sb, { relative_path = "a", data = "", timeout = bad }) end)
     end
     assert.has_error(function() glsb.run_workspace_command(sb, { "true" }, { max_output_bytes = 64 * 1024 * 1024 + 1 }) end)
+    -- the declaration says the bounds and the required fields; the error is a string at this line
+    for _, case in ipairs({
+      { "write_workspace_file: option 'max_bytes' must be >= 0, got number %-1", glsb.write_workspace_file,
+        { relative_path = "a", data = "", max_bytes = -1 } },
+      { "write_workspace_file: option 'data' is required", glsb.write_workspace_file, { relative_path = "a" } },
+      { "run_workspace_command: option 'max_output_bytes' must be from 0 to 67108864", glsb.run_workspace_command,
+        { "true" }, { max_output_bytes = -1 } },
+    }) do
+      local ok, err = pcall(case[2], sb, case[3], case[4])
+      assert.is_false(ok)
+      assert.is_string(err)
+      assert.matches("^spec/workspace/lua_api_spec.lua:%d+: " .. case[1], err)
+    end
     assert.equal(0, #sb.exec_log)
   end)
 
