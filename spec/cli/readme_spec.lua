@@ -8,11 +8,13 @@
 -- start gets a private directory and returns the environment its blocks need (its emulator's URL and
 -- credentials in the variables the provider reads) and {["literal in the README"] = "replacement"};
 -- stop ends what start began. Every block of every README then runs with all of them. A provider README
--- with Lua blocks and no such module fails here. (local and e2b are set up below.)
+-- with Lua blocks and no such module fails here. (local and e2b are set up below, and the OpenAI model
+-- emulator for the interpreter's block.)
 -- #readme #local #e2b
 local shell = require "support.shell"
 local helper = require "local.helper"
 local emulator = require "e2b.emulator"
+local lm_emulator = require "lm.emulator"
 
 local GLSB_LUA = shell.repo .. "/build/glsb-lua"
 
@@ -58,7 +60,7 @@ local function provider_setups()
 end
 
 describe("README examples run #readme #local #e2b", function()
-  local tmp, emu, env, subst
+  local tmp, emu, lm_emu, env, subst
   local setups = provider_setups()
 
   setup(function()
@@ -73,7 +75,11 @@ describe("README examples run #readme #local #e2b", function()
       XDG_CACHE_HOME = tmp .. "/cache", TMPDIR = tmp .. "/ws",
       E2B_API_KEY = emu.api_key, E2B_API_URL = emu.base, E2B_SANDBOX_URL = emu.base,
     }
-    subst = { ["/srv/wheels"] = tmp .. "/wheels" }
+    -- the model of the interpreter's example: the OpenAI emulator's rule-driven model, through the
+    -- variables the client reads
+    lm_emu = lm_emulator.start("openai")
+    env.OPENAI_API_KEY, env.OPENAI_BASE_URL = lm_emu.api_key, lm_emu:base_url()
+    subst = { ["/srv/wheels"] = tmp .. "/wheels", ['model = "gpt-4o-mini"'] = 'model = "glsb-rules"' }
     for name, mod in pairs(setups) do
       local dir = tmp .. "/" .. name
       os.execute("mkdir -m 755 " .. shell.q(dir))
@@ -86,6 +92,7 @@ describe("README examples run #readme #local #e2b", function()
   teardown(function()
     for _, mod in pairs(setups) do pcall(mod.stop) end
     if emu then emu:stop() end
+    if lm_emu then lm_emu:stop() end
     if tmp then helper.rm_rf(tmp) end
   end)
 
