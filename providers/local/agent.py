@@ -422,9 +422,10 @@ def kill_group(proc):
 # Jupyter's display protocol without IPython (display.py, beside this file, loaded on first use): the
 # cell's last value and display() give result bundles ("res" frames); figures pyplot still has open at
 # the end of a cell are shown and closed, as matplotlib-inline does. When the code imports matplotlib,
-# MatplotlibHook selects the backend "module://glsb_inline" (plt.show() and fig.show() display) right
-# after matplotlib's own import, unless the sandbox's env sets MPLBACKEND. Nothing is imported
-# before something needs it: the hook sits on sys.meta_path, and display.py is read on first use.
+# ImportHook has display.py select the backend "module://glsb_inline" (plt.show() and fig.show()
+# display) right after matplotlib's own import, unless the sandbox's env sets MPLBACKEND;
+# IPython.display is display.py's stand-in where IPython is not installed. Nothing is imported before
+# something needs it: the hook sits on sys.meta_path, and display.py is read on first use.
 
 DISPLAY_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "display.py")
 _display = []
@@ -475,16 +476,23 @@ def main_result(value):
     return forms.get("text")
 
 
-class MatplotlibHook:
-    """On sys.meta_path until the code imports matplotlib: then display.py's finder takes over (it
-    selects the inline backend once matplotlib has run) and this one leaves."""
+class ImportHook:
+    """On sys.meta_path: when the code imports matplotlib, display.py's MatplotlibFinder selects the
+    inline backend once matplotlib has run; when it imports IPython (IPython.display...), display.py's
+    IPythonFinder gives the installed one, or a stand-in where there is none. Other names cost two
+    comparisons."""
+
+    glsb_hook = True
+    matplotlib_seen = False
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if name != "matplotlib":
-            return None
-        sys.meta_path.remove(MatplotlibHook)
-        return display_module().MatplotlibFinder.find_spec(name, path, target)
+        if name == "matplotlib" and not ImportHook.matplotlib_seen:
+            ImportHook.matplotlib_seen = True
+            return display_module().MatplotlibFinder.find_spec(name, path, target)
+        if name[:7] == "IPython" and (len(name) == 7 or name[7] == "."):
+            return display_module().IPythonFinder.find_spec(name, path, target)
+        return None
 
 
 def flush_figures():
@@ -1055,7 +1063,7 @@ def main():
     global OUT
     _signal.signal(_signal.SIGINT, on_sigint)
     builtins.display = display
-    sys.meta_path.insert(0, MatplotlibHook)
+    sys.meta_path.insert(0, ImportHook)
     try:
         user_site = site.getusersitepackages()
         os.makedirs(user_site, exist_ok=True)

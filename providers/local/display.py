@@ -7,7 +7,8 @@ base64, io, re and decimal are touched only when what is shown needs them.
 
 Who uses it:
   * the local agent (agent.py): sets the publisher (a "res" frame to the host, PROTOCOL.md) and calls
-    bundle() for the cell's last value, display() from the code, flush_figures() at the end of a cell;
+    bundle() for the cell's last value, display() from the code, flush_figures() at the end of a cell,
+    and its import hook asks MatplotlibFinder and IPythonFinder (IPython.display where IPython is absent);
   * the Bedrock adapter's cell wrapper (providers/bedrock/cell.lua): the same, into its verdict;
   * the E2B emulator's kernel (spec/emulators/e2b/driver.py), standing in for IPython's formatters,
     matplotlib-inline and E2B's chart extraction (e2b-dev/code-interpreter chart_data_extractor).
@@ -291,10 +292,24 @@ class _AfterImport:
         select_backend(module)
 
 
+def _others_spec(name, path, target):
+    """The spec the finders of sys.meta_path that are not glsb's give (glsb's are marked glsb_hook)."""
+    for finder in list(sys.meta_path):
+        if getattr(finder, "glsb_hook", False):
+            continue
+        find = getattr(finder, "find_spec", None)
+        spec = find(name, path, target) if find is not None else None
+        if spec is not None:
+            return spec
+    return None
+
+
 class MatplotlibFinder:
     """A sys.meta_path finder for the one name "matplotlib": the spec the other finders give, with a
     loader that selects the inline backend once matplotlib has run. Nothing is imported before the
     code imports matplotlib; the finder leaves sys.meta_path then."""
+
+    glsb_hook = True
 
     @staticmethod
     def find_spec(name, path=None, target=None):
@@ -302,14 +317,10 @@ class MatplotlibFinder:
             return None
         if MatplotlibFinder in sys.meta_path:
             sys.meta_path.remove(MatplotlibFinder)
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find is not None else None
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _AfterImport(spec.loader)
-                return spec
-        return None
+        spec = _others_spec(name, path, target)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _AfterImport(spec.loader)
+        return spec
 
 
 def install_backend_hook():
@@ -319,6 +330,152 @@ def install_backend_hook():
         select_backend(matplotlib)
     elif MatplotlibFinder not in sys.meta_path:
         sys.meta_path.insert(0, MatplotlibFinder)
+
+
+# ---------------------------------------------------------------- IPython.display, where IPython is absent
+#
+# Code written for Jupyter imports its display classes from IPython.display. Where IPython is not
+# installed, IPythonFinder gives the modules IPython, IPython.display, IPython.core and
+# IPython.core.display made of what follows: display(), the display classes (HTML, Markdown, Latex,
+# SVG, JSON, Javascript, Image, Pretty), clear_output() (nothing to clear) and get_ipython() (None:
+# there is no shell). An installed IPython is always found first.
+
+class DisplayObject:
+    """IPython.display's base: data, or the contents of filename; url is kept, never fetched."""
+
+    form = "text"
+
+    def __init__(self, data=None, url=None, filename=None, metadata=None):
+        if data is None and filename is not None:
+            with open(filename, "rb" if self.form in BINARY else "r") as f:
+                data = f.read()
+        self.data, self.url, self.filename, self.metadata = data, url, filename, metadata
+
+    def __repr__(self):
+        return "<IPython.core.display.%s object>" % type(self).__name__
+
+
+def _display_class(name, form):
+    def method(self):
+        data = self.data if self.data is not None else self.url
+        if form == "json" and isinstance(data, (str, bytes)):
+            import json
+            data = json.loads(data)
+        return data
+    return type(name, (DisplayObject,), {"form": form, "_repr_%s_" % form: method})
+
+
+HTML = _display_class("HTML", "html")
+Markdown = _display_class("Markdown", "markdown")
+Latex = _display_class("Latex", "latex")
+SVG = _display_class("SVG", "svg")
+JSON = _display_class("JSON", "json")
+Javascript = _display_class("Javascript", "javascript")
+
+
+class Pretty(DisplayObject):
+    def __repr__(self):
+        return str(self.data)
+
+
+class Image(DisplayObject):
+    """A PNG or a JPEG: format png / jpeg (jpg), else told by the file's name or its first bytes."""
+
+    form = "png"
+
+    def __init__(self, data=None, url=None, filename=None, format=None, **kwargs):
+        if isinstance(data, str) and filename is None and url is None and "\n" not in data and len(data) < 4096:
+            filename, data = data, None  # Image("plot.png"), as IPython takes a path
+        DisplayObject.__init__(self, data, url, filename, kwargs.get("metadata"))
+        fmt = (format or "").lower()
+        if not fmt and filename:
+            fmt = filename.rsplit(".", 1)[-1].lower()
+        if not fmt and isinstance(self.data, bytes):
+            fmt = "jpeg" if self.data[:2] == b"\xff\xd8" else "png"
+        self.format = "jpeg" if fmt in ("jpg", "jpeg") else "png"
+
+    def _repr_png_(self):
+        return self.data if self.format == "png" else None
+
+    def _repr_jpeg_(self):
+        return self.data if self.format == "jpeg" else None
+
+
+def clear_output(wait=False):
+    """Nothing to clear: results are a list, not a notebook's output area."""
+
+
+def update_display(obj, **kwargs):
+    display(obj)
+
+
+def publish_display_data(data, metadata=None, **kwargs):
+    display(data, raw=True)
+
+
+def get_ipython():
+    return None
+
+
+_IPYTHON_NAMES = ("IPython", "IPython.display", "IPython.core", "IPython.core.display")
+_shims = {}
+
+
+def _shim(name):
+    if not _shims:
+        names = {"display": display, "clear_output": clear_output, "update_display": update_display,
+                 "publish_display_data": publish_display_data, "DisplayObject": DisplayObject, "HTML": HTML,
+                 "Markdown": Markdown, "Latex": Latex, "SVG": SVG, "JSON": JSON, "Javascript": Javascript,
+                 "Image": Image, "Pretty": Pretty}
+        for n in _IPYTHON_NAMES:
+            mod = type(sys)(n)
+            mod.__doc__ = "glsb's stand-in for %s (IPython is not installed here)" % n
+            mod.__dict__.update(names)
+            mod.get_ipython = get_ipython
+            if n in ("IPython", "IPython.core"):
+                mod.__path__ = []
+            _shims[n] = mod
+        _shims["IPython"].display = _shims["IPython.display"]
+        _shims["IPython"].core = _shims["IPython.core"]
+        _shims["IPython.core"].display = _shims["IPython.core.display"]
+    return _shims[name]
+
+
+class _ShimLoader:
+    @staticmethod
+    def create_module(spec):
+        return _shim(spec.name)
+
+    @staticmethod
+    def exec_module(module):
+        pass
+
+
+class IPythonFinder:
+    """A sys.meta_path finder for IPython's display modules: the installed IPython when there is one,
+    else glsb's stand-in."""
+
+    glsb_hook = True
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name not in _IPYTHON_NAMES:
+            return None
+        parent = sys.modules.get("IPython")
+        if name != "IPython" and parent is not _shims.get("IPython"):
+            return None  # a submodule of the installed IPython, or of none
+        if name == "IPython":
+            spec = _others_spec(name, path, target)
+            if spec is not None:
+                return spec
+        import importlib.util
+        return importlib.util.spec_from_loader(name, _ShimLoader, is_package=name in ("IPython", "IPython.core"))
+
+
+def install_ipython_shim():
+    """IPython's display modules for this interpreter, where IPython is not installed."""
+    if IPythonFinder not in sys.meta_path:
+        sys.meta_path.insert(0, IPythonFinder)
 
 
 # ---------------------------------------------------------------- charts

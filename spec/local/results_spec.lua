@@ -102,6 +102,26 @@ Rich()
     assert.are.equal("Rich()", r.text)
   end)
 
+  it("IPython.display where IPython is not installed: the display classes, display(), clear_output()", function()
+    local has_ipython = python.has("IPython")
+    local r = sb:execute_code([[
+from IPython.display import display, HTML, Markdown, Image, JSON, clear_output
+import IPython.core.display
+open('/tmp/p.png', 'wb').write(b'\x89PNG\r\n\x1a\nzz')
+display(HTML("<b>x</b>"), Markdown("# t"), JSON('{"a": 1}'), Image('/tmp/p.png'), Image(data=b'\xff\xd8\xffjj'))
+clear_output()
+IPython.core.display.HTML is HTML
+]])
+    assert.are.equal(Status.SUCCESS, r.status, tostring(r))
+    assert.are.equal(6, #r.results)
+    assert.are.same({ "<b>x</b>", "# t", 1, "\137PNG\r\n\26\nzz", "\255\216\255jj" }, { r.results[1].html,
+      r.results[2].markdown, r.results[3].json.a, r.results[4].png, r.results[5].jpeg })
+    assert.are.equal("True", r.text)
+    if not has_ipython then
+      assert.matches("stand%-in", sb:execute_code("import IPython\nIPython.__doc__").text)
+    end
+  end)
+
   it("imports nothing for code that shows nothing rich, and bash cells give text only", function()
     local r = sb:execute_code("import sys\nsorted(m for m in ('matplotlib', 'pandas', 'numpy', 'base64', "
       .. "'glsb_inline') if m in sys.modules), callable(display)")

@@ -196,8 +196,10 @@ def display(*objs, **kw):
 
 
 # ipykernel starts the kernel with MPLBACKEND=module://matplotlib_inline.backend_inline: here the
-# stand-in backend is selected as soon as the code imports matplotlib
+# stand-in backend is selected as soon as the code imports matplotlib; IPython.display is the stand-in's
+# (the real kernel runs in IPython)
 _display.install_backend_hook()
+_display.install_ipython_shim()
 
 
 # The template's IPython runs with colors = "NoColor" (code-interpreter template/ipython_kernel_config.py):

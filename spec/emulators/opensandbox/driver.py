@@ -119,8 +119,10 @@ display = _display.display
 
 
 # ipykernel starts the kernel with MPLBACKEND=module://matplotlib_inline.backend_inline: here the
-# stand-in backend is selected as soon as the code imports matplotlib
+# stand-in backend is selected as soon as the code imports matplotlib; IPython.display is the stand-in's
+# (the real kernel runs in IPython)
 _display.install_backend_hook()
+_display.install_ipython_shim()
 _count = 0
 
 
