@@ -155,11 +155,10 @@ end
 -- Life cycle: create, set_timeout, terminate
 ---------------------------------------------------------------------------
 
-local function string_map(t, what)
+-- t: a declared string_map (glsb.options checked it at the caller's line) -> a copy with string values,
+-- nil when empty.
+local function string_map(t)
   if t == nil then return nil end
-  if type(t) ~= "table" then
-    errors.raise(errors.SandboxStartError, Stage.CREATE, "create: opts." .. what .. " must be a table")
-  end
   local out = {}
   for k, v in pairs(t) do out[tostring(k)] = tostring(v) end
   if next(out) == nil then return nil end
@@ -282,8 +281,8 @@ function Sandbox:_start(opts)
   self.metadata = user_metadata(opts.metadata)
   local body = {
     templateID = opts.template or M.DEFAULT_TEMPLATE,
-    metadata = string_map(opts.metadata, "metadata"),
-    envVars = string_map(opts.env, "env"),
+    metadata = string_map(opts.metadata),
+    envVars = string_map(opts.env),
   }
   self._create_env = body.envVars
   -- E2B has no unbounded lease; nil leaves the server default (300 s), which the base then knows.

@@ -28,7 +28,8 @@ M.SCHEMA = {
     .. "(true), `tls_servername`" },
   key_prefix = { "string", "Redis key prefix", default = "\"glsb:pool\"" },
   owner_id = { "string", "this process's name in the store's primary lock", default = "random" },
-  idle_timeout = { "positive", "lease of a warm sandbox and TTL of its idle entry (s)", default = "86400" },
+  idle_timeout = { "positive", "lease of a warm sandbox and TTL of its idle entry (s; a TTL, not a wait: "
+    .. "a warm sandbox always expires, so > 0)", default = "86400" },
   acquire_min_remaining_ttl = { "number", "an idle sandbox with less left (s) is not handed out (it is killed)",
     min = 0, default = "min(60, idle_timeout/2)" },
   reconcile_interval = { "positive", "reconciler tick (s)", default = "30" },
