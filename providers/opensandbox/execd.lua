@@ -200,6 +200,22 @@ local function refused(res, st, what, alive)
   return r
 end
 
+-- The result of a run whose stream gave no verdict: the transport broke (glsb.outcome with what arrived),
+-- the answer was not a 200 (refused), or the stream ended without `missing` ("execution_complete; the
+-- code"): gone when the sandbox is, else UNKNOWN.
+local function unfinished(res, st, out, opts, what, missing)
+  if res.error then
+    return outcome.from_failure(res.error, { what = what, stdout = out:text("stdout"), stderr = out:text("stderr"),
+      alive = opts.alive })
+  end
+  if st.status ~= 200 then return refused(res, st, what, opts.alive) end
+  local gone = opts.alive and opts.alive() == false
+  return result { status = gone and Status.TIMEOUT or Status.UNKNOWN,
+    error = gone and (what .. ": the sandbox was killed or reached its end of life")
+      or string.format("%s: the stream ended without %s may have run", what, missing),
+    failure = { exception_type = gone and outcome.GONE or Type.PROTOCOL, retry_safe = false } }
+end
+
 ---------------------------------------------------------------------------
 -- Commands: POST /command
 ---------------------------------------------------------------------------
@@ -333,18 +349,8 @@ function M.run_command(conn, command, opts)
     end
   elseif ev_state.complete then
     r = result { status = Status.SUCCESS, code = 0 }
-  elseif res.error then
-    local acc = { stdout = out:text("stdout"), stderr = out:text("stderr") }
-    r = outcome.from_failure(res.error, { what = "execute_command", stdout = acc.stdout, stderr = acc.stderr,
-      alive = opts.alive })
-  elseif st.status ~= 200 then
-    r = refused(res, st, "execute_command", opts.alive)
   else
-    local gone = opts.alive and opts.alive() == false
-    r = result { status = gone and Status.TIMEOUT or Status.UNKNOWN,
-      error = gone and "execute_command: the sandbox was killed or reached its end of life"
-        or "execute_command: the stream ended without a completion or an exit code; the command may have run",
-      failure = { exception_type = gone and outcome.GONE or Type.PROTOCOL, retry_safe = false } }
+    r = unfinished(res, st, out, opts, "execute_command", "a completion or an exit code; the command")
   end
   lf.finish(r, ev_state.complete or ev_state.error ~= nil)
   r.command_id = ev_state.id
@@ -501,17 +507,8 @@ local function run_cell(conn, code, opts, deadline, note)
       if st_ev.complete or st_ev.error then
         -- the kernel said how the cell ended (execd may send execution_complete after an error)
         r = st_ev.error and exception_result(st_ev.error) or result { status = Status.SUCCESS, code = 0 }
-      elseif res.error then
-        r = outcome.from_failure(res.error, { what = "execute_code", stdout = out:text("stdout"),
-          stderr = out:text("stderr"), alive = opts.alive })
-      elseif st.status ~= 200 then
-        r = refused(res, st, "execute_code", opts.alive)
       else
-        local gone = opts.alive and opts.alive() == false
-        r = result { status = gone and Status.TIMEOUT or Status.UNKNOWN,
-          error = gone and "execute_code: the sandbox was killed or reached its end of life"
-            or "execute_code: the stream ended without execution_complete; the code may have run",
-          failure = { exception_type = gone and outcome.GONE or Type.PROTOCOL, retry_safe = false } }
+        r = unfinished(res, st, out, opts, "execute_code", "execution_complete; the code")
       end
       out:finish(r)
       if note and (opts.language or "python") == "python" and may_display(code) then
