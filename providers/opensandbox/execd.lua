@@ -16,6 +16,7 @@ local models = require "glsb.models"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local loop = require "glsb.loop"
+local retry = require "glsb.retry"
 local sandbox = require "glsb.sandbox"
 local constants = require "glsb.constants"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
@@ -471,9 +472,7 @@ end
 -- (not glsb's env cells), which may get the display note.
 local function run_cell(conn, code, opts, deadline, note)
   local body = { code = code, context = { language = opts.language or "python" } }
-  local busy_until = math.min(loop.now() + M.BUSY_WAIT, deadline or math.huge)
-  local wait = 0.05
-  while true do
+  local function once()
     local out = output.capture(opts)
     local st_ev = { results = results.collector() }
     local res, st = M.stream(conn, "/code", body, { timeout = loop.remaining(deadline) },
@@ -498,11 +497,7 @@ local function run_cell(conn, code, opts, deadline, note)
         end
         return false
       end)
-    if is_busy(res, st) and loop.now() + wait < busy_until then
-      -- refused before it ran: the context is still finishing an interrupted run
-      loop.sleep(wait)
-      wait = math.min(wait * 2, 0.5)
-    else
+    local function outcome_of()
       local r
       if st_ev.complete or st_ev.error then
         -- the kernel said how the cell ended (execd may send execution_complete after an error)
@@ -522,7 +517,16 @@ local function run_cell(conn, code, opts, deadline, note)
       end
       return r
     end
+    -- refused before it ran: the context is still finishing an interrupted run; sent again a little later
+    if is_busy(res, st) then error({ busy = true, outcome = outcome_of }, 0) end
+    return outcome_of()
   end
+  local ok, r = pcall(retry.call, once, { attempts = math.huge, base_delay = 0.05, factor = 2, max_delay = 0.5,
+    jitter = 0, deadline = math.min(loop.now() + M.BUSY_WAIT, deadline or math.huge),
+    retryable = function(e) return type(e) == "table" and e.busy == true end })
+  if ok then return r end
+  if type(r) == "table" and r.busy == true then return r.outcome() end -- still busy at BUSY_WAIT: refused
+  error(r, 0)
 end
 
 -- Python that restores what an earlier run's env cell saved, if anything is saved: idempotent, so it may
