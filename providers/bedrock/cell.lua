@@ -155,7 +155,7 @@ local function display_py()
     local f = assert(io.open(here .. "/../local/display.py", "rb"))
     display_source = f:read("a")
     f:close()
-    runner_id = require("glsb.core").sha256(display_source .. "\0" .. M.RUNNER):sub(1, 16)
+    runner_id = require("glsb.codec").sha256(display_source .. "\0" .. M.RUNNER):sub(1, 16)
   end
   return display_source, runner_id
 end
