@@ -206,6 +206,9 @@ signal.signal(signal.SIGINT, _on_sigint)
 
 def main():
     global _running
+    # the kernel is up (execd creates a context once Jupyter's kernel answers): the emulator answers
+    # POST /code/context, and sends a run's init, only after this
+    _send({"type": "ready"})
     while True:
         line = _requests.readline()
         if not line:
@@ -216,6 +219,9 @@ def main():
             continue
         try:
             _running = True
+            # from here an interrupt is the cell's KeyboardInterrupt; one that came earlier was held
+            # by the emulator until this
+            _send({"type": "started"})
             _run(request.get("code", ""))
         except KeyboardInterrupt:
             pass  # arrived after the cell's own handler

@@ -21,7 +21,7 @@ const CONFIG_FLAGS = { '--provision-ms': 'provisionMs', '--execd-not-ready-pings
 
 function parseArgs(argv) {
   const o = { port: 0, host: '127.0.0.1', keys: [], verbose: false, exitWithParent: false, endpointStyle: 'header', config: {},
-    execdListener: false };
+    execdListener: false, allowedHostPaths: [] };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i];
     let v;
@@ -37,11 +37,12 @@ function parseArgs(argv) {
     else if (a === '--host') o.host = val();
     else if (a === '--endpoint-style') o.endpointStyle = val();
     else if (a === '--execd-listener') o.execdListener = true;
+    else if (a === '--allowed-host-path') o.allowedHostPaths.push(val());
     else if (CONFIG_FLAGS[a]) o.config[CONFIG_FLAGS[a]] = Number(val());
     else if (a === '--verbose' || a === '-v') o.verbose = true;
     else if (a === '--exit-with-parent') o.exitWithParent = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: emulator opensandbox [--port N] [--api-key KEY]... [--host 127.0.0.1] [--endpoint-style header|uri] [--execd-listener]\n'
+      process.stdout.write('usage: emulator opensandbox [--port N] [--api-key KEY]... [--host 127.0.0.1] [--endpoint-style header|uri] [--execd-listener] [--allowed-host-path P]...\n'
         + '         [--provision-ms N] [--execd-not-ready-pings N] [--grace-ms N] [--snapshot-ms N] [--exit-with-parent] [--verbose]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
@@ -65,7 +66,7 @@ try {
 }
 
 const log = opts.verbose ? (m) => process.stderr.write(`[opensandbox-emu] ${m}\n`) : () => {};
-const emu = new Emulator({ keys: opts.keys, log, config: opts.config });
+const emu = new Emulator({ keys: opts.keys, log, config: opts.config, allowedHostPaths: opts.allowedHostPaths });
 emu.initialConfig = { ...emu.config };
 emu.endpointStyle = opts.endpointStyle;
 
@@ -125,6 +126,21 @@ async function admin(req, res, url) {
   };
   if (p === '/_emulator/state' && m === 'GET') return sendJson(res, 200, emu.state());
   if (p === '/_emulator/reset' && m === 'POST') { await readBody(req); emu.reset(); return sendJson(res, 200, { ok: true }); }
+  // named volumes, for `docker volume create` (volumes.mjs): {name, files?: {path: content}}
+  if (p === '/_emulator/volumes' && m === 'GET') return sendJson(res, 200, emu.volumes.list());
+  if (p === '/_emulator/volumes' && m === 'POST') {
+    try {
+      const body = await json();
+      emu.volumes.create(String(body.name || ''), body.files || {});
+      return sendJson(res, 200, emu.volumes.list());
+    } catch (e) {
+      return sendJson(res, 400, { error: e.message });
+    }
+  }
+  if ((g = p.match(/^\/_emulator\/volumes\/([^/]+)$/)) && m === 'DELETE') {
+    await readBody(req);
+    return emu.volumes.remove(decodeURIComponent(g[1])) ? send(res, 204) : sendJson(res, 404, { error: 'no such volume' });
+  }
   if (p === '/_emulator/faults' && m === 'GET') return sendJson(res, 200, emu.faults.list());
   if (p === '/_emulator/faults' && m === 'DELETE') { await readBody(req); emu.faults.clear(); return send(res, 204); }
   if (p === '/_emulator/faults' && m === 'POST') {

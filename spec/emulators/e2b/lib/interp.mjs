@@ -6,15 +6,14 @@ import { fileURLToPath } from 'node:url';
 import { readBody, send, sendJson, uuid, sleep } from './util.mjs';
 import { killTree } from './runtime.mjs';
 import { resolvePath as normalizeSandboxPath, ensureDirs } from './vm.mjs';
+import { KERNEL_JS, NODE, toScript } from '../../kernels/script.mjs';
 
 const DRIVER = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'driver.py'), 'utf8');
 // glsb's display module stands in for IPython's formatters, matplotlib-inline and E2B's chart extraction
 const DISPLAY = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..',
   'providers', 'local', 'display.py'), 'utf8');
 const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
-// javascript/typescript and bash kernels (kernel.js), run by the sandbox's node
-const KERNEL_JS = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'kernel.js'), 'utf8');
-const NODE = fs.existsSync('/usr/bin/node') ? '/usr/bin/node' : process.execPath;
+// javascript/typescript and bash kernels (../../kernels/kernel.js), run by the sandbox's node
 // The server's keepalive line spacing (code-interpreter template/server/messaging.py KEEPALIVE_INTERVAL);
 // POST /_emulator/config {keepaliveMs} changes it for tests.
 export const config = { keepaliveMs: 5000 };
@@ -82,17 +81,6 @@ function noKernel(language) {
     + `or install that kernel.", "short_message": "${k} not found"}`;
 }
 
-// What the javascript kernel runs: TypeScript made JavaScript and `import` statements require() calls
-// (E2B's ijavascript fork runs both), by sucrase from spec/node_modules.
-let sucrase = null;
-async function toScript(code, language) {
-  const hasImport = /^\s*(import\s|export\s)/m.test(code);
-  if (language !== 'typescript' && !hasImport) return code;
-  if (!sucrase) sucrase = await import('sucrase');
-  const transforms = language === 'typescript' ? ['typescript'] : [];
-  if (hasImport) transforms.push('imports');
-  return sucrase.transform(code, { transforms, disableESTransforms: true }).code;
-}
 
 // Python's json.dumps(): ", " and ": " separators, ensure_ascii (every char outside space..~ is
 // escaped as \uXXXX UTF-16 units). The real server writes its NDJSON lines this way.
@@ -307,6 +295,7 @@ class Context {
       this.current = {
         onEvent: (ev) => {
           if (ev.type === 'done') { finish(); return; }
+          if (ev.type === 'ready' || ev.type === 'started') return; // kernel.js's own hand-shake
           if (!job.silent) job.out(pyJson(shape(ev)) + '\n');
         },
         onDeath: (name) => {

@@ -2,9 +2,9 @@
 // docs/protocols/opensandbox.md §2.4): POST /code/context, GET /code/contexts[?language=], GET/DELETE
 // /code/contexts/{id}, DELETE /code/contexts?language=, POST /code (stream), DELETE /code?id=.
 //
-// Python only: one persistent python3 process per context (driver.py) stands in for a Jupyter
-// kernel, so state survives between runs. The stream is what execd makes of the kernel's messages:
-// init(context id), stdout/stderr chunks as the kernel sent them (newlines kept), execution_count +
+// One persistent kernel process per context (driver.py for python, ../../kernels/kernel.js for
+// javascript, typescript and bash) stands in for a Jupyter kernel, so state survives between runs.
+// The stream is what execd makes of the kernel's messages: init(context id), stdout/stderr chunks as the kernel sent them (newlines kept), execution_count +
 // result for a trailing expression (MIME "text/plain" renamed "text"), status "error" + error for an
 // exception, then execution_complete (sent after an error too). A busy context is refused with 500.
 import fs from 'node:fs';
@@ -14,13 +14,30 @@ import { readBody, sendGoJson, send } from './util.mjs';
 import { spawnIn, signalTree, resolvePath, baseEnv, WORKDIR } from './runtime.mjs';
 import { EventStream } from './stream.mjs';
 import { commandId, expandPath } from './commands.mjs';
+import { KERNEL_JS, NODE, toScript } from '../../kernels/script.mjs';
 
 const DRIVER = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'driver.py');
 // glsb's display module stands in for IPython's formatters and matplotlib-inline (driver.py)
 const DISPLAY = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', 'providers', 'local',
   'display.py');
 const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
-const LANGUAGES = new Set(['python']);
+// The image's kernels (sandboxes/code-interpreter/README.md: ipykernel, tslab for javascript and
+// typescript, bash_kernel, IJava, gonb) that the machine can stand in for: python (driver.py),
+// javascript/typescript and bash (../../kernels/kernel.js on node). java and go find no kernel spec
+// (components/execd/pkg/runtime/jupyter.go searchKernel: "no kernel specs found").
+const LANGUAGES = new Set(['python', 'javascript', 'typescript', 'bash']);
+
+// kernel.js's events as driver.py sends them
+function fromKernelJs(ev, state) {
+  switch (ev.type) {
+    case 'stdout': case 'stderr': return { type: 'stream', name: ev.type, text: ev.text };
+    case 'number_of_executions': state.count = ev.execution_count; return null;
+    case 'result': return { type: 'result', count: state.count, data: { 'text/plain': ev.text } };
+    case 'error': return { type: 'error', ename: ev.name, evalue: ev.value, traceback: ev.traceback ? [ev.traceback] : [] };
+    case 'done': return { type: 'done', count: state.count };
+    default: return ev; // ready, started
+  }
+}
 
 class Context {
   constructor(sbx, language, cwd) {
@@ -31,6 +48,7 @@ class Context {
     this.child = null;
     this.current = null;   // the run in progress: {onMessage, onDeath}
     this.closed = false;
+    this.ready = null;     // resolves once the kernel said "ready"
   }
 
   info() {
@@ -39,12 +57,17 @@ class Context {
 
   ensure() {
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) return;
-    const driver = fs.readFileSync(DRIVER, 'utf8');
-    const child = spawnIn(this.sbx.root, [PYTHON, '-u', '-c', driver, fs.readFileSync(DISPLAY, 'utf8')], {
+    const argv = this.language === 'python'
+      ? [PYTHON, '-u', '-c', fs.readFileSync(DRIVER, 'utf8'), fs.readFileSync(DISPLAY, 'utf8')]
+      : [NODE, '-e', KERNEL_JS, this.language === 'bash' ? 'bash' : 'javascript'];
+    const jsState = this.language === 'python' ? null : { count: 0 };
+    const child = spawnIn(this.sbx.root, argv, {
       env: baseEnv({ ...this.sbx.env, PYTHONUNBUFFERED: '1' }), cwd: this.cwd,
       stdio: ['pipe', 'ignore', 'ignore', 'pipe'],
     });
     this.child = child;
+    let onReady;
+    this.ready = new Promise((r) => { onReady = r; });
     let buf = '';
     child.stdio[3].on('data', (d) => {
       buf += d.toString('utf8');
@@ -54,19 +77,27 @@ class Context {
         buf = buf.slice(i + 1);
         let msg;
         try { msg = JSON.parse(line); } catch { continue; }
+        if (jsState) msg = fromKernelJs(msg, jsState);
+        if (!msg) continue;
+        if (msg.type === 'ready') { onReady(true); continue; }
         if (this.current && this.child === child) this.current.onMessage(msg);
       }
     });
     child.stdin.on('error', () => {});
     child.on('exit', () => {
+      onReady(false);
       if (this.child !== child) return;
       this.child = null;
       if (this.current) this.current.onDeath();
     });
   }
 
+  // A Jupyter interrupt: the running cell gets KeyboardInterrupt. One that comes before the kernel took
+  // the cell (right after init) is held until it does, so it is never lost nor kills a kernel starting up.
   interrupt() {
-    if (this.child && this.current) signalTree(this.child, 'SIGINT');
+    if (!this.child || !this.current) return;
+    if (this.current.started) signalTree(this.child, 'SIGINT');
+    else this.current.interruptPending = true;
   }
 
   close() {
@@ -80,7 +111,17 @@ class Context {
   }
 
   // Runs one cell, forwarding events to `stream`; resolves when the kernel is idle again.
-  run(code, stream) {
+  async run(code, stream) {
+    if (this.language === 'javascript' || this.language === 'typescript') {
+      try {
+        code = await toScript(code, this.language);
+      } catch (e) {
+        stream.event({ type: 'status', text: 'error' });
+        stream.event({ type: 'error', error: { ename: 'SyntaxError', evalue: String(e.message), traceback: [String(e.message)] } });
+        stream.event({ type: 'execution_complete' });
+        return true;
+      }
+    }
     this.ensure();
     const started = Date.now();
     return new Promise((resolve) => {
@@ -90,8 +131,13 @@ class Context {
         resolve(errored);
       };
       this.current = {
+        started: false,
+        interruptPending: false,
         onMessage: (msg) => {
-          if (msg.type === 'stream') {
+          if (msg.type === 'started') {
+            this.current.started = true;
+            if (this.current.interruptPending) signalTree(this.child, 'SIGINT');
+          } else if (msg.type === 'stream') {
             stream.event({ type: msg.name === 'stderr' ? 'stderr' : 'stdout', text: msg.text });
           } else if (msg.type === 'display') {
             // display_data (display(), figures shown or left open): execd's ExecuteCodeStream registers no
@@ -149,6 +195,13 @@ function newContext(sbx, language, cwdRaw) {
   return c;
 }
 
+// Started with the context, as execd starts the kernel on context creation; resolves once it is up.
+async function readyContext(c) {
+  c.ensure();
+  await c.ready;
+  return c;
+}
+
 function defaultContext(sbx, language) {
   let c = sbx.defaultContexts.get(language);
   if (!c || c.closed) {
@@ -166,7 +219,7 @@ async function createContext(sbx, req, res) {
   if (!requireInterpreter(sbx, res)) return;
   const language = String(body.language || '');
   if (!LANGUAGES.has(language)) return runtimeError(res, 'error creating code context. no kernel specs found');
-  const c = newContext(sbx, language, body.cwd);
+  const c = await readyContext(newContext(sbx, language, body.cwd));
   const out = { id: c.id, language };
   if (body.cwd) out.cwd = body.cwd;
   return sendGoJson(res, 200, out);
@@ -194,6 +247,8 @@ async function runCode(emu, sbx, req, res, ctx, runCommandFn) {
     if (!LANGUAGES.has(c0.language)) return runtimeError(res, 'error running codes no kernel specs found');
     context = defaultContext(sbx, c0.language);
   }
+  if (context.current) return runtimeError(res, 'error running codes session is busy');
+  await readyContext(context);
   if (context.current) return runtimeError(res, 'error running codes session is busy');
   const stream = new EventStream(res, ctx);
   stream.event({ type: 'init', text: context.id });

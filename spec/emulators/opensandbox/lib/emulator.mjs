@@ -3,7 +3,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { uuid } from './util.mjs';
-import { makeTree, rmrf, signalTree, liveChildren, hasBwrap } from './runtime.mjs';
+import { makeTree, rmrf, signalTree, liveChildren, hasBwrap, registerSandbox, updateSandbox, unregisterSandbox } from './runtime.mjs';
+import { Volumes } from './volumes.mjs';
+import { closeSessions } from './sessions.mjs';
+import { makeFreezer } from '../../e2b/lib/freezer.mjs';
+import { processEnv, rulesEnv, isCidr } from '../../egress/egress.mjs';
 import { Faults } from './faults.mjs';
 
 // Knobs a test may change at run time (POST /_emulator/config) or at start (command line).
@@ -41,9 +45,47 @@ export class Sandbox {
     this.contexts = new Map();   // context id -> Context (code.mjs)
     this.defaultContexts = new Map(); // language -> Context
     this.active = new Set();     // in-flight execd responses
-    this.egressPolicy = { defaultAction: (opts.networkPolicy && opts.networkPolicy.defaultAction) || 'allow',
-      egress: (opts.networkPolicy && opts.networkPolicy.egress) || [] };
+    this.sessions = new Map();   // bash session id -> session (sessions.mjs)
+    this.mounts = opts.mounts || [];
+    this.volumesCreated = opts.volumesCreated || []; // named volumes to remove with the sandbox
+    // the sidecar's policy: with a networkPolicy, defaultAction is deny unless it says otherwise
+    // (specs/sandbox-lifecycle.yml NetworkPolicy); without one, everything is allowed
+    const np = opts.networkPolicy;
+    this.egressPolicy = { defaultAction: np ? (np.defaultAction || 'deny') : 'allow', egress: (np && np.egress) || [] };
+    this.hasPolicy = !!np;
     this.timer = null;
+  }
+
+  // The sidecar's policy as the rules egress.c enforces in the sandbox's processes: domain targets
+  // by the addresses they resolve to (the dns mode's learned sets), IP/CIDR targets directly
+  // (dns+nft mode). Rules apply to processes started after a change, as a new connection meets new
+  // nftables sets. Where an allow and a deny rule overlap, allow wins (the sidecar's first match).
+  egressRules() {
+    if (!this.hasPolicy) return null;
+    const r = { allow: [], deny: [], names: [], denyNames: [], defaultDeny: this.egressPolicy.defaultAction !== 'allow' };
+    for (const rule of this.egressPolicy.egress) {
+      const t = String(rule.target);
+      if (isCidr(t)) (rule.action === 'allow' ? r.allow : r.deny).push(t);
+      else (rule.action === 'allow' ? r.names : r.denyNames).push(t);
+    }
+    return rulesEnv(r) || 'default=allow';
+  }
+
+  // What every process of the sandbox gets (runtime.mjs registerSandbox): volumes, egress, freezer.
+  register() {
+    const egress = processEnv(this.egressRules(), this.emu.stateDir, hasBwrap());
+    if (egress.error) this.emu.log(`sandbox ${this.id}: egress rules not enforced: ${egress.error}`);
+    registerSandbox(this.root, { mounts: this.mounts, egress, cgroupProcs: this.freezer ? this.freezer.procs : null });
+  }
+
+  updateEgress() {
+    updateSandbox(this.root, { egress: processEnv(this.egressRules(), this.emu.stateDir, hasBwrap()) });
+  }
+
+  async freeze(on) {
+    if (this.freezer) return this.freezer.freeze(on);
+    for (const c of this.children()) signalTree(c, on ? 'SIGSTOP' : 'SIGCONT');
+    return undefined;
   }
 
   transition(state, reason, message) {
@@ -137,13 +179,14 @@ export class Snapshot {
 }
 
 export class Emulator {
-  constructor({ keys, log = () => {}, config = {} }) {
+  constructor({ keys, log = () => {}, config = {}, allowedHostPaths = [] }) {
     this.keys = new Set(keys);
     this.log = log;
     this.config = { ...DEFAULT_CONFIG, ...config };
     this.stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'glsb-opensandbox-emu-'));
     fs.mkdirSync(path.join(this.stateDir, 'sandboxes'));
     fs.mkdirSync(path.join(this.stateDir, 'snapshots'));
+    this.volumes = new Volumes(this.stateDir, allowedHostPaths);
     this.sandboxes = new Map();
     this.snapshots = new Map();
     this.metricsEvents = [];
@@ -159,6 +202,9 @@ export class Emulator {
     else fs.mkdirSync(root, { recursive: true });
     makeTree(root);
     const sbx = new Sandbox(this, { ...opts, id, root, notReadyPings: this.config.execdNotReadyPings });
+    // `docker pause` is the cgroup freezer: the sandbox's processes share one (e2b/lib/freezer.mjs)
+    sbx.freezer = hasBwrap() ? makeFreezer('glsb-opensandbox-emu-', id) : null;
+    sbx.register();
     this.sandboxes.set(id, sbx);
     sbx.arm();
     // The spec promises Pending; Docker answers once the container runs. Running after provisionMs.
@@ -173,15 +219,15 @@ export class Emulator {
     return sbx;
   }
 
-  pause(sbx) {
+  async pause(sbx) {
     sbx.transition('Paused', 'CONTAINER_PAUSED', 'Sandbox container is paused.');
     // docker pause freezes every process: state (a code context's variables) survives resume.
-    for (const c of sbx.children()) signalTree(c, 'SIGSTOP');
+    await sbx.freeze(true);
     this.log(`sandbox ${sbx.id} paused`);
   }
 
-  resume(sbx) {
-    for (const c of sbx.children()) signalTree(c, 'SIGCONT');
+  async resume(sbx) {
+    await sbx.freeze(false);
     sbx.transition('Running', 'CONTAINER_RUNNING', 'Sandbox container is running.');
     this.log(`sandbox ${sbx.id} resumed`);
   }
@@ -191,9 +237,19 @@ export class Emulator {
     this.sandboxes.delete(sbx.id);
     if (sbx.timer) clearTimeout(sbx.timer);
     sbx.timer = null;
+    if (sbx.freezer) sbx.freezer.remove(); // thawed, so the killed tasks can die
     for (const c of sbx.children()) signalTree(c, 'SIGCONT');
+    closeSessions(sbx);
     sbx.stopRuntime();
     sbx.transition('Terminated', why === 'expired' ? 'SANDBOX_EXPIRED' : 'SANDBOX_DELETED', `Sandbox ${why}.`);
+    unregisterSandbox(sbx.root);
+    for (const name of sbx.volumesCreated) this.volumes.remove(name);
+    if (sbx.freezer) {
+      const f = sbx.freezer;
+      let tries = 0;
+      const again = () => { if (fs.existsSync(f.dir) && tries++ < 50) { f.remove(); setTimeout(again, 100).unref(); } };
+      setTimeout(again, 50).unref();
+    }
     rmrf(sbx.root);
     this.log(`sandbox ${sbx.id} removed (${why})`);
     return true;
@@ -248,7 +304,11 @@ export class Emulator {
         commands: [...s.commands.values()].map((c) => c.info()),
         contexts: [...s.contexts.values()].map((c) => c.info()),
         activeRequests: s.active.size,
+        mounts: s.mounts,
+        egress: s.egressRules(),
+        sessions: s.sessions.size,
       })),
+      volumes: this.volumes.list(),
       snapshots: [...this.snapshots.values()].map((s) => s.info()),
       metricsEvents: this.metricsEvents,
       config: this.config,

@@ -4,6 +4,7 @@ import { readBody, sendGoJson, send, sendJson } from './util.mjs';
 import { runCommand, commandStatus, commandLogs, interruptCommand } from './commands.mjs';
 import { handleCode } from './code.mjs';
 import { handleFiles } from './files.mjs';
+import { handleSessions } from './sessions.mjs';
 import { EXECD_PORT, EGRESS_PORT } from './lifecycle.mjs';
 
 // What sits in front of a sandbox that is not there (the server proxy's get_endpoint -> 404).
@@ -52,6 +53,10 @@ export async function handleExecd(emu, sbx, req, res, url, ctx) {
   if ((g = p.match(/^\/command\/status\/([^/]+)$/)) && m === 'GET') return commandStatus(sbx, res, decodeURIComponent(g[1]));
   if ((g = p.match(/^\/command\/([^/]+)\/logs$/)) && m === 'GET') return commandLogs(sbx, res, decodeURIComponent(g[1]), q.get('cursor'));
   if (p === '/metrics' && m === 'GET') return metrics(res);
+  if (p === '/session' || p.startsWith('/session/')) {
+    const done = await handleSessions(emu, sbx, req, res, p, ctx);
+    if (done !== null) return done;
+  }
   if (p.startsWith('/code')) {
     const done = await handleCode(emu, sbx, req, res, { pathname: p, searchParams: q }, ctx,
       (body) => runCommand(emu, sbx, req, res, ctx, Buffer.from(body)));
@@ -91,11 +96,14 @@ export async function handleEgress(sbx, req, res, url) {
       if (i >= 0) sbx.egressPolicy.egress[i] = { action: rule.action, target: rule.target };
       else sbx.egressPolicy.egress.push({ action: rule.action, target: rule.target });
     }
+    sbx.hasPolicy = true;
+    sbx.updateEgress(); // the sandbox's processes from now on meet the new rules
     return sendGoJson(res, 200, { status: 'ok', policy: sbx.egressPolicy });
   }
   if (m === 'DELETE') {
     const drop = new Set(body.map(String));
     sbx.egressPolicy.egress = sbx.egressPolicy.egress.filter((r) => !drop.has(r.target));
+    sbx.updateEgress();
     return sendGoJson(res, 200, { status: 'ok', policy: sbx.egressPolicy });
   }
   return send(res, 405, '405 method not allowed', { 'Content-Type': 'text/plain' });

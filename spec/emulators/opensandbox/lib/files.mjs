@@ -29,7 +29,42 @@ function writable(rp) {
   throw e;
 }
 
-// FileInfo: mode is an integer whose decimal digits are the octal permission bits (0644 -> 644).
+// The image's users and groups (the sandbox sees the host's /etc/passwd and /etc/group): name <-> id,
+// as Go's os/user reads them.
+function idTable(file) {
+  const byName = new Map();
+  const byId = new Map();
+  let lines = [];
+  try { lines = fs.readFileSync(file, 'utf8').split('\n'); } catch { lines = []; }
+  for (const l of lines) {
+    const f = l.split(':');
+    if (f.length < 3 || !/^\d+$/.test(f[2])) continue;
+    if (!byName.has(f[0])) byName.set(f[0], Number(f[2]));
+    if (!byId.has(Number(f[2]))) byId.set(Number(f[2]), f[0]);
+  }
+  return { byName, byId };
+}
+let ids = null;
+function users() {
+  if (!ids) ids = { user: idTable('/etc/passwd'), group: idTable('/etc/group') };
+  return ids;
+}
+
+// execd's SetFileOwnership (components/execd/pkg/web/controller/utils.go): owner and group looked up by
+// name, an unknown one skipped (a warning in execd's log); neither known: execd's own uid and gid.
+// Called after every chmod of an upload, permissions change and mkdir (ChmodFile).
+function setOwnership(host, owner, group) {
+  const u = owner ? users().user.byName.get(owner) : undefined;
+  const g = group ? users().group.byName.get(group) : undefined;
+  if (u === undefined && g === undefined) {
+    fs.chownSync(host, process.getuid(), process.getgid());
+    return;
+  }
+  fs.chownSync(host, u === undefined ? -1 : u, g === undefined ? -1 : g);
+}
+
+// FileInfo: mode is an integer whose decimal digits are the octal permission bits (0644 -> 644);
+// owner and group are names where /etc/passwd and /etc/group have them (buildFileInfo).
 function fileInfo(sbx, host, st) {
   const type = st.isSymbolicLink() ? 'symlink' : st.isDirectory() ? 'directory' : st.isFile() ? 'file' : 'other';
   return {
@@ -38,8 +73,8 @@ function fileInfo(sbx, host, st) {
     size: st.size,
     modified_at: st.mtime.toISOString(),
     created_at: (st.birthtimeMs > 0 ? st.birthtime : st.ctime).toISOString(),
-    owner: st.uid === 0 ? 'root' : String(st.uid),
-    group: st.gid === 0 ? 'root' : String(st.gid),
+    owner: users().user.byId.get(st.uid) || String(st.uid),
+    group: users().group.byId.get(st.gid) || String(st.gid),
     mode: Number((st.mode & 0o7777).toString(8)),
   };
 }
@@ -120,6 +155,7 @@ async function upload(sbx, req, res) {
       }
       const mode = octalMode(meta.mode);
       if (mode !== null) fs.chmodSync(rp.host, mode);
+      setOwnership(rp.host, meta.owner, meta.group);
     } catch (e) {
       return err(res, 500, 'RUNTIME_ERROR', `error opening destination file ${rp.path}. ${e.message}`);
     }
@@ -256,6 +292,7 @@ async function permissions(sbx, req, res) {
       const mode = octalMode(perm && perm.mode);
       if (mode !== null) fs.chmodSync(rp.host, mode);
       else fs.statSync(rp.host);
+      setOwnership(rp.host, perm && perm.owner, perm && perm.group);
     } catch (e) {
       return err(res, 500, 'RUNTIME_ERROR', `error changing permissions for ${p}. ${e.message}`);
     }
@@ -367,6 +404,7 @@ async function makeDirs(sbx, req, res) {
       fs.mkdirSync(rp.host, { recursive: true });
       const mode = octalMode(perm && perm.mode);
       if (mode !== null) fs.chmodSync(rp.host, mode);
+      setOwnership(rp.host, perm && perm.owner, perm && perm.group);
     } catch (e) {
       return fileError(res, e);
     }

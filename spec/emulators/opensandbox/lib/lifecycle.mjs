@@ -164,9 +164,21 @@ async function createSandbox(emu, req, res) {
     if (!fromSnapshot) return snapshotNotFound(res, sid);
     if (fromSnapshot.state !== 'Ready') return sendJson(res, 409, ERR('SNAPSHOT::NOT_READY', `Snapshot ${sid} is not ready for restore.`));
   }
+  if (body.volumes !== undefined && body.volumes !== null && !Array.isArray(body.volumes)) {
+    return validation(res, [{ type: 'list_type', loc: ['body', 'volumes'], msg: 'Input should be a valid list', input: body.volumes }]);
+  }
+  let vols;
+  try {
+    vols = emu.volumes.prepare(body.volumes);
+  } catch (e) {
+    if (!e.code || !String(e.code).startsWith('VOLUME::')) throw e;
+    return sendJson(res, e.status, ERR(e.code, e.message));
+  }
   const env = {};
   for (const [k, v] of Object.entries({ ...(fromSnapshot ? fromSnapshot.env : {}), ...(body.env || {}) })) if (v !== null) env[k] = v;
   const sbx = emu.createSandbox({
+    mounts: vols.mounts,
+    volumesCreated: vols.created,
     image: hasImage ? { uri: body.image.uri } : undefined,
     snapshotId: fromSnapshot ? fromSnapshot.id : undefined,
     fromSnapshot,
@@ -309,14 +321,14 @@ export async function handleLifecycle(emu, req, res, url) {
       await readBody(req);
       if (!sbx) return notFound(res, id);
       if (sbx.state !== 'Running') return sendJson(res, 409, ERR('DOCKER::SANDBOX_NOT_RUNNING', `Sandbox ${id} is not running (state=${sbx.state}).`));
-      emu.pause(sbx);
+      await emu.pause(sbx);
       return send(res, 202);
     }
     if (rest === '/resume' && m === 'POST') {
       await readBody(req);
       if (!sbx) return notFound(res, id);
       if (sbx.state !== 'Paused') return sendJson(res, 409, ERR('DOCKER::SANDBOX_NOT_PAUSED', `Sandbox ${id} is not paused (state=${sbx.state}).`));
-      emu.resume(sbx);
+      await emu.resume(sbx);
       return send(res, 202);
     }
     if (rest === '/renew-expiration' && m === 'POST') {

@@ -94,6 +94,28 @@ function hostRootArgs() {
   return args;
 }
 
+// What else a sandbox's processes get, by its root: volume mounts [{host, path, readOnly}], the
+// variables and library directory of its egress rules (../../egress), the freezer cgroup they join.
+const extras = new Map();
+export function registerSandbox(root, { mounts = [], egress = null, cgroupProcs = null } = {}) {
+  extras.set(root, { mounts, egress, cgroupProcs });
+}
+export function updateSandbox(root, fields) {
+  extras.set(root, { ...(extras.get(root) || { mounts: [] }), ...fields });
+}
+export function unregisterSandbox(root) {
+  extras.delete(root);
+}
+function mountOf(root, norm) {
+  const x = extras.get(root);
+  if (!x) return null;
+  let best = null;
+  for (const m of x.mounts) {
+    if ((norm === m.path || norm.startsWith(m.path + '/')) && (!best || m.path.length > best.path.length)) best = m;
+  }
+  return best;
+}
+
 export function makeTree(root) {
   for (const top of WRITABLE_TOPS) fs.mkdirSync(path.join(root, top), { recursive: true });
   fs.chmodSync(path.join(root, 'tmp'), 0o1777);
@@ -106,6 +128,9 @@ export function resolvePath(root, p) {
   let s = String(p);
   if (s === '~' || s.startsWith('~/')) s = HOME + s.slice(1);
   const norm = path.posix.resolve(WORKDIR, s);
+  // a volume's files are the volume's (read-only when mounted so)
+  const m = mountOf(root, norm);
+  if (m) return { host: path.join(m.host, norm.slice(m.path.length)), writable: !m.readOnly, path: norm };
   const top = norm.split('/')[1] || '';
   if (WRITABLE_TOPS.includes(top)) return { host: path.join(root, norm), writable: true, path: norm };
   return { host: norm, writable: false, path: norm };
@@ -113,6 +138,11 @@ export function resolvePath(root, p) {
 
 // The sandbox path of a host path inside the tree (or the host path itself).
 export function sandboxPathOf(root, host) {
+  const x = extras.get(root);
+  for (const m of (x && x.mounts) || []) {
+    const r = path.relative(m.host, host);
+    if (!r.startsWith('..') && !path.isAbsolute(r)) return r ? path.posix.join(m.path, r.split(path.sep).join('/')) : m.path;
+  }
   const rel = path.relative(root, host);
   if (!rel.startsWith('..') && !path.isAbsolute(rel)) return '/' + rel.split(path.sep).join('/');
   return host;
@@ -136,14 +166,23 @@ export function baseEnv(sbxEnv) {
 // own process group (execd runs every command with Setpgid).
 export function spawnIn(root, argv, { env = {}, cwd = WORKDIR, stdio = ['pipe', 'pipe', 'pipe'] } = {}) {
   let child;
+  const x = extras.get(root) || { mounts: [] };
   if (hasBwrap()) {
     const args = [...hostRootArgs()];
     for (const top of WRITABLE_TOPS) args.push('--bind', path.join(root, top), '/' + top);
+    for (const m of x.mounts) args.push(m.readOnly ? '--ro-bind' : '--bind', m.host, m.path);
+    if (x.egress && x.egress.bind) args.push('--ro-bind', x.egress.bind[0], x.egress.bind[1]);
+    for (const [k, v] of Object.entries((x.egress && x.egress.env) || {})) args.push('--setenv', k, v);
     args.push('--remount-ro', '/', '--unshare-pid', '--as-pid-1', '--die-with-parent', '--chdir', cwd, '--', ...argv);
-    child = spawn('bwrap', args, { env, stdio, detached: true });
+    if (x.cgroupProcs) {
+      // join the sandbox's freezer cgroup before bwrap starts (e2b/lib/freezer.mjs)
+      child = spawn('/bin/sh', ['-c', 'echo $$ > "$0" && exec bwrap "$@"', x.cgroupProcs, ...args], { env, stdio, detached: true });
+    } else {
+      child = spawn('bwrap', args, { env, stdio, detached: true });
+    }
     child.isBwrap = true;
   } else {
-    const henv = { ...env };
+    const henv = { ...env, ...((x.egress && x.egress.env) || {}) };
     if (henv.HOME) henv.HOME = resolvePath(root, henv.HOME).host;
     child = spawn(argv[0], argv.slice(1), { env: henv, cwd: resolvePath(root, cwd).host, stdio, detached: true });
   }

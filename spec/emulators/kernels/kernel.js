@@ -3,7 +3,8 @@
 // requests on stdin as JSON lines {"code", "silent"}; events on fd 3 as JSON lines ({"type": "stdout" |
 // "stderr", "text"}, {"type": "result", "text", "is_main_result"}, {"type": "error", "name", "value",
 // "traceback"}, {"type": "number_of_executions", "execution_count"}, {"type": "done"}); an interrupt
-// is SIGINT.
+// is SIGINT. It says {"type": "ready"} once it takes requests and {"type": "started"} as each cell
+// begins, so an interrupt that came earlier can be held until the cell runs (OpenSandbox's code.mjs).
 //
 // javascript (E2B's kernel is its ijavascript fork): each cell runs as a script in one context, so
 // top-level declarations stay for the next cell; the last expression's value is the result (a
@@ -133,6 +134,7 @@ const runCell = mode === 'bash' ? bashKernel() : jsKernel();
 // SIGINT interrupts a running script (breakOnSigint); idle, it is ignored, as by an idle kernel
 process.on('SIGINT', () => {});
 const requests = readline.createInterface({ input: process.stdin });
+emit({ type: 'ready' });
 let queue = Promise.resolve();
 requests.on('line', (line) => {
   let req;
@@ -140,6 +142,7 @@ requests.on('line', (line) => {
   queue = queue.then(async () => {
     const silent = req.silent === true;
     if (!silent) emit({ type: 'number_of_executions', execution_count: ++count });
+    emit({ type: 'started' });
     await runCell(String(req.code || ''));
     emit({ type: 'done' });
   });
