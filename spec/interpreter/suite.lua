@@ -216,6 +216,13 @@ return function(provider, opts_factory, features)
         assert.truthy(r.steps[3].error:find("ZeroDivisionError", 1, true))
       end)
 
+      it("an answer with no text ends the run with glsb's account of it", function()
+        local _, client = scripted("openai", { call("print('the output')"), say("") })
+        local r = ai(client):execute("x")
+        assert.equal("answer", r.stop_reason)
+        assert.truthy(r.text:find("without an answer", 1, true) and r.text:find("the output", 1, true), r.text)
+      end)
+
       it("when even the last call fails, the run ends with glsb's own text", function()
         local _, client = scripted("openai", { call("print('only this')"), { error = { status = 400, message = "nope" } } })
         local r = ai(client, { max_steps = 1 }):execute("x")

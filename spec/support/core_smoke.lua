@@ -20,6 +20,11 @@ local ok, err = pcall(function()
   http.request({ url = u .. "/connect", framer = "connect", on_frame = function() n = n + 1 end })
   http.request({ url = u .. "/ndjson?n=20&gap=20", framer = "lines", on_frame = function() return false end })
   assert(n == 8, "frames: " .. n)
+  -- an error answer to a framed request, buffered (error_body), and one cut at its cap
+  assert(http.request({ url = u .. "/error-body?code=429", framer = "sse", error_body = 4096,
+                        on_frame = function() end }).body:find("as asked", 1, true))
+  assert(http.request({ url = u .. "/error-body?code=500&endless=1", framer = "sse", error_body = 70000,
+                        on_frame = function() end }).body_truncated == true)
   assert(http.request({ url = "http://127.0.0.1:1/" }).error.phase == "connect")
   assert(http.request({ url = u .. "/close-before-response", method = "POST", body = "x" }).error.phase == "receive")
   assert(http.request({ url = u .. "/huge-line?n=5000", framer = "lines", max_frame = 100,

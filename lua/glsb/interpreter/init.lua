@@ -497,7 +497,15 @@ function Run:go(task, files)
     stop = self:limit() or self:step()
   until stop
   self.stop_reason = stop
-  if stop ~= "answer" then self:final(stop) end
+  if stop ~= "answer" then
+    self:final(stop)
+  elseif not self.text:find("%S") then
+    -- an answer with no text is no answer: say what the run has instead
+    local last = self.steps[#self.steps]
+    local ex = last and last.executions[#last.executions]
+    self.text = "The model ended the run without an answer." .. (ex and ("\nThe last output was:\n"
+      .. observe.cap(ex.observation, 2000)) or "")
+  end
   -- output files: what the run wrote and is still there, read before anything is terminated
   local final = self:snapshot()
   local paths, sizes = {}, {}
