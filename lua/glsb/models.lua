@@ -39,13 +39,15 @@ M.ExecutionStatus, status_values = value_set("ExecutionStatus", {
 
 -- Stage: where a lifecycle failure happened, one per operation that can fail. Stable strings (also the
 -- error_code in logs). EXECUTE: execute_code / execute_command / start_command; SET_TIMEOUT, INFO,
--- GET_HOST and LIST: the provider calls behind sb:set_timeout, sb:info, sb:get_host and glsb.list.
+-- GET_HOST and LIST: the provider calls behind sb:set_timeout, sb:info, sb:get_host and glsb.list; PAUSE,
+-- SNAPSHOT and CONTEXT: sb:pause, sb:snapshot and sb:context.
 M.Stage, stage_values = value_set("Stage", {
   CREATE = "create", HEALTH_CHECK = "health_check", PACKAGE_INSTALL = "package_install",
   NOT_INITIALIZED = "not_initialized", EXECUTE = "execute", UPLOAD = "upload",
   DOWNLOAD = "download", TERMINATE = "terminate", TEMPLATE_BUILD = "template_build",
   WORKSPACE = "workspace", CONNECT = "connect", FILES = "files", POOL = "pool", LM = "lm",
   SET_TIMEOUT = "set_timeout", INFO = "info", GET_HOST = "get_host", LIST = "list",
+  PAUSE = "pause", SNAPSHOT = "snapshot", CONTEXT = "context",
 })
 
 -- Language of a code interpreter sandbox.

@@ -120,6 +120,8 @@ local COMMON = {
     metadata = { "string_map", "labels kept with the sandbox: `sb.metadata`, filters of `glsb.list`" },
     retry = { "boolean|table", "`false`: one attempt; a table: retry policy fields over the default" },
     keep_alive = { "boolean", "not terminated when the `glsb-lua` script ends", default = "false" },
+    on_timeout = { "string", "`kill`, or `pause`: the lease's end pauses the sandbox (where the provider can)",
+      values = { "kill", "pause" }, default = "kill" },
   },
   connect = {
     timeout = { "seconds", "a new lease from now; nil: unchanged" },
@@ -144,6 +146,7 @@ local COMMON = {
     on_stderr = { "function", "called once per line of stderr as it arrives" },
   },
   terminate = { timeout = { "seconds", "seconds per attempt; `<= 0`: none", default = "10" } },
+  snapshot = { name = { "string", "a name for the snapshot, where the provider keeps names" } },
   ref = { secrets = { "boolean", "also the tokens that reach the sandbox without the API key", default = "false" } },
 }
 
@@ -248,7 +251,8 @@ M.HOOKS = {
   { "_set_timeout" }, { "_install_packages" }, { "_init" }, { "_files_write" }, { "_files_read" },
   { "_files_list" }, { "_files_exists" }, { "_files_make_dir" }, { "_files_remove" }, { "_start_command" },
   { "_get_host" }, { "_info" }, { "_alive" }, { "_attach" }, { "_ref" }, { "_list" }, { "_exec_argv" },
-  { "_workspace_helper" }, { "_find_created" },
+  { "_workspace_helper" }, { "_find_created" }, { "_pause" }, { "_snapshot" }, { "_context_create" },
+  { "_context_close" },
 }
 
 -- check_hooks(cls) -> cls, or raises naming the first required hook the class lacks. The registry checks
@@ -348,6 +352,7 @@ local ENDED = {
   expired = "has ended: its lease expired (the create/set_timeout timeout passed); create a new one, or renew "
     .. "the lease with set_timeout before it ends",
   gone = "has ended outside this handle (killed, or its lease ended elsewhere); create a new one",
+  paused = "is paused: glsb.connect(provider, ref) resumes it",
 }
 
 local function not_running(self, what)
@@ -424,6 +429,12 @@ M.teardown_quietly = teardown_quietly
 -- a remote "already gone" is a success), one attempt; later calls raise SandboxNotInitializedError.
 mark_ended = function(self, state)
   if self._state ~= "running" then return end
+  -- created with on_timeout = "pause": the lease's end paused it, the provider keeps it
+  if state == "expired" and self.on_timeout == "pause" then
+    self._state = "paused"
+    M.forget(self)
+    return
+  end
   self._state = state
   if self.sandbox_id ~= nil then
     local id = self.sandbox_id
@@ -568,9 +579,14 @@ function M.create(cls, opts)
   for k, v in pairs(opts) do sopts[k] = v end
   sopts.timeout = M.resolve_timeout(opts.timeout, cls.default_sandbox_timeout, "create: timeout")
   check_env(opts.env, "create")
+  if opts.on_timeout == "pause" and not cls.pause_on_timeout then
+    options.arg_error("create: provider '%s' cannot pause a sandbox at its timeout (on_timeout = \"pause\")%s",
+      tostring(cls.provider_name), cls.pause_unsupported and (": " .. cls.pause_unsupported) or "")
+  end
   if cls._prepare_create then cls._prepare_create(sopts) end
   local self = M.new(cls, sopts)
   self.timeout = sopts.timeout
+  self.on_timeout = opts.on_timeout or "kill"
   self.keep_alive = opts.keep_alive == true
   if self.metadata == nil then
     self.metadata = {}
@@ -1015,6 +1031,55 @@ function BaseSandbox:terminate(opts)
 end
 
 ---------------------------------------------------------------------------
+-- Pause and snapshots
+---------------------------------------------------------------------------
+
+local function unsupported(self, what, stage, reason_field)
+  errors.raise(errors.SandboxExecutionError, stage, string.format("%s: provider '%s' cannot %s%s", what,
+    tostring(self.provider), what == "pause" and "pause a sandbox" or "snapshot a sandbox",
+    self[reason_field] and (": " .. self[reason_field]) or ""))
+end
+
+local function pause_body(self)
+  require_running(self, "pause")
+  if type(self._pause) ~= "function" then unsupported(self, "pause", Stage.PAUSE, "pause_unsupported") end
+  wrapped(errors.SandboxExecutionError, Stage.PAUSE, pcall(self._pause, self))
+  self._state = "paused"
+  self._lease_ends = nil
+  M.forget(self) -- a paused sandbox outlives the script: it is there to be resumed
+  return true
+end
+
+-- sb:pause() -> true. The sandbox stops where it is: its processes and (where the provider keeps it) their
+-- memory and the interpreter's variables are kept, its files too; it runs nothing and holds no CPU until
+-- glsb.connect(provider, sb:ref()) resumes it. This handle is then done (state "paused", every call
+-- raises SandboxNotInitializedError saying so) and is not terminated when the script ends. Raises
+-- SandboxExecutionError[pause] when the provider fails, or cannot pause (the message says why).
+function BaseSandbox:pause()
+  return traced_op("glsb.sandbox.pause", self, pause_body)
+end
+
+local function snapshot_body(self, opts)
+  require_running(self, "snapshot")
+  if type(self._snapshot) ~= "function" then unsupported(self, "snapshot", Stage.SNAPSHOT, "snapshot_unsupported") end
+  local ref = wrapped(errors.SandboxExecutionError, Stage.SNAPSHOT, pcall(self._snapshot, self, opts))
+  if type(ref) ~= "table" or (type(ref.template_id) ~= "string" and type(ref.name) ~= "string") then
+    errors.raise(errors.SandboxExecutionError, Stage.SNAPSHOT, "snapshot: the provider returned no template ref")
+  end
+  ref.provider, ref.kind = self.provider, "snapshot"
+  return ref
+end
+
+-- sb:snapshot(opts) -> a template ref {provider, kind = "snapshot", template_id, name?} that
+-- glsb.create(provider, {template = ref}) starts new sandboxes from, with this sandbox's files as they are
+-- now (what else a provider keeps, memory or none, its README says). The sandbox runs on. opts.name: a
+-- name for it where the provider keeps names. Raises SandboxExecutionError[snapshot].
+function BaseSandbox:snapshot(opts)
+  opts = check(getmetatable(self), opts, "snapshot")
+  return traced_op("glsb.sandbox.snapshot", self, snapshot_body, opts)
+end
+
+---------------------------------------------------------------------------
 -- CodeInterpreterSandbox
 ---------------------------------------------------------------------------
 
@@ -1128,27 +1193,109 @@ function M.failure_summary(result, network_hint)
   return table.concat(parts, " ")
 end
 
+local function code_call(self, code, opts, ctx)
+  if type(code) ~= "string" then options.arg_error("execute_code: code must be a string") end
+  opts = check(getmetatable(self), opts, "execute_code")
+  local language = opts.language or (ctx and ctx.language) or self.language
+  if ctx and language ~= ctx.language then
+    options.arg_error("execute_code: this context runs %s, not %s", ctx.language, tostring(language))
+  end
+  if self.languages and not self.languages[language] then
+    options.arg_error("execute_code: provider '%s' does not run language '%s' (it runs: %s)", tostring(self.provider),
+      language, table.concat(options.names(self.languages), ", "))
+  end
+  local env = check_env(opts.env, "execute_code")
+  if ctx and ctx.env then
+    local merged = {}
+    for k, v in pairs(ctx.env) do merged[k] = v end
+    for k, v in pairs(env or {}) do merged[k] = v end
+    env = merged
+  end
+  local hopts = {
+    timeout = options.timeout(opts.timeout, self.default_code_timeout),
+    env = env, language = language, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
+    trace_into_sandbox = opts.trace_into_sandbox, context = ctx and ctx._handle,
+  }
+  local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir)
+  return traced_op("glsb.sandbox.execute_code", self, execution_body, "execute_code", "_run_code", code, hopts,
+    files, upload_dir)
+end
+
 -- sb:execute_code(code, opts) -> ExecutionResult. Never raises for what the
 -- code did. opts: timeout (nil = provider default, <= 0 = none), files,
 -- upload_dir (default "/files"), on_stdout, on_stderr, env, trace_into_sandbox
 -- (TRACEPARENT in env; default: glsb.trace.configure's).
 function CodeInterpreterSandbox:execute_code(code, opts)
-  if type(code) ~= "string" then options.arg_error("execute_code: code must be a string") end
-  opts = check(getmetatable(self), opts, "execute_code")
+  return code_call(self, code, opts, nil)
+end
+
+---------------------------------------------------------------------------
+-- Code contexts: interpreters of their own in one sandbox
+---------------------------------------------------------------------------
+
+-- A code context (sb:context): its own interpreter state, language, working directory and env. Fields:
+-- language, cwd, env, sandbox. The sandbox's default context stays what sb:execute_code uses.
+local Context = {}
+Context.__index = Context
+M.Context = Context
+
+CodeInterpreterSandbox.options.context = {
+  language = { "string", "the context's language", default = "the sandbox's" },
+  cwd = { "string", "the context's working directory", default = "the provider's" },
+  env = { "string_map", "environment variables of every call in it (a call's env wins)" },
+}
+
+-- ctx:execute_code(code, opts) -> ExecutionResult, as sb:execute_code, in this context (opts.language,
+-- when given, must be the context's).
+function Context:execute_code(code, opts)
+  if self._closed then
+    error(errors.new(errors.SandboxNotInitializedError, Stage.NOT_INITIALIZED,
+      "execute_code: this context is closed"), 0)
+  end
+  return code_call(self.sandbox, code, opts, self)
+end
+
+local function context_close_body(sb, ctx)
+  if type(sb._context_close) == "function" and sb._state == "running" then
+    wrapped(errors.SandboxExecutionError, Stage.CONTEXT, pcall(sb._context_close, sb, ctx._handle))
+  end
+end
+
+-- ctx:close(): the context's interpreter ends (a no-op when already closed or the sandbox has ended).
+-- Raises SandboxExecutionError[context] when the provider fails to close it.
+function Context:close()
+  if self._closed then return end
+  self._closed = true
+  traced_op("glsb.sandbox.context_close", self.sandbox, context_close_body, self)
+end
+
+Context.__close = Context.close
+
+local function context_body(self, spec)
+  require_running(self, "context")
+  if type(self._context_create) ~= "function" then
+    errors.raise(errors.SandboxExecutionError, Stage.CONTEXT, string.format(
+      "context: provider '%s' has no code contexts of its own%s", tostring(self.provider),
+      self.context_unsupported and (": " .. self.context_unsupported) or ""))
+  end
+  local handle = wrapped(errors.SandboxExecutionError, Stage.CONTEXT, pcall(self._context_create, self,
+    { language = spec.language, cwd = spec.cwd }))
+  return setmetatable({ sandbox = self, language = spec.language, cwd = spec.cwd, env = spec.env, _handle = handle },
+    Context)
+end
+
+-- sb:context(opts) -> a Context with an interpreter of its own (variables set in one are not seen in
+-- another, nor in sb:execute_code's). opts: language (one the provider runs; default the sandbox's), cwd,
+-- env. Raises SandboxExecutionError[context] when the provider cannot make one.
+function CodeInterpreterSandbox:context(opts)
+  opts = check(getmetatable(self), opts, "context")
   local language = opts.language or self.language
   if self.languages and not self.languages[language] then
-    options.arg_error("execute_code: provider '%s' does not run language '%s' (it runs: %s)", tostring(self.provider),
+    options.arg_error("context: provider '%s' does not run language '%s' (it runs: %s)", tostring(self.provider),
       language, table.concat(options.names(self.languages), ", "))
   end
-  local hopts = {
-    timeout = options.timeout(opts.timeout, self.default_code_timeout),
-    env = check_env(opts.env, "execute_code"),
-    language = language, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
-    trace_into_sandbox = opts.trace_into_sandbox,
-  }
-  local files, upload_dir = M.normalize_files(opts.files, opts.upload_dir)
-  return traced_op("glsb.sandbox.execute_code", self, execution_body, "execute_code", "_run_code", code, hopts,
-    files, upload_dir)
+  local spec = { language = language, cwd = opts.cwd, env = check_env(opts.env, "context") }
+  return traced_op("glsb.sandbox.context", self, context_body, spec)
 end
 
 return M

@@ -24,6 +24,7 @@ local loop = require "glsb.loop"
 local log = require "glsb.log"
 local registry = require "glsb.registry"
 local confine_helper = require "glsb.confine_helper"
+local network = require "glsb.network"
 local api = require "glsb.providers.e2b.api"
 local envd = require "glsb.providers.e2b.envd"
 local interpreter = require "glsb.providers.e2b.interpreter"
@@ -44,9 +45,13 @@ M.version_at_least = envd.version_at_least
 
 local Sandbox = sandbox.CodeInterpreterSandbox:extend("e2b", {
   languages = { python = true, javascript = true, typescript = true, r = true, java = true, bash = true },
+  -- lifecycle onTimeout "pause" (the SDK's lifecycle option: autoPause in the create body)
+  pause_on_timeout = true,
   options = {
     provider = api.OPTIONS, -- credentials and endpoints (api.lua); the README's tables come from these
     create = {
+      network = { network.OPTION[1], "egress: `false` none, `true` open, `{allow = {...}, deny = {...}}` as "
+        .. "`allowOut`/`denyOut` (names only with `deny = {\"0.0.0.0/0\"}`, as E2B requires)", default = "open" },
       user = { "string", "user for commands (`Authorization: Basic`) and files (`?username=`); root, as code runs",
         default = "root" },
       create_timeout = { "seconds", "the create request", default = "60" },
@@ -276,14 +281,42 @@ local function quota_exceeded(res)
   return { code = "QUOTA_EXCEEDED", message = m, cause = errors.http_failure(res.status, res.headers, res.body) }
 end
 
+-- glsb.network's policy as E2B's create body (infra api/internal/handlers/sandbox_create.go): false is
+-- allow_internet_access = false (every egress denied); a table is network.allowOut (addresses, CIDRs
+-- and names) and network.denyOut (CIDRs); nil and true leave E2B's default (open).
+local function network_body(body, value)
+  if value == nil or value == true then return end
+  if value == false then body.allow_internet_access = false return end
+  local p = network.policy(value, "create")
+  local allow = {}
+  for _, c in ipairs(p.allow) do allow[#allow + 1] = c end
+  for _, d in ipairs(p.allow_domains) do allow[#allow + 1] = d end
+  body.network = { allowOut = #allow > 0 and allow or nil, denyOut = #p.deny > 0 and p.deny or nil }
+end
+
+-- A bad `network` is an argument error at the caller's line, before anything starts.
+function Sandbox._prepare_create(sopts)
+  sandbox.CodeInterpreterSandbox._prepare_create(sopts)
+  if type(sopts.network) == "table" then network.policy(sopts.network, "create") end
+end
+
+-- A template ref from builder:ensure or sb:snapshot, or an id / name.
+local function template_id(t)
+  if type(t) == "table" then return t.template_id or t.name end
+  return t
+end
+
 function Sandbox:_start(opts)
   configure(self, opts)
   self.metadata = user_metadata(opts.metadata)
   local body = {
-    templateID = opts.template or M.DEFAULT_TEMPLATE,
+    templateID = template_id(opts.template) or M.DEFAULT_TEMPLATE,
     metadata = string_map(opts.metadata),
     envVars = string_map(opts.env),
   }
+  network_body(body, opts.network)
+  -- on_timeout = "pause": the lease's end pauses the sandbox (memory kept), connect resumes it
+  if opts.on_timeout == "pause" then body.autoPause = true end
   self._create_env = body.envVars
   -- E2B has no unbounded lease; nil leaves the server default (300 s), which the base then knows.
   if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout)) else self._lease_remaining = 300 end
@@ -325,6 +358,38 @@ function Sandbox:_set_timeout(seconds)
   if age + seconds <= M.SHORTEST_LIFETIME_CAP then return nil end
   local _, left = self:_detail()
   return left
+end
+
+-- POST /sandboxes/{id}/pause: E2B snapshots the VM with its memory (infra handlers/sandbox_pause.go);
+-- connect resumes it. 409: it is paused already (the same outcome).
+function Sandbox:_pause()
+  local res = self:_api("POST", "/sandboxes/" .. http.escape(self.sandbox_id) .. "/pause", {})
+  if not res.error and res.status == 409 then return end
+  local e = errors.from_response(errors.SandboxExecutionError, Stage.PAUSE, res, "E2B pause failed")
+  if e then error(e, 0) end
+end
+
+-- POST /sandboxes/{id}/snapshots {name?} -> {snapshotID, names} (handlers/snapshot_template_create.go): a
+-- template, "<namespace>/<name>:<tag>" or "<templateID>:default", that create starts sandboxes from.
+function Sandbox:_snapshot(opts)
+  local res = self:_api("POST", "/sandboxes/" .. http.escape(self.sandbox_id) .. "/snapshots",
+    opts.name and { name = opts.name } or {})
+  local e = errors.from_response(errors.SandboxExecutionError, Stage.SNAPSHOT, res, "E2B snapshot failed")
+  if e then error(e, 0) end
+  local j = res.json
+  if type(j) ~= "table" or type(j.snapshotID) ~= "string" then
+    errors.raise(errors.SandboxExecutionError, Stage.SNAPSHOT, "E2B snapshot: the answer has no snapshotID")
+  end
+  return { template_id = j.snapshotID, name = type(j.names) == "table" and clean(j.names[1]) or nil }
+end
+
+-- Code contexts of the code interpreter (POST /contexts, DELETE /contexts/{id}).
+function Sandbox:_context_create(spec)
+  return interpreter.create_context(self._conn, spec)
+end
+
+function Sandbox:_context_close(ctx)
+  interpreter.close_context(self._conn, ctx)
 end
 
 ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ local sandbox = require "glsb.sandbox"
 local api = require "glsb.providers.e2b.api"
 local codec = require "glsb.codec"
 local results = require "glsb.results"
+local errors = require "glsb.errors"
 
 local Status = models.ExecutionStatus
 local Type = models.FailureType
@@ -88,9 +89,9 @@ end
 -- a cell queued there behind a long one would be cut by our idle limit. So the cells a connection
 -- sends to one context (the language's default context) wait their turn here instead, where no
 -- idle limit runs, and go out only when the context is free.
-local function context_lock(conn, language)
+local function context_lock(conn, language, context_id)
   conn.context_locks = conn.context_locks or {}
-  local key = language or "python"
+  local key = context_id or language or "python"
   local lock = conn.context_locks[key]
   if not lock then
     lock = loop.lock()
@@ -251,7 +252,9 @@ end
 
 local function execute(conn, code, opts, timeout)
   local body = { code = code }
-  if opts.language and opts.language ~= "python" then body.language = opts.language end
+  -- a context of its own (sb:context) is named by id; the server takes one of context_id or language
+  if opts.context then body.context_id = opts.context.id
+  elseif opts.language and opts.language ~= "python" then body.language = opts.language end
   if opts.env and next(opts.env) then
     local env = {}
     for k, v in pairs(opts.env) do env[k] = tostring(v) end
@@ -310,7 +313,7 @@ function M.run_code(conn, code, opts)
   if problem then return refused(problem) end
   -- one deadline (the base's): the wait for the cells before it in this context draws from it too
   local deadline = sandbox.deadline(opts)
-  local lock = context_lock(conn, opts.language)
+  local lock = context_lock(conn, opts.language, opts.context and opts.context.id)
   if not lock:acquire(deadline) then
     return result { status = Status.TIMEOUT,
       error = string.format("execute_code: timed out after %gs waiting for the cells before it in this context "
@@ -321,6 +324,44 @@ function M.run_code(conn, code, opts)
   lock:release()
   if not ok then error(r, 0) end
   return r
+end
+
+---------------------------------------------------------------------------
+-- Contexts: POST /contexts {language, cwd} -> {id, language, cwd}; DELETE /contexts/{id}
+---------------------------------------------------------------------------
+
+local function context_request(conn, method, path, body, what)
+  local res = conn:http {
+    method = method, url = conn:url(api.JUPYTER_PORT, path),
+    headers = conn:headers(api.JUPYTER_PORT, body and { ["Content-Type"] = "application/json" } or nil),
+    body = body and http.encode_json(body) or nil,
+    connect_timeout = api.CONNECT_TIMEOUT, timeout = api.API_TIMEOUT,
+  }
+  local e = errors.from_response(errors.SandboxExecutionError, models.Stage.CONTEXT, res, what)
+  if e then error(e, 0) end
+  return res
+end
+
+-- M.create_context(conn, {language, cwd}) -> {id, language, cwd} (code-interpreter template/server/
+-- main.py post_contexts; a language without a kernel is the server's 500 with Jupyter's words).
+function M.create_context(conn, spec)
+  local res = context_request(conn, "POST", "/contexts", { language = spec.language, cwd = spec.cwd },
+    "E2B create context failed")
+  local j = decode(res.body)
+  if type(j) ~= "table" or type(j.id) ~= "string" then
+    errors.raise(errors.SandboxExecutionError, models.Stage.CONTEXT, "E2B create context: the answer has no id")
+  end
+  return { id = j.id, language = clean(j.language), cwd = clean(j.cwd) }
+end
+
+function M.close_context(conn, ctx)
+  local res = conn:http {
+    method = "DELETE", url = conn:url(api.JUPYTER_PORT, "/contexts/" .. http.escape(ctx.id)),
+    headers = conn:headers(api.JUPYTER_PORT), connect_timeout = api.CONNECT_TIMEOUT, timeout = api.API_TIMEOUT,
+  }
+  if not res.error and res.status == 404 then return end -- already gone
+  local e = errors.from_response(errors.SandboxExecutionError, models.Stage.CONTEXT, res, "E2B remove context failed")
+  if e then error(e, 0) end
 end
 
 return M
