@@ -1,9 +1,11 @@
--- glsb.codec: base64 and SHA-256 of bytes, for providers and the kit (glsb.core's codecs behind plain Lua
--- functions: a provider requires this, never glsb.core; src/core/README.md, "Archive, codecs, files").
+-- glsb.codec: base64 and SHA-256 of bytes, and UTF-8 repair, for providers and the kit (glsb.core's codecs
+-- behind plain Lua functions: a provider requires this, never glsb.core; src/core/README.md, "Archive,
+-- codecs, files").
 --
 --   codec.sha256("abc")                 -> "ba7816bf..." (lowercase hex; raw = true: the 32 bytes)
 --   codec.b64encode(bytes[, "url"])     -> text ("std" by default; "url": the URL alphabet, no padding)
 --   codec.b64decode(text[, "url"])      -> bytes, or nil, message, "BAD_BASE64"
+--   codec.repair_utf8(bytes)            -> text: each byte that starts no valid UTF-8 sequence is U+FFFD
 local core = require "glsb.core"
 
 local M = {}
@@ -17,5 +19,29 @@ function M.b64encode(data, alphabet) return core.b64encode(data, alphabet) end
 -- b64decode(text[, alphabet]) -> bytes, or nil, message, "BAD_BASE64" (missing padding is accepted; bad
 -- characters and incomplete padding are not).
 function M.b64decode(text, alphabet) return core.b64decode(text, alphabet) end
+
+-- repair_utf8(s) -> s when it is valid UTF-8, else s with each byte that does not start a valid UTF-8
+-- sequence replaced by U+FFFD: what a protocol whose strings must be UTF-8 (OTLP's protobuf strings, MCP's
+-- JSON) sends of bytes that came from elsewhere (a sandbox's output), rather than have the far side refuse
+-- the whole message.
+function M.repair_utf8(s)
+  if utf8.len(s) then return s end
+  local out, i, n = {}, 1, #s
+  while i <= n do
+    local c = s:byte(i)
+    local width = c < 0x80 and 1 or (c >= 0xC2 and c <= 0xDF) and 2 or (c >= 0xE0 and c <= 0xEF) and 3
+      or (c >= 0xF0 and c <= 0xF4) and 4 or 0
+    local chunk = width > 0 and s:sub(i, i + width - 1)
+    -- utf8.len (strict) rejects overlong forms, surrogates and truncated sequences
+    if chunk and #chunk == width and utf8.len(chunk) == 1 then
+      out[#out + 1] = chunk
+      i = i + width
+    else
+      out[#out + 1] = "\239\191\189"
+      i = i + 1
+    end
+  end
+  return table.concat(out)
+end
 
 return M

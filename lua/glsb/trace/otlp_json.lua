@@ -7,6 +7,7 @@
 -- collector reject the whole request. Written by hand rather than through cjson, whose 2.1 encoder
 -- prints integers with 14 significant digits.
 local span_mod = require "glsb.trace.span"
+local codec = require "glsb.codec"
 
 local M = {}
 
@@ -16,25 +17,7 @@ for name, code in pairs(span_mod.KIND) do KIND_TEXT[name] = tostring(code) end
 local ESCAPES = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f", ["\n"] = "\\n",
   ["\r"] = "\\r", ["\t"] = "\\t" }
 
--- Replaces every byte that does not start a valid UTF-8 sequence with U+FFFD.
-local function repair_utf8(s)
-  local out, i, n = {}, 1, #s
-  while i <= n do
-    local c = s:byte(i)
-    local width = c < 0x80 and 1 or (c >= 0xC2 and c <= 0xDF) and 2 or (c >= 0xE0 and c <= 0xEF) and 3
-      or (c >= 0xF0 and c <= 0xF4) and 4 or 0
-    local chunk = width > 0 and s:sub(i, i + width - 1)
-    -- utf8.len (strict) rejects overlong forms, surrogates and truncated sequences
-    if chunk and #chunk == width and utf8.len(chunk) == 1 then
-      out[#out + 1] = chunk
-      i = i + width
-    else
-      out[#out + 1] = "\239\191\189"
-      i = i + 1
-    end
-  end
-  return table.concat(out)
-end
+local repair_utf8 = codec.repair_utf8
 M.repair_utf8 = repair_utf8
 
 local function escape(s)

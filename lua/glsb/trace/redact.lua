@@ -58,6 +58,25 @@ function M.secrets(options)
   return out
 end
 
+M.is_secret_name = is_secret_name
+
+-- environment() -> the values (6 bytes or more, longest first) of this process's environment variables
+-- whose names say they are secrets (E2B_API_KEY, OPEN_SANDBOX_API_KEY, AWS_SECRET_ACCESS_KEY,
+-- AWS_SESSION_TOKEN, ...): what a provider may send without its options naming it. Read from
+-- /proc/self/environ (Lua has no other way to list the environment); {} where there is none.
+function M.environment()
+  local out = {}
+  local f = io.open("/proc/self/environ", "rb")
+  if not f then return out end
+  local all = f:read("a") or ""
+  f:close()
+  for name, value in all:gmatch("([^%z=]+)=([^%z]*)") do
+    if is_secret_name(name) and #value >= 6 then out[#out + 1] = value end
+  end
+  table.sort(out, function(a, b) return #a > #b end)
+  return out
+end
+
 -- text(s, secrets) -> s with URLs redacted and each secret replaced.
 function M.text(s, secrets)
   s = tostring(s)
