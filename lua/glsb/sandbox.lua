@@ -122,6 +122,8 @@ local COMMON = {
     keep_alive = { "boolean", "not terminated when the `glsb-lua` script ends", default = "false" },
     on_timeout = { "string", "`kill`, or `pause`: the lease's end pauses the sandbox (where the provider can)",
       values = { "kill", "pause" }, default = "kill" },
+    on_progress = { "function", "called with `{stage, message}` as create goes (each attempt, a retry, "
+      .. "the package install, ready)" },
   },
   connect = {
     timeout = { "seconds", "a new lease from now; nil: unchanged" },
@@ -542,6 +544,13 @@ function M.send_create(self, send)
   return found
 end
 
+-- progress(self, stage, message): tells create's on_progress (if any) what create is doing now; a
+-- provider's _start may call it too (say, while it resolves a template). Never raises but a cancellation.
+function M.progress(self, stage, message)
+  local fn = self._on_progress
+  if fn then output.call_back(fn, { stage = stage, message = message }) end
+end
+
 local function do_create(self, sopts, retry_override)
   local p = policy(self.create_retry, constants.CREATE_RETRY, retry_override)
   p.retryable = function(err) return errors.is_transient(err) end
@@ -549,11 +558,18 @@ local function do_create(self, sopts, retry_override)
     -- a warning: retries show at the default level
     log.warn(string.format("create attempt %d failed (transient), retrying in %.2fs: %s", attempt, delay,
       tostring(err)), { provider = self.provider, stage = Stage.CREATE })
+    M.progress(self, Stage.CREATE, string.format("attempt %d failed (transient), retrying in %.1f s", attempt, delay))
   end
   local started = now()
   local attempt = 0
+  if sopts.template ~= nil then
+    M.progress(self, "template", "template " .. (type(sopts.template) == "table"
+      and tostring(sopts.template.template_id or sopts.template.name or "ref") or tostring(sopts.template)))
+  end
   retry.call(function(...)
     attempt = attempt + 1
+    M.progress(self, Stage.CREATE, "creating a " .. tostring(self.provider) .. " sandbox"
+      .. (attempt > 1 and (" (attempt " .. attempt .. ")") or ""))
     return traced("glsb.sandbox.create.attempt", self, trace_seam.on and { ["glsb.retry.attempt"] = attempt },
       start_attempt, ...)
   end, p, self, sopts)
@@ -565,6 +581,7 @@ local function do_create(self, sopts, retry_override)
   self._started_wall = time.wall()
   M.track(self)
   self:_after_start(sopts)
+  M.progress(self, "ready", "sandbox " .. tostring(self.sandbox_id) .. " is ready")
   return self
 end
 
@@ -588,6 +605,7 @@ function M.create(cls, opts)
   self.timeout = sopts.timeout
   self.on_timeout = opts.on_timeout or "kill"
   self.keep_alive = opts.keep_alive == true
+  self._on_progress = opts.on_progress
   if self.metadata == nil then
     self.metadata = {}
     for k, v in pairs(opts.metadata or {}) do self.metadata[k] = tostring(v) end
@@ -1142,6 +1160,7 @@ function CodeInterpreterSandbox:_after_start(sopts)
   local started = now()
   local timeout = M.resolve_timeout(sopts.package_install_timeout, constants.DEFAULT_PACKAGE_INSTALL_TIMEOUT,
     "create: opts.package_install_timeout")
+  M.progress(self, Stage.PACKAGE_INSTALL, "installing " .. table.concat(pkgs, " "))
   local ok, r = caught(pcall(traced, "glsb.sandbox.package_install", self, nil, self._install_packages, self, pkgs,
     { timeout = timeout, deadline = loop().deadline(timeout) }))
   local result = ok and M.normalize_result(r) or (outcome.from_failure(r))

@@ -119,6 +119,25 @@ describe("glsb.sandbox contract #unit", function()
       assert.are.equal(600, backend.last("_run_code").opts.timeout)
     end)
 
+    it("tells on_progress each stage: the template, every attempt, a retry, the install, ready", function()
+      local events = {}
+      backend.start_failures = { transient() }
+      local sb = create({ template = "tpl-1", additional_packages = { "numpy" },
+        on_progress = function(e) events[#events + 1] = e.stage .. ": " .. e.message end })
+      assert.is_true(sb:is_running())
+      assert.truthy(events[3]:match("^create: attempt 1 failed %(transient%), retrying in [%d.]+ s$"), events[3])
+      events[3] = "retry"
+      assert.are.same({ "template: template tpl-1", "create: creating a fake sandbox", "retry",
+        "create: creating a fake sandbox (attempt 2)", "package_install: installing numpy",
+        "ready: sandbox fake-2 is ready" }, events)
+      -- a callback that fails is logged and create goes on
+      sb = create({ on_progress = function() error("broken callback") end })
+      assert.is_true(sb:is_running())
+      assert.truthy(table.concat(logs, "\n"):find("broken callback", 1, true))
+      assert.has_error(function() create({ on_progress = "no" }) end,
+        "create: option 'on_progress' must be a function, got string \"no\"")
+    end)
+
     it("tears the sandbox down and raises package_install when the install fails", function()
       backend.pip_result = { status = "error", code = 1, error = "RuntimeError: pip install failed",
         stderr = "ERROR: No matching distribution found for nosuchpkg" }
