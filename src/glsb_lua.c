@@ -29,6 +29,8 @@ static const char usage_text[] =
 	"  -i              interactive prompt after running the script (default with no script on a tty)\n"
 	"  --doctor        print which confinement features this machine offers the local provider\n"
 	"  --gc [DIR...]   remove what local sandboxes of killed owners left (workspaces, cgroup leaves)\n"
+	"  --mcp [--provider NAME] [--config FILE]\n"
+	"                  serve sandboxes to an MCP client (Claude Code, ...) on stdin/stdout\n"
 	"  -v, --version   print the version\n"
 	"  -h, --help      print this help\n"
 	"\n"
@@ -380,6 +382,13 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--gc")) {
 			create_arg(L, argv, argc, i);
 			status = dostring(L, "require('glsb.providers.local.reaper').main(arg)", "=gc");
+			lua_close(L);
+			return status == LUA_OK ? 0 : 1;
+		} else if (!strcmp(a, "--mcp")) {
+			/* stdin/stdout carry the protocol; glsb.mcp ends its sandboxes before it returns */
+			create_arg(L, argv, argc, i);
+			status = dostring(L, "require('glsb.mcp').main(arg)", "=mcp");
+			dostring(L, "local s = package.loaded['glsb.sandbox'] if s then s.close_all() end", "=exit");
 			lua_close(L);
 			return status == LUA_OK ? 0 : 1;
 		} else if (!strcmp(a, "-i")) {
