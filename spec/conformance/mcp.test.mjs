@@ -300,6 +300,19 @@ describe(`MCP, official client @modelcontextprotocol/sdk ${SDK_VERSION} (v1, std
       });
   }
 
+  test('keep_alive: that sandbox outlives the server (its lease still ends it), the others do not', async () => {
+    const world = await PROVIDERS.e2b.start();
+    try {
+      const { client } = await connect({ args: ['--provider', 'e2b'], env: world.env });
+      const kept = await client.callTool({ name: 'sandbox_create', arguments: { keep_alive: true, timeout: 60 } });
+      assert.match(text(kept), /it stays when this server exits/);
+      await create(client);
+      assert.equal(await world.running(), 2);
+      await client.close();
+      assert.equal(await world.running(), 1);
+    } finally { await world.stop(); }
+  });
+
   test('the README set-up works as written from a fresh make install', async () => {
     const prefix = tempdir('glsb-mcp-install-');
     dirs.push(prefix);

@@ -266,6 +266,21 @@ describe("glsb-lua --mcp (raw JSON-RPC)", function()
     assert.same({}, workspaces(tmp))
   end)
 
+  it("keeps at most limits.max_sandboxes sandboxes running in one session", function()
+    local cfg = tmp .. "/two.lua"
+    assert(fs.write_file_atomic(cfg, "return { limits = { max_sandboxes = 2 } }"))
+    c = client.start { tmpdir = tmp, args = { "--config", cfg } }
+    c:initialize()
+    local a = c:tool("sandbox_create", {}).structuredContent.sandbox_id
+    c:tool("sandbox_create", {})
+    local r = c:tool("sandbox_create", {})
+    assert.is_true(r.isError)
+    assert.truthy(client.text(r):find("already has 2 sandboxes running", 1, true), client.text(r))
+    c:tool("sandbox_kill", { sandbox_id = a })
+    assert.is_nil(c:tool("sandbox_create", {}).isError)
+    assert.equal(2, #workspaces(tmp))
+  end)
+
   it("one session cannot reach another's sandboxes", function()
     c = client.start { tmpdir = tmp }
     c:initialize()

@@ -31,6 +31,8 @@ M.LIMITS = {
     min = 0 },
   max_line_bytes = { "count", "bytes of one incoming message", default = "16777216", min = 1024 },
   max_in_flight = { "count", "requests served at once (more get a busy error)", default = "1024" },
+  max_sandboxes = { "count", "sandboxes of one session running at once (sandbox_create refuses more)",
+    default = "16" },
   max_file_bytes = { "count", "bytes files_read and resources/read read from a sandbox", default = "4194304" },
   max_message_bytes = { "count", "bytes of one outgoing message (the official clients drop the connection "
     .. "past 10 MiB); a longer resource is read in parts of half this", default = "8388608", min = 65536 },

@@ -303,6 +303,14 @@ function M.build(cfg)
     annotations = { readOnlyHint = false, destructiveHint = false, idempotentHint = false, openWorldHint = true },
     run = function(s, a, ctx)
       local provider = a.provider or cfg.default_provider
+      local running = {}
+      for _, e in ipairs(s:list()) do
+        if not e.killed and e.sb:is_running() then running[#running + 1] = e.id end
+      end
+      if #running >= limits.max_sandboxes then
+        return present.failure(string.format("sandbox_create: this session already has %d sandboxes running (%s), "
+          .. "the most it keeps at once: kill one with sandbox_kill first", #running, table.concat(running, ", ")))
+      end
       local opts = {}
       for k, v in pairs(cfg.providers[provider]) do opts[k] = v end
       opts.template, opts.language, opts.keep_alive = a.template, a.language, a.keep_alive
