@@ -37,12 +37,19 @@ function M.new(sb, guarded, require_running)
   return setmetatable({ sandbox = sb, _guarded = guarded, _require_running = require_running }, Files)
 end
 
+-- absolute(sb, path, what) -> path made absolute: a relative one is below sb.workspace_root (/home/user),
+-- "." is that root itself. Misuse (not a string, empty, a NUL byte) is an argument error.
 local function absolute(sb, path, what)
   if type(path) ~= "string" or path == "" then options.arg_error("files:%s: path must be a non-empty string", what) end
   if path:find("%z") then options.arg_error("files:%s: path contains a NUL byte", what) end
-  if path:sub(1, 1) ~= "/" then path = (sb.workspace_root or "/home/user"):gsub("/+$", "") .. "/" .. path end
+  if path:sub(1, 1) ~= "/" then
+    local root = (sb.workspace_root or "/home/user"):gsub("/+$", "")
+    path = path:gsub("^%./+", "")
+    path = (path == "." or path == "") and root or (root .. "/" .. path)
+  end
   return path
 end
+M.absolute = absolute
 
 local function fail(what, path, err)
   if require("glsb.loop").is_cancelled(err) then error(err, 0) end

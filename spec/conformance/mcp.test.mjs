@@ -184,10 +184,15 @@ describe(`MCP, official client @modelcontextprotocol/sdk ${SDK_VERSION} (v1, std
     } finally { await client.close(); }
   });
 
-  test('progress while a 3 s run prints, which keeps a short client timeout from firing', async () => {
+  test('progress: the stages of sandbox_create, and the output of a 3 s run, which keeps a short client timeout from firing', async () => {
     const { client } = await connect();
     try {
-      const id = await create(client);
+      const stages = [];
+      const made = await client.callTool({ name: 'sandbox_create', arguments: {} }, undefined,
+        { onprogress: (p) => stages.push(p.message) });
+      const id = made.structuredContent.sandbox_id;
+      assert.ok(stages.includes('creating a local sandbox'), stages.join(' | '));
+      assert.ok(stages.some((m) => /^sandbox \S+ is ready$/.test(m)), stages.join(' | '));
       const seen = [];
       const r = await client.callTool({ name: 'execute_code', arguments: { sandbox_id: id,
         code: 'import time\nfor i in range(6):\n    print("step", i, flush=True)\n    time.sleep(0.5)' } },

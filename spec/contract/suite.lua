@@ -539,6 +539,13 @@ return function(provider, opts_factory, features)
       local listed = {}
       for _, e in ipairs(f:list(home .. "/fs")) do listed[#listed + 1] = e.name .. ":" .. e.type end
       assert.are.same({ "a.txt:file", "b.bin:file", "sub:dir" }, listed)
+      -- "./fs" and "fs" are the same folder, "." the workspace root itself
+      local rel = {}
+      for _, e in ipairs(f:list("./fs")) do rel[#rel + 1] = e.path end
+      assert.are.same({ home .. "/fs/a.txt", home .. "/fs/b.bin", home .. "/fs/sub" }, rel)
+      local at_root = false
+      for _, e in ipairs(f:list(".")) do at_root = at_root or e.path == home .. "/fs" end
+      assert.is_true(at_root, "files:list('.') lists the workspace root")
       assert.is_true(f:exists(home .. "/fs/a.txt"))
       f:remove(home .. "/fs")
       assert.is_false(f:exists(home .. "/fs/a.txt"))

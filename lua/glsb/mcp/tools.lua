@@ -11,6 +11,7 @@ local options = require "glsb.options"
 local errors = require "glsb.errors"
 local loop = require "glsb.loop"
 local codec = require "glsb.codec"
+local files = require "glsb.files"
 local json = require "glsb.mcp.json"
 local present = require "glsb.mcp.present"
 local redact = require "glsb.trace.redact"
@@ -152,14 +153,6 @@ function M.keep(s, uri, data, name, links, description)
   end
   if #parts == 1 then return uri end
   return string.format("%s ... %s (%d parts)", parts[1].uri, parts[#parts].uri, #parts)
-end
-
-local function absolute(sb, path)
-  if path:sub(1, 1) == "/" then return path end
-  path = path:gsub("^%./", "")
-  local root = (sb.workspace_root or "/home/user"):gsub("/+$", "")
-  if path == "." or path == "" then return root end
-  return root .. "/" .. path
 end
 
 local function file_uri(entry, path)
@@ -458,7 +451,8 @@ function M.build(cfg)
         if not bytes then return present.failure("files_write: content is not valid base64: " .. tostring(msg)) end
         data = bytes
       end
-      local path = absolute(e.sb, a.path)
+      local okp, path = attempt("files_write", files.absolute, e.sb, a.path, "write")
+      if not okp then return path end
       local ok, err = attempt("files_write", e.sb.files.write, e.sb.files, path, data)
       if not ok then return err end
       return present.result({ string.format("wrote %d bytes to %s", #data, path) },
@@ -485,7 +479,8 @@ function M.build(cfg)
       local e, why = s:get(a.sandbox_id, "files_read")
       if not e then return present.failure(why) end
       s:touch(e)
-      local path = absolute(e.sb, a.path)
+      local okp, path = attempt("files_read", files.absolute, e.sb, a.path, "read")
+      if not okp then return path end
       local ok, entry = attempt("files_read", M.stat, e.sb, path)
       if not ok then return entry end
       if not entry then return present.failure("files_read: no such file: " .. path) end
@@ -539,7 +534,8 @@ function M.build(cfg)
       local e, why = s:get(a.sandbox_id, "files_list")
       if not e then return present.failure(why) end
       s:touch(e)
-      local path = absolute(e.sb, a.path or ".")
+      local okp, path = attempt("files_list", files.absolute, e.sb, a.path or ".", "list")
+      if not okp then return path end
       local ok, list = attempt("files_list", e.sb.files.list, e.sb.files, path)
       if not ok then return list end
       local entries, lines = arr(), {}
