@@ -258,6 +258,7 @@ local function run_result(s, entry, r, what, limits)
 end
 M.run_result = run_result
 
+
 ---------------------------------------------------------------------------------------------------
 -- the tools, in the order tools/list gives them
 
@@ -267,6 +268,15 @@ function M.build(cfg)
   table.sort(providers)
   local limits = cfg.limits
   local T = {}
+
+  -- execution(s, entry, ctx, method, payload, opts) -> the result of sb:execute_code / sb:execute_command,
+  -- its output lines streamed as progress.
+  local function execution(s, entry, ctx, method, payload, opts)
+    opts.on_stdout, opts.on_stderr = ctx.stdout, ctx.stderr
+    local ok, r = on_sandbox(entry, method, entry.sb[method], entry.sb, payload, opts)
+    if not ok then return r end
+    return run_result(s, entry, r, method, limits)
+  end
 
   T[#T + 1] = {
     name = "sandbox_create",
@@ -391,14 +401,9 @@ function M.build(cfg)
     },
     output = RUN_OUTPUT,
     annotations = ANNOTATE.run,
-    run = function(s, a, ctx)
-      local e, why = s:get(a.sandbox_id, "execute_code")
-      if not e then return present.failure(why) end
-      s:touch(e)
-      local ok, r = on_sandbox(e, "execute_code", e.sb.execute_code, e.sb, a.code, { language = a.language,
-        timeout = a.timeout, on_stdout = ctx.stdout, on_stderr = ctx.stderr })
-      if not ok then return r end
-      return run_result(s, e, r, "execute_code", limits)
+    sandbox = true,
+    run = function(s, a, ctx, e)
+      return execution(s, e, ctx, "execute_code", a.code, { language = a.language, timeout = a.timeout })
     end,
   }
 
@@ -416,14 +421,9 @@ function M.build(cfg)
     },
     output = RUN_OUTPUT,
     annotations = ANNOTATE.run,
-    run = function(s, a, ctx)
-      local e, why = s:get(a.sandbox_id, "execute_command")
-      if not e then return present.failure(why) end
-      s:touch(e)
-      local ok, r = on_sandbox(e, "execute_command", e.sb.execute_command, e.sb, a.command, { cwd = a.cwd, env = a.env,
-        timeout = a.timeout, on_stdout = ctx.stdout, on_stderr = ctx.stderr })
-      if not ok then return r end
-      return run_result(s, e, r, "execute_command", limits)
+    sandbox = true,
+    run = function(s, a, ctx, e)
+      return execution(s, e, ctx, "execute_command", a.command, { cwd = a.cwd, env = a.env, timeout = a.timeout })
     end,
   }
 
@@ -441,10 +441,8 @@ function M.build(cfg)
     output = object({ path = { type = "string" }, bytes = { type = "integer" }, uri = { type = "string" } },
       { "path", "bytes" }),
     annotations = { readOnlyHint = false, destructiveHint = true, idempotentHint = true, openWorldHint = false },
-    run = function(s, a)
-      local e, why = s:get(a.sandbox_id, "files_write")
-      if not e then return present.failure(why) end
-      s:touch(e)
+    sandbox = true,
+    run = function(_, a, _, e)
       local data = a.content
       if a.encoding == "base64" then
         local bytes, msg = codec.b64decode((a.content:gsub("%s", "")))
@@ -475,10 +473,8 @@ function M.build(cfg)
       encoding = { type = "string" }, complete = { type = "boolean", description = "false: cut; the uri has it all" },
       uri = { type = "string" } }, { "path", "bytes" }),
     annotations = ANNOTATE.read,
-    run = function(s, a)
-      local e, why = s:get(a.sandbox_id, "files_read")
-      if not e then return present.failure(why) end
-      s:touch(e)
+    sandbox = true,
+    run = function(_, a, _, e)
       local okp, path = attempt("files_read", files.absolute, e.sb, a.path, "read")
       if not okp then return path end
       local ok, entry = attempt("files_read", M.stat, e.sb, path)
@@ -530,10 +526,8 @@ function M.build(cfg)
       { "name", "path", "type" }) },
       truncated = { type = "boolean" } }, { "path", "entries" }),
     annotations = ANNOTATE.read,
-    run = function(s, a)
-      local e, why = s:get(a.sandbox_id, "files_list")
-      if not e then return present.failure(why) end
-      s:touch(e)
+    sandbox = true,
+    run = function(_, a, _, e)
       local okp, path = attempt("files_list", files.absolute, e.sb, a.path or ".", "list")
       if not okp then return path end
       local ok, list = attempt("files_list", e.sb.files.list, e.sb.files, path)
@@ -568,10 +562,8 @@ function M.build(cfg)
     output = object({ command_id = { type = "string" }, sandbox_id = { type = "string" }, pid = { type = "integer" } },
       { "command_id", "sandbox_id" }),
     annotations = ANNOTATE.run,
-    run = function(s, a)
-      local e, why = s:get(a.sandbox_id, "command_start")
-      if not e then return present.failure(why) end
-      s:touch(e)
+    sandbox = true,
+    run = function(s, a, _, e)
       local ok, h = attempt("command_start", e.sb.start_command, e.sb, a.command, { cwd = a.cwd, env = a.env,
         timeout = a.timeout })
       if not ok then return h end
@@ -660,6 +652,16 @@ function M.build(cfg)
 
   local by_name, listed = {}, arr()
   for _, t in ipairs(T) do
+    if t.sandbox then
+      -- a tool on a sandbox: its id is looked up (only this session's, running) and its lease renewed first
+      local body = t.run
+      t.run = function(s, a, ctx)
+        local e, why = s:get(a.sandbox_id, t.name)
+        if not e then return present.failure(why) end
+        s:touch(e)
+        return body(s, a, ctx, e)
+      end
+    end
     t.schema = options.merge(t.args)
     by_name[t.name] = t
     listed[#listed + 1] = { name = t.name, title = t.title, description = t.description,
