@@ -598,7 +598,8 @@ function M.create(cls, opts)
   check_env(opts.env, "create")
   if opts.on_timeout == "pause" and not cls.pause_on_timeout then
     options.arg_error("create: provider '%s' cannot pause a sandbox at its timeout (on_timeout = \"pause\")%s",
-      tostring(cls.provider_name), cls.pause_unsupported and (": " .. cls.pause_unsupported) or "")
+      tostring(cls.provider_name),
+      cls.pause_on_timeout_unsupported and (": " .. cls.pause_on_timeout_unsupported) or "")
   end
   if cls._prepare_create then cls._prepare_create(sopts) end
   local self = M.new(cls, sopts)

@@ -42,6 +42,12 @@ M.LIST_PAGE = 100                   -- ListCodeInterpreterSessions maxResults (1
 local Sandbox = sandbox.CodeInterpreterSandbox:extend("bedrock", {
   -- executeCode's languages (service model ProgrammingLanguage); also execute_code{language=...}
   languages = { python = true, javascript = true, typescript = true },
+  -- what AgentCore's code interpreter has no call for (service model bedrock-agentcore: Start, Invoke, Stop,
+  -- Get and List CodeInterpreterSession only)
+  pause_unsupported = "AgentCore code interpreter sessions cannot be paused (StopCodeInterpreterSession ends one)",
+  pause_on_timeout_unsupported = "an AgentCore session ends at its sessionTimeoutSeconds",
+  snapshot_unsupported = "AgentCore has no snapshot of a code interpreter session",
+  context_unsupported = "an AgentCore session has one interpreter (executeCode's clearContext resets it)",
   default_sandbox_timeout = M.DEFAULT_SESSION_TIMEOUT,
   -- Start and Stop are retried inside the adapter (AWS's standard policy: throttling, 5xx and
   -- connection failures, one clientToken), so the base makes one attempt of each.

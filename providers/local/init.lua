@@ -150,6 +150,11 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   create_retry = { attempts = 1 },
   -- glsb.connect / glsb.list: a sandbox is a child process tree of its creator
   attach_unsupported = "local sandboxes belong to the process that created them",
+  pause_unsupported = "a local sandbox belongs to the process that created it, and nothing could resume it "
+    .. "(glsb.connect has nothing to attach to)",
+  pause_on_timeout_unsupported = "a local sandbox ends with its lease",
+  snapshot_unsupported = "the local provider has no snapshots of a running sandbox",
+  context_unsupported = "a local sandbox has one interpreter",
   -- what a failed install that reads like "no network" suggests (glsb.sandbox failure_summary)
   network_hint = "pass network = true (a local sandbox is offline by default), or pip_find_links = <a directory "
     .. "of wheels>",

@@ -22,6 +22,7 @@ local constants = require "glsb.constants"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 local results = require "glsb.results"
 local codec = require "glsb.codec"
+local errors = require "glsb.errors"
 
 local Status = models.ExecutionStatus
 local Type = models.FailureType
@@ -471,7 +472,10 @@ end
 -- context, ended by the deadline (nil: none) of the whole execution it is part of; note: the user's cell
 -- (not glsb's env cells), which may get the display note.
 local function run_cell(conn, code, opts, deadline, note)
-  local body = { code = code, context = { language = opts.language or "python" } }
+  -- a context of its own (sb:context) by id; else the language's default context
+  local ctx = opts.context
+  local body = { code = code, context = ctx and { id = ctx.id, language = ctx.language }
+    or { language = opts.language or "python" } }
   local function once()
     local out = output.capture(opts)
     local st_ev = { results = results.collector() }
@@ -529,37 +533,74 @@ local function run_cell(conn, code, opts, deadline, note)
   error(r, 0)
 end
 
--- Python that restores what an earlier run's env cell saved, if anything is saved: idempotent, so it may
--- run again after a cut (a cell given too little of its budget) without harm.
-local RESTORE_ENV = table.concat({
-  "if '_glsb_saved_env' in globals():",
-  "    import os as _glsb_os",
-  "    for _glsb_k, _glsb_v in _glsb_saved_env.items():",
-  "        if _glsb_v is None: _glsb_os.environ.pop(_glsb_k, None)",
-  "        else: _glsb_os.environ[_glsb_k] = _glsb_v",
-  "    del _glsb_saved_env",
-}, "\n")
+-- Env cells, per language: /code has no env field and execute_code's env lasts one execution, so a cell
+-- in the kernel's own language sets the variables (saving what they replace) and a restore cell puts
+-- them back. A restore is idempotent: it may run again after a cut (a cell given too little of its
+-- budget) without harm.
+local ENV_CELLS = {}
 
--- Python that sets environment variables of the kernel process for one run (/code has no env field, and
--- execute_code's env lasts one execution): what an earlier run left is restored first, then the values
--- it replaces are saved for RESTORE_ENV.
-local function set_env_cell(env)
-  local packages = require "glsb.packages"
-  local items = {}
+ENV_CELLS.python = {
+  restore = table.concat({
+    "if '_glsb_saved_env' in globals():",
+    "    import os as _glsb_os",
+    "    for _glsb_k, _glsb_v in _glsb_saved_env.items():",
+    "        if _glsb_v is None: _glsb_os.environ.pop(_glsb_k, None)",
+    "        else: _glsb_os.environ[_glsb_k] = _glsb_v",
+    "    del _glsb_saved_env",
+  }, "\n"),
+  set = function(keys, env)
+    local packages = require "glsb.packages"
+    local items = {}
+    for _, k in ipairs(keys) do
+      items[#items + 1] = packages.python_string(k) .. ": " .. packages.python_string(tostring(env[k]))
+    end
+    return table.concat({
+      "import os as _glsb_os",
+      "_glsb_env = {" .. table.concat(items, ", ") .. "}",
+      "_glsb_saved_env = {k: _glsb_os.environ.get(k) for k in _glsb_env}",
+      "_glsb_os.environ.update(_glsb_env)",
+      "del _glsb_env",
+    }, "\n")
+  end,
+}
+
+ENV_CELLS.javascript = {
+  restore = "if (globalThis._glsbSavedEnv) { for (const [k, v] of Object.entries(globalThis._glsbSavedEnv)) "
+    .. "{ if (v === null) delete process.env[k]; else process.env[k] = v; } delete globalThis._glsbSavedEnv; }",
+  set = function(keys, env)
+    local items = {}
+    for _, k in ipairs(keys) do
+      items[#items + 1] = http.encode_json(k) .. ": " .. http.encode_json(tostring(env[k]))
+    end
+    return "{ const e = {" .. table.concat(items, ", ") .. "}; globalThis._glsbSavedEnv = {}; "
+      .. "for (const k of Object.keys(e)) { globalThis._glsbSavedEnv[k] = k in process.env ? process.env[k] : null; "
+      .. "process.env[k] = e[k]; } }"
+  end,
+}
+ENV_CELLS.typescript = ENV_CELLS.javascript
+
+ENV_CELLS.bash = {
+  restore = 'for _glsb_k in ${_glsb_env_keys-}; do _glsb_o="_glsb_old_$_glsb_k"; '
+    .. 'if [ "${!_glsb_o-}" = _glsb_unset_ ]; then unset "$_glsb_k"; else export "$_glsb_k=${!_glsb_o}"; fi; '
+    .. 'unset "$_glsb_o"; done; unset _glsb_env_keys _glsb_k _glsb_o',
+  set = function(keys, env)
+    local shell = require "glsb.shell"
+    local out = { "_glsb_env_keys=" .. shell.quote(table.concat(keys, " ")) }
+    for _, k in ipairs(keys) do
+      out[#out + 1] = string.format("_glsb_old_%s=${%s-_glsb_unset_}; export %s=%s", k, k, k,
+        shell.quote(tostring(env[k])))
+    end
+    return table.concat(out, "\n")
+  end,
+}
+
+local function env_cell(language, env)
+  local cells = ENV_CELLS[language]
   local keys = {}
   for k in pairs(env) do keys[#keys + 1] = k end
   table.sort(keys)
-  for _, k in ipairs(keys) do
-    items[#items + 1] = packages.python_string(k) .. ": " .. packages.python_string(tostring(env[k]))
-  end
-  return table.concat({
-    RESTORE_ENV,
-    "import os as _glsb_os",
-    "_glsb_env = {" .. table.concat(items, ", ") .. "}",
-    "_glsb_saved_env = {k: _glsb_os.environ.get(k) for k in _glsb_env}",
-    "_glsb_os.environ.update(_glsb_env)",
-    "del _glsb_env",
-  }, "\n")
+  -- what an earlier run left is restored first, then the values this one replaces are saved
+  return cells.restore .. "\n" .. cells.set(keys, env)
 end
 
 -- run_code(conn, code, opts) -> ExecutionResult. opts: deadline and/or timeout (sandbox.deadline),
@@ -570,24 +611,60 @@ end
 -- for is left pending on the connection (conn.env_pending) and done first by the next run.
 function M.run_code(conn, code, opts)
   local deadline = sandbox.deadline(opts)
+  local language = opts.context and opts.context.language or opts.language or "python"
   local with_env = opts.env and next(opts.env)
-  if not with_env and not conn.env_pending then return run_cell(conn, code, opts, deadline, true) end
-  local copts = { language = opts.language, alive = opts.alive }
+  if with_env and not ENV_CELLS[language] then
+    return result { status = Status.ERROR, error = string.format("execute_code: OpenSandbox: env is set by a %s "
+      .. "cell, and the adapter writes those for python, javascript, typescript and bash only; pass the values "
+      .. "in the code", language),
+      failure = { exception_type = Type.UNSUPPORTED, retry_safe = true } }
+  end
+  -- env restores pending, per kernel: the language's default context, or a context of its own
+  local key = opts.context and opts.context.id or language
+  conn.env_pending = conn.env_pending or {}
+  if not with_env and not conn.env_pending[key] then return run_cell(conn, code, opts, deadline, true) end
+  local copts = { language = opts.language, context = opts.context, alive = opts.alive }
   -- pending from the moment a set cell may have run (even cut) until a restore is seen to end
-  if with_env then conn.env_pending = true end
-  local pre = run_cell(conn, with_env and set_env_cell(opts.env) or RESTORE_ENV, copts, deadline)
+  if with_env then conn.env_pending[key] = true end
+  local pre = run_cell(conn, with_env and env_cell(language, opts.env) or ENV_CELLS[language].restore, copts, deadline)
   if pre.status ~= Status.SUCCESS then
     pre.error = (with_env and "execute_code: setting env failed: " or
       "execute_code: restoring the env an earlier call set failed: ") .. tostring(pre.error)
     return pre
   end
-  if not with_env then conn.env_pending = nil end
+  if not with_env then conn.env_pending[key] = nil end
   local r = run_cell(conn, code, opts, deadline, true)
   if with_env and r.status ~= Status.TIMEOUT and r.status ~= Status.UNKNOWN and not loop.expired(deadline) then
-    local back = run_cell(conn, RESTORE_ENV, copts, deadline)
-    if back.status == Status.SUCCESS then conn.env_pending = nil end
+    local back = run_cell(conn, ENV_CELLS[language].restore, copts, deadline)
+    if back.status == Status.SUCCESS then conn.env_pending[key] = nil end
   end
   return r
+end
+
+-- create_context(conn, {language, cwd}) -> {id, language}: POST /code/context (execd
+-- controller/codeinterpreting.go; a language without a kernel spec is its 500 "no kernel specs found").
+function M.create_context(conn, spec)
+  local res = conn:http { method = "POST", url = conn:url("/code/context"),
+    headers = conn:hdrs { ["Content-Type"] = "application/json" },
+    body = http.encode_json({ language = spec.language, cwd = spec.cwd }), timeout = 60 }
+  local e = lifecycle.check(errors.SandboxExecutionError, models.Stage.CONTEXT, res,
+    "OpenSandbox create context failed")
+  if e then error(e, 0) end
+  local ok, j = pcall(http.decode_json, res.body or "")
+  if not ok or type(j) ~= "table" or type(j.id) ~= "string" then
+    errors.raise(errors.SandboxExecutionError, models.Stage.CONTEXT, "OpenSandbox create context: the answer has no id")
+  end
+  return { id = j.id, language = spec.language }
+end
+
+-- close_context(conn, ctx): DELETE /code/contexts/{id} (404: already gone).
+function M.close_context(conn, ctx)
+  local res = conn:http { method = "DELETE", url = conn:url("/code/contexts/" .. http.escape(ctx.id)),
+    headers = conn:hdrs(), timeout = 30 }
+  if not res.error and res.status == 404 then return end
+  local e = lifecycle.check(errors.SandboxExecutionError, models.Stage.CONTEXT, res,
+    "OpenSandbox remove context failed")
+  if e then error(e, 0) end
 end
 
 -- interrupt(conn, id[, timeout]) -> true, or false, why: DELETE /command?id= (SIGTERM, then SIGKILL

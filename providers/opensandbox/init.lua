@@ -26,6 +26,7 @@ local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 local execd = require "glsb.providers.opensandbox.execd"
 local files = require "glsb.providers.opensandbox.files"
 local snapshot = require "glsb.providers.opensandbox.snapshot"
+local network = require "glsb.network"
 
 local Stage = models.Stage
 
@@ -46,8 +47,12 @@ M.CREATE_TOKEN = "glsb-create-token"
 -- docs/protocols/opensandbox.md §1.2); a spec sets it lower to cross pages with a few sandboxes.
 M.LIST_PAGE_SIZE = 200
 
+-- The code-interpreter image's kernels (sandboxes/code-interpreter/README.md: ipykernel, tslab for
+-- javascript and typescript, bash_kernel, IJava, gonb); a server whose image lacks one answers "no
+-- kernel specs found", which reaches the caller as the call's error.
 local Sandbox = sandbox.CodeInterpreterSandbox:extend("opensandbox", {
-  languages = { python = true },
+  languages = { python = true, javascript = true, typescript = true, bash = true, java = true, go = true },
+  pause_on_timeout_unsupported = "OpenSandbox deletes a sandbox when its lease ends (pause it with sb:pause() before)",
 })
 M.Sandbox = Sandbox
 
@@ -78,6 +83,10 @@ M.CREATE_OPTIONS = {
   entrypoint = { "string_list", "the sandbox's entry process", default = "" },
   resources = { "string_map", "`resourceLimits`", default = "{cpu = \"1\", memory = \"2Gi\"}" },
   network_policy = { "table", "`{default_action = \"deny\"|\"allow\", egress = {{action, target}, ...}}`" },
+  network = { network.OPTION[1], "egress: `false` none, `true` open, `{allow = {...}, deny = {...}}` as a "
+    .. "`networkPolicy` (default deny when `deny` has `0.0.0.0/0`); not with `network_policy`", default = "open" },
+  volumes = { "table", "the API's `volumes` (`{{name, host = {path} or pvc = {claimName}, mountPath, readOnly, "
+    .. "subPath}, ...}`), passed as they are" },
   ready_timeout = { "seconds", "seconds to wait for execd's `/ping` after create or connect; `<= 0`: none",
     default = "30" },
 }
@@ -111,11 +120,42 @@ local function network_policy(p)
   return body
 end
 
+-- glsb.network's policy as a networkPolicy (specs/sandbox-lifecycle.yml NetworkPolicy, the egress
+-- sidecar's rules: domains, IPs and CIDRs): false denies everything, a table allows its `allow` entries
+-- and denies its `deny` ones, by default allowing unless `deny` holds 0.0.0.0/0 (then deny is the
+-- default and that rule goes). nil and true: no policy (open).
+local function network_as_policy(value)
+  if value == nil or value == true then return nil end
+  if value == false then return { defaultAction = "deny" } end
+  local p = network.policy(value, "create")
+  local egress, deny_all = {}, false
+  for _, t in ipairs(p.allow) do egress[#egress + 1] = { action = "allow", target = t:gsub("/32$", "") } end
+  for _, t in ipairs(p.allow_domains) do egress[#egress + 1] = { action = "allow", target = t } end
+  for _, t in ipairs(p.deny) do
+    if t == "0.0.0.0/0" then deny_all = true
+    else egress[#egress + 1] = { action = "deny", target = t:gsub("/32$", "") } end
+  end
+  return { defaultAction = deny_all and "deny" or "allow", egress = #egress > 0 and egress or nil }
+end
+
+local function check_volumes(v)
+  if v == nil then return end
+  for i, x in ipairs(v) do
+    if type(x) ~= "table" then options.arg_error("create: option 'volumes': volumes[%d] must be a table", i) end
+  end
+  if #v == 0 and next(v) ~= nil then options.arg_error("create: option 'volumes' must be an array of volumes") end
+end
+
 -- What the declarations cannot say, checked before anything starts (an argument error at the caller's
--- line, as every misuse): the shape of network_policy's rules.
+-- line, as every misuse): the shape of network_policy's rules, network, volumes.
 function Sandbox._prepare_create(sopts)
   sandbox.CodeInterpreterSandbox._prepare_create(sopts)
   network_policy(sopts.network_policy)
+  if sopts.network ~= nil and sopts.network_policy ~= nil then
+    options.arg_error("create: give either 'network' or 'network_policy', not both")
+  end
+  network_as_policy(sopts.network)
+  check_volumes(sopts.volumes)
 end
 
 ---------------------------------------------------------------------------
@@ -158,7 +198,16 @@ end
 function Sandbox:_run_code(code, opts)
   return execd.run_code(self._conn, code, { deadline = sandbox.deadline(opts), timeout = opts.timeout,
     language = opts.language, env = opts.env, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
-    alive = alive_fn(self) })
+    alive = alive_fn(self), context = opts.context })
+end
+
+-- Code contexts: execd's POST /code/context and DELETE /code/contexts/{id}.
+function Sandbox:_context_create(spec)
+  return execd.create_context(self._conn, spec)
+end
+
+function Sandbox:_context_close(ctx)
+  execd.close_context(self._conn, ctx)
 end
 
 function Sandbox:_run_command(command, opts)
@@ -237,7 +286,8 @@ function Sandbox:_create_body(opts)
     resourceLimits = string_map(opts.resources or M.DEFAULT_RESOURCES),
     env = string_map(opts.env),
     metadata = string_map(opts.metadata),
-    networkPolicy = network_policy(opts.network_policy),
+    networkPolicy = network_policy(opts.network_policy) or network_as_policy(opts.network),
+    volumes = opts.volumes,
     extensions = {},
     secureAccess = false,
   }
@@ -293,6 +343,22 @@ function Sandbox:_set_timeout(seconds)
   local res = self:_api("POST", lifecycle.sandbox_path(self.sandbox_id, "/renew-expiration"),
     { expiresAt = lifecycle.expires_in(seconds) })
   lifecycle.raise_if(errors.SandboxExecutionError, Stage.SET_TIMEOUT, res, "OpenSandbox renew-expiration failed")
+end
+
+-- POST /sandboxes/{id}/pause (202): `docker pause` on the Docker runtime (the cgroup freezer: processes
+-- and the kernels' state kept); connect resumes it (POST /resume).
+function Sandbox:_pause()
+  local res = self:_api("POST", lifecycle.sandbox_path(self.sandbox_id, "/pause"))
+  lifecycle.raise_if(errors.SandboxExecutionError, Stage.PAUSE, res, "OpenSandbox pause failed")
+end
+
+-- POST /sandboxes/{id}/snapshots, then until it is Ready: a snapshot create starts from (snapshotId).
+M.SNAPSHOT_TIMEOUT = 600
+function Sandbox:_snapshot(opts)
+  local snap = snapshot.create(self._cfg, self.sandbox_id, opts.name, errors.SandboxExecutionError, Stage.SNAPSHOT)
+  local ready = snapshot.wait_ready(self._cfg, snap.id, M.SNAPSHOT_TIMEOUT, errors.SandboxExecutionError,
+    Stage.SNAPSHOT)
+  return { template_id = ready.id, name = type(ready.name) == "string" and ready.name or nil }
 end
 
 -- DELETE /sandboxes/{id}: 204, or 404 (already gone) both mean "not running any more".

@@ -20,6 +20,10 @@ describe("bedrock contract run #bedrock", function()
     -- which the emulator does not run (spec/bedrock/sandbox_spec.lua checks what reaches the wire)
     ports = false,
     call_languages = {},
+    -- AgentCore has no pause, snapshot or second interpreter in a session: each is refused, saying so
+    pause = false,
+    snapshot = false,
+    contexts = false,
     -- AgentCore sessions carry no labels: list filters none (a metadata filter would match no session)
     list_filters_metadata = false,
     -- figures come back as image blocks of the service (no chart extraction); display() and the last

@@ -11,7 +11,7 @@ describe("e2b contract run #e2b", function()
     return emu:opts { timeout = 120 }
   end, {
     tag = "#e2b",
-    call_languages = {}, -- the emulator's interpreter runs python only (E2B's runs bash, r, java, js, ts)
+    call_languages = { "bash", "javascript", "typescript" }, -- what the emulator runs (E2B also has r, java)
     delay_next = function(step, seconds)
       local rule = ({ upload = { plane = "envd", method = "POST", path = "^/files$" },
         code = { plane = "jupyter", path = "^/execute$" }, command = { plane = "envd", path = "Process/Start$" } })[step]

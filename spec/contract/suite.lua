@@ -42,6 +42,13 @@
 --   charts              false: figures come back without extra.chart (E2B's chart extraction; default true)
 --   host_python         false: the code does not run with this machine's python3 (a live provider), so
 --                       the rich results case does not look for matplotlib and pandas here
+--   pause               false: sb:pause() must raise a clear SandboxExecutionError[pause] (and
+--                       on_timeout = "pause" be refused) instead of pausing; else what was set before the
+--                       pause is there after glsb.connect resumed it, and list says "paused" meanwhile
+--   snapshot            false: sb:snapshot() must raise a clear SandboxExecutionError[snapshot]; else a
+--                       sandbox created from the ref has the files the source had then
+--   contexts            false: sb:context() must raise a clear SandboxExecutionError[context]; else a
+--                       context keeps state of its own, apart from the default one
 local busted = require "busted"
 local assert = require "luassert"
 local describe, it = busted.describe, busted.it
@@ -687,6 +694,87 @@ return function(provider, opts_factory, features)
       assert.is_false(ok)
       assert.matches("does not run language 'cobol'", err)
     end)
+
+    if features.pause == false then
+      it("pause is refused clearly where the provider cannot pause", function()
+        sb = create()
+        local ok, err = pcall(sb.pause, sb)
+        assert.is_false(ok)
+        assert.is_true(errors.is(err, errors.SandboxExecutionError), tostring(err))
+        assert.are.equal("pause", err.stage)
+        assert.matches("cannot pause a sandbox: ", tostring(err))
+        assert.are.equal(Status.SUCCESS, sb:execute_code("1").status, "the sandbox runs on")
+        ok, err = pcall(glsb.create, provider, merge(opts_factory(), { on_timeout = "pause" }))
+        assert.is_false(ok)
+        assert.matches("cannot pause a sandbox at its timeout", err)
+      end)
+    else
+      it("pause keeps what was set; a paused sandbox is listed as paused; connect resumes it", function()
+        sb = create { metadata = { suite = "pause-" .. provider } }
+        assert.are.equal(Status.SUCCESS, sb:execute_code("kept = 'before the pause'").status)
+        assert.are.equal(0, sb:execute_command("echo on-disk > /tmp/glsb-pause.txt").code)
+        assert.is_true(sb:pause())
+        assert.are.equal("paused", sb:info().state)
+        local ok, err = pcall(sb.execute_code, sb, "1")
+        assert.is_false(ok)
+        assert.is_true(errors.is(err, errors.SandboxNotInitializedError))
+        if features.list ~= false then
+          local refs = glsb.list(provider, merge(only("list"), { metadata = { suite = "pause-" .. provider } }))
+          assert.are.equal(1, #refs)
+          assert.matches("^[Pp]aused$", refs[1].state)
+        end
+        local again = glsb.connect(provider, sb:ref(), only("connect"))
+        sb = again -- terminated after the case
+        assert.are.equal("before the pause\n", again:execute_code("print(kept)").stdout)
+        assert.are.equal("on-disk\n", again:execute_command("cat /tmp/glsb-pause.txt").stdout)
+      end)
+    end
+
+    if features.snapshot == false then
+      it("snapshot is refused clearly where the provider has none", function()
+        sb = create()
+        local ok, err = pcall(sb.snapshot, sb)
+        assert.is_false(ok)
+        assert.are.equal("snapshot", err.stage)
+        assert.matches("cannot snapshot a sandbox: ", tostring(err))
+      end)
+    else
+      it("snapshot gives a template ref; a sandbox created from it has the files as they were", function()
+        sb = create()
+        assert.are.equal(0, sb:execute_command("mkdir -p /tmp/snap && echo snapped > /tmp/snap/f.txt").code)
+        local ref = sb:snapshot()
+        assert.are.equal(provider, ref.provider)
+        assert.are.equal("snapshot", ref.kind)
+        assert.are.equal(0, sb:execute_command("echo changed > /tmp/snap/f.txt").code)
+        local from = create { template = ref }
+        local r = from:execute_command("cat /tmp/snap/f.txt")
+        from:terminate()
+        assert.are.equal("snapped\n", r.stdout, tostring(r))
+      end)
+    end
+
+    if features.contexts == false then
+      it("contexts are refused clearly where the provider has one interpreter", function()
+        sb = create()
+        local ok, err = pcall(sb.context, sb)
+        assert.is_false(ok)
+        assert.are.equal("context", err.stage)
+        assert.matches("has no code contexts of its own: ", tostring(err))
+      end)
+    else
+      it("a context has its own state, cwd and env; the default context is untouched", function()
+        sb = create()
+        assert.are.equal(Status.SUCCESS, sb:execute_code("x = 'default'").status)
+        local ctx = sb:context { cwd = "/tmp", env = { GLSB_CTX = "ctx" } }
+        assert.are.equal(Status.SUCCESS, ctx:execute_code("x = 'context'").status)
+        local r = ctx:execute_code("import os\nprint(x, os.getcwd(), os.environ.get('GLSB_CTX'))")
+        assert.are.equal("context /tmp ctx\n", r.stdout, tostring(r))
+        assert.are.equal("default\n", sb:execute_code("print(x)").stdout)
+        ctx:close()
+        local ok = pcall(ctx.execute_code, ctx, "1")
+        assert.is_false(ok)
+      end)
+    end
 
     it("options are strict: a typo is an argument error naming the closest key, before anything starts", function()
       local opts = opts_factory()

@@ -12,7 +12,7 @@ describe("opensandbox contract run #opensandbox", function()
     return emu:opts { timeout = 120 }
   end, {
     tag = "#opensandbox",
-    call_languages = {}, -- python only
+    call_languages = { "bash", "javascript", "typescript" },
     displays = false,    -- execd forwards only the kernel's execute_result (display_data is dropped)
     charts = false,      -- no chart extraction in its kernel
     delay_next = function(step, seconds)
