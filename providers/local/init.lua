@@ -99,6 +99,7 @@ local control = require "glsb.providers.local.control"
 local mux = require "glsb.providers.local.mux"
 local layout = require "glsb.providers.local.layout"
 local agent = require "glsb.providers.local.agent"
+local freeze = require "glsb.providers.local.freeze"
 local result = require "glsb.providers.local.result"
 local background = require "glsb.providers.local.background"
 local transfer = require "glsb.providers.local.transfer"
@@ -150,8 +151,6 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   create_retry = { attempts = 1 },
   -- glsb.connect / glsb.list: a sandbox is a child process tree of its creator
   attach_unsupported = "local sandboxes belong to the process that created them",
-  pause_unsupported = "a local sandbox belongs to the process that created it, and nothing could resume it "
-    .. "(glsb.connect has nothing to attach to)",
   pause_on_timeout_unsupported = "a local sandbox ends with its lease",
   snapshot_unsupported = "the local provider has no snapshots of a running sandbox",
   context_unsupported = "a local sandbox has one interpreter",
@@ -401,6 +400,8 @@ end
 
 local function terminate_body(self, deadline)
   cancel_lease(self)
+  -- a paused sandbox is thawed first: a frozen task cannot act on its end (nor die, on cgroup v1)
+  if self._freezer then self._freezer.thaw() end
   -- from here no request starts, and a background command's handle says it was terminated
   if not self._dead then self._dead = "the sandbox was terminated" end
   if self._proc then
@@ -414,6 +415,12 @@ local function terminate_body(self, deadline)
     for _, h in pairs(self._background) do h:_stop() end
     self._proc:close()
     self._proc = nil
+  end
+  -- the freezer cgroup a pause made goes with the sandbox's processes
+  if self._freezer then
+    self._freezer.remove()
+    self._freezer = nil
+    if self._guard then self._guard.frozen = nil end
   end
   if self._base then
     -- normally gone already (--cleanup); not when the supervisor was killed
@@ -446,6 +453,8 @@ end
 function M.guard(p, workspace)
   return setmetatable({}, { __gc = function(g)
     if g.done then return end
+    -- a paused sandbox is thawed first: a frozen task cannot act on SIGHUP (nor die, on cgroup v1)
+    if g.frozen then pcall(g.frozen.remove) end
     pcall(function()
       if not p.proc:poll() then
         p:kill("HUP")
@@ -560,6 +569,50 @@ Sandbox._files_list = transfer.files_list
 Sandbox._files_exists = transfer.files_exists
 Sandbox._files_make_dir = transfer.files_make_dir
 Sandbox._files_remove = transfer.files_remove
+
+---------------------------------------------------------------------------
+-- Pause and resume (freeze.lua): within the process that made the sandbox
+---------------------------------------------------------------------------
+
+-- The paused sandboxes of this process, by id: glsb.connect("local", ref) resumes one of them. A local
+-- sandbox is a child process tree of its creator, so it never outlives the process, paused or not.
+local paused = {}
+
+function Sandbox:_pause()
+  local why = agent.unusable(self)
+  if why then error("pause: " .. why, 0) end
+  local group, err = freeze.freeze(self.confinement, self.sandbox_id, loop)
+  if not group then error("local: cannot pause: " .. err, 0) end
+  cancel_lease(self)
+  self._freezer = group
+  if self._guard then self._guard.frozen = group end
+  -- the lease left, for the resume
+  self._paused_lease = self._lease_ends and math.max(0, self._lease_ends - loop.now()) or nil
+  paused[self.sandbox_id] = self
+end
+
+-- connect: the paused sandbox of this process with that id, thawed; this handle takes it over (the
+-- paused one is done: its terminate is a no-op). opts.timeout: a new lease, else what was left of it.
+function Sandbox:_attach(ref, opts)
+  local old = paused[ref.sandbox_id]
+  if not old then
+    error(string.format("local: no paused sandbox '%s' in this process (a local sandbox belongs to the process "
+      .. "that created it; only one paused here can be resumed)", tostring(ref.sandbox_id)), 0)
+  end
+  paused[ref.sandbox_id] = nil
+  old._freezer.thaw()
+  for k, v in pairs(old) do
+    if k ~= "files" and k ~= "_state" and k ~= "options" and k ~= "keep_alive" and k ~= "timeout" then
+      rawset(self, k, v)
+    end
+  end
+  -- the old handle keeps nothing to stop
+  old.sandbox_id, old._proc, old._base, old._guard = nil, nil, nil, nil
+  local lease = opts.timeout or self._paused_lease
+  self._paused_lease = nil
+  self._lease_remaining = lease
+  arm_lease(self, lease)
+end
 
 ---------------------------------------------------------------------------
 -- The lease, the workspace hooks, packages

@@ -11,7 +11,6 @@ end, {
   background = true,  -- start_command: the agent starts it at once; its events share the stream (mux.lua)
   ports = false,      -- get_host: without network = true nothing is forwarded (spec/local: with it)
   list = false,       -- a sandbox is a child process tree of its creator: nothing to list or connect to
-  pause = false,      -- (nothing to connect to: see list)
   snapshot = false,
   contexts = false,
   leftovers = function() return helper.list_dir(helper.workspace_root(root)) end,
