@@ -58,6 +58,11 @@ PART_SO      := $(PARTS:%=$(BUILD)/lib/glsb/core_%.so)
 CONFINE_SRC := $(sort $(wildcard src/confine/*.c))
 CONFINE_HDR := $(wildcard src/confine/*.h)
 
+# glsb's Lua modules precompiled (src/core/load.c): glsb-lua loads build/luac/<path>.luac instead of
+# parsing <path>.lua when it is not older than the source. Compiled by the glsb-lua being built.
+LUA_SOURCES := $(sort $(shell find lua providers -name '*.lua' -type f))
+LUA_BC      := $(LUA_SOURCES:%.lua=$(BUILD)/luac/%.luac)
+
 # C unit tests: src/tests/test_<name>.c, each linked with the core objects.
 CTEST_SRC := $(sort $(wildcard src/tests/test_*.c))
 CTEST_BIN := $(CTEST_SRC:src/tests/%.c=$(BUILD)/tests/%)
@@ -66,7 +71,7 @@ BUSTED := $(LUA) /usr/bin/busted
 
 .PHONY: install-rock all build deps demo test test-c test-lua test-live test-conformance check-c check-layers lint install uninstall clean rock-test bench
 
-all: $(BUILD)/glsb-lua $(BUILD)/lib/glsb/core.so $(PART_SO) $(BUILD)/glsb-confine
+all: $(BUILD)/glsb-lua $(BUILD)/lib/glsb/core.so $(PART_SO) $(BUILD)/glsb-confine $(LUA_BC)
 
 INSTALL_DEPS ?= scripts/install-deps
 
@@ -98,6 +103,10 @@ $(OBJ)/glsb_lua.o: src/glsb_lua.c $(CORE_HDR)
 
 $(BUILD)/glsb-lua: $(OBJ)/glsb_lua.o $(BASE_OBJ) VERSION
 	$(CC) -rdynamic -o $@ $(OBJ)/glsb_lua.o $(BASE_OBJ) $(LUA_LIBS) -lm -ldl
+
+$(BUILD)/luac/%.luac: %.lua scripts/luac.lua | $(BUILD)/glsb-lua
+	@mkdir -p $(dir $@)
+	@$(BUILD)/glsb-lua scripts/luac.lua $< $@ $(CURDIR)/$<
 
 # The confinement helper is static (musl) so it can be copied into remote sandboxes.
 # musl ships no Linux uapi headers; the kernel's are libc-independent, so point at them.
@@ -194,6 +203,10 @@ install: all
 	@# glsb.pool and glsb.trace were pool.lua and trace.lua before they became pool/init.lua and
 	@# trace/init.lua: left by an older install, the file would shadow the folder (?.lua is searched first)
 	rm -f $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/pool.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb/trace.lua
+	@# each module's bytecode beside it, under the name the installed glsb-lua finds it by (src/core/load.c)
+	cd $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION) && find glsb -name '*.lua' -type f | \
+		while read -r f; do echo "$$f $${f}c $(PREFIX)/share/lua/$(LUA_VERSION)/$$f"; done | \
+		xargs -n 3 $(CURDIR)/$(BUILD)/glsb-lua $(CURDIR)/scripts/luac.lua
 
 # LuaRocks' layout (rockspec/gl-sandbox-scm-1.rockspec): INST_LIBDIR / INST_LUADIR / INST_BINDIR.
 install-rock: all

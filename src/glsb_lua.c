@@ -66,30 +66,47 @@ static int is_dir(const char *path)
 }
 
 /* Prepends glsb's module folders to package.path: the source tree (build/glsb-lua -> ../lua) and the
- * installed layout (PREFIX/bin/glsb-lua -> PREFIX/share/lua/5.4). */
+ * installed layout (PREFIX/bin/glsb-lua -> PREFIX/share/lua/5.4), as canonical paths, and registers
+ * where their precompiled bytecode is (src/core/load.c): the build's build/luac/{lua,providers}/ (made
+ * by `make`), the installed tree's .luac files beside its sources (made by `make install`). */
+static void add_folder(lua_State *L, luaL_Buffer *b, const char *folder, const char *bytecode)
+{
+	char real[PATH_MAX];
+	if (!is_dir(folder) || !realpath(folder, real))
+		return;
+	lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", real, real);
+	luaL_addvalue(b);
+	if (bytecode)
+		glsb_load_add_root(real, bytecode);
+}
+
 static void set_paths(lua_State *L)
 {
-	char dir[PATH_MAX], cand[PATH_MAX + 64];
+	char dir[PATH_MAX], cand[PATH_MAX + 64], bc[PATH_MAX + 64], real[PATH_MAX];
 	luaL_Buffer b;
 	if (exe_dir(dir, sizeof dir) != 0)
 		return;
 	lua_getglobal(L, "package");
 	luaL_buffinit(L, &b);
+	snprintf(bc, sizeof bc, "%s/luac", dir);
+	int built = is_dir(bc);
+	snprintf(bc, sizeof bc, "%s/luac/lua", dir);
 	snprintf(cand, sizeof cand, "%s/../lua", dir);
-	if (is_dir(cand)) {
-		lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", cand, cand);
-		luaL_addvalue(&b);
-	}
+	add_folder(L, &b, cand, built ? bc : NULL);
+	/* the checkout's providers/ are found by glsb.registry (../../providers from lua/glsb/registry.lua) */
+	snprintf(cand, sizeof cand, "%s/../providers", dir);
+	snprintf(bc, sizeof bc, "%s/luac/providers", dir);
+	if (built && is_dir(cand) && realpath(cand, real))
+		glsb_load_add_root(real, bc);
 	snprintf(cand, sizeof cand, "%s/../share/lua/" LUA_VERSION_MAJOR "." LUA_VERSION_MINOR, dir);
-	if (is_dir(cand)) {
-		lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", cand, cand);
-		luaL_addvalue(&b);
-	}
+	if (is_dir(cand) && realpath(cand, real))
+		add_folder(L, &b, real, real);
 	lua_getfield(L, -2, "path");
 	luaL_addvalue(&b);
 	luaL_pushresult(&b);
 	lua_setfield(L, -2, "path");
 	lua_pop(L, 1);
+	glsb_load_install_searcher(L);
 }
 
 static void preload_core(lua_State *L)

@@ -6,6 +6,7 @@
 --   codec.b64encode(bytes[, "url"])     -> text ("std" by default; "url": the URL alphabet, no padding)
 --   codec.b64decode(text[, "url"])      -> bytes, or nil, message, "BAD_BASE64"
 --   codec.repair_utf8(bytes)            -> text: each byte that starts no valid UTF-8 sequence is U+FFFD
+--   codec.crc32(data[, init])           -> integer (CRC-32 of zlib; not a digest: for cheap cache keys)
 local core = require "glsb.core"
 
 local M = {}
@@ -43,5 +44,8 @@ function M.repair_utf8(s)
   end
   return table.concat(out)
 end
+-- crc32(data[, init]) -> the CRC-32 (zlib's) of data as an integer; init is an earlier result, so
+-- crc32(b, crc32(a)) == crc32(a .. b). In the core's base: unlike sha256 it loads no libcrypto.
+function M.crc32(data, init) return core.crc32(data, init) end
 
 return M

@@ -24,14 +24,21 @@ M.constants = constants
 M.log = log
 -- Rich results (r.results): the bundle type, r:images(), results.save(r, dir), the cap.
 M.results = require "glsb.results"
--- Tracing: off until configured (glsb.trace.configure or the OTEL_* environment); loading it loads
--- nothing else (the exporter comes with the first configuration).
-M.trace = require "glsb.trace"
--- Model clients (docs/lm.md): glsb.lm.openai, glsb.lm.anthropic, glsb.lm.fn; nothing is loaded or sent
--- until one is made.
-M.lm = require "glsb.lm"
--- The AI code interpreter (docs/interpreter.md): glsb.interpreter{sandbox = sb, lm = ...}:execute(task).
-M.interpreter = require "glsb.interpreter"
+-- Loaded on first use (a script that never touches one does not load it; issue 26: loading glsb and a
+-- provider costs a few milliseconds of every script):
+--   glsb.trace        tracing: off until configured (glsb.trace.configure or the OTEL_* environment)
+--   glsb.lm           model clients (docs/lm.md): glsb.lm.openai, glsb.lm.anthropic, glsb.lm.fn
+--   glsb.interpreter  the AI code interpreter (docs/interpreter.md): glsb.interpreter{sandbox = sb, lm = ...}
+local LAZY = { trace = "glsb.trace", lm = "glsb.lm", interpreter = "glsb.interpreter" }
+setmetatable(M, { __index = function(t, k)
+  local name = LAZY[k]
+  if not name then return nil end
+  local v = require(name)
+  rawset(t, k, v)
+  return v
+end })
+-- the environment asks for spans: glsb.trace registers itself with the seam (which cannot load it)
+if require("glsb.trace.seam").on then M.trace = require "glsb.trace" end
 
 -- Concurrency (glsb.loop): loaded on first use, so that requiring glsb does
 -- not load the C core until something actually waits.

@@ -30,9 +30,14 @@ local function this_dir()
   return dir or "."
 end
 
+-- <checkout>/providers, from <checkout>/lua/glsb: spelled without "..", as glsb-lua registers the folder
+-- of the providers' bytecode (src/core/load.c)
 local SOURCE_PROVIDERS = (function()
   local dir = this_dir()
-  return dir and (dir .. "/../../providers") or nil
+  if not dir then return nil end
+  local top, a, b = dir:match("^(.*)/([^/]+)/([^/]+)$")
+  if top and a ~= "." and a ~= ".." and b ~= "." and b ~= ".." then return top .. "/providers" end
+  return dir .. "/../../providers"
 end)()
 
 local function split_path(s)
@@ -71,6 +76,12 @@ local function readable(path)
   return false
 end
 
+-- loadfile, from the module's precompiled bytecode when glsb-lua made one (src/core/load.c)
+local function load_file(path)
+  local ok, core = pcall(require, "glsb.core")
+  return (ok and core.loadfile or loadfile)(path)
+end
+
 -- The searcher: resolves "glsb.providers.*" from search_dirs().
 local function searcher(modname)
   if modname:sub(1, #PREFIX) ~= PREFIX then return nil end
@@ -80,7 +91,7 @@ local function searcher(modname)
   for _, dir in ipairs(M.search_dirs()) do
     for _, cand in ipairs({ dir .. "/" .. rel .. ".lua", dir .. "/" .. rel .. "/init.lua" }) do
       if readable(cand) then
-        local chunk, err = loadfile(cand)
+        local chunk, err = load_file(cand)
         if not chunk then
           error(string.format("error loading module '%s' from file '%s':\n\t%s", modname, cand, err), 0)
         end

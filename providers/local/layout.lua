@@ -44,13 +44,15 @@ function M.agent_dir()
 end
 
 -- M.agent_bytecode(python, cache_dir) -> host path of agent.py compiled by that interpreter, or nil.
--- Python compiles agent.py (some 900 lines) on every start of a sandbox, about 6 ms of each cold
+-- Python compiles agent.py (some 1,100 lines) on every start of a sandbox, about 6 ms of each cold
 -- create (its directory is read-only and it runs with -B). The host compiles it once, with the
--- sandbox's own interpreter, into <cache_dir>/local/agent/<key>.pyc (key: the source's sha256 and the
--- interpreter's real path), which every later process finds; sandboxes get it read-only at
--- /.glsb/agent.pyc and boot.py runs it when its magic number is the interpreter's, else compiles the
--- source as before: a stale or missing cache costs time, never correctness. The cache is the host
--- user's own; nothing a sandbox writes ever lands there.
+-- sandbox's own interpreter, into <cache_dir>/local/agent/<key>.pyc, which every later process finds;
+-- sandboxes get it read-only at /.glsb/agent.pyc and boot.py runs it when its magic number is the
+-- interpreter's, else compiles the source as before: a stale or missing cache costs time, never
+-- correctness. The key: the source's CRC-32 and length, and the interpreter's real path, size and
+-- modification time (a Python upgraded in place gets its own). CRC-32 rather than SHA-256: the cache is
+-- the host user's own (nothing a sandbox writes lands there), so the key only tells versions of our own
+-- file apart, and SHA-256 loaded libcrypto into the process, 2.6 ms of its first create.
 local bytecode = {}
 
 function M.agent_bytecode(python, cache_dir)
@@ -62,7 +64,10 @@ function M.agent_bytecode(python, cache_dir)
   if f then f:close() end
   local path
   if text then
-    local key = codec.sha256(text .. "\0" .. (fs.realpath(python) or python)):sub(1, 40)
+    local real = fs.realpath(python) or python
+    local st = fs.lstat(real) or {}
+    local key = string.format("%08x-%d-%08x", codec.crc32(text), #text,
+      codec.crc32(real .. "\0" .. tostring(st.size) .. "\0" .. tostring(st.mtime)))
     local dir = cache_dir .. "/local/agent"
     path = dir .. "/" .. key .. ".pyc"
     if not exists(path) then

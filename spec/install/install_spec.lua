@@ -40,8 +40,18 @@ describe("installation #install", function()
     local script = 'local g = require "glsb"; print(package.searchpath("glsb", package.path)); print(g.provider("local").name)'
     code, out = sh(("cd / && env -u LUA_PATH -u LUA_PATH_5_4 %s/bin/glsb-lua -e %q"):format(tmp, script))
     assert.equal(0, code, out)
-    assert.matches(tmp .. "/bin/../share/lua/5.4/glsb/init.lua", out, 1, true)
+    assert.matches(tmp .. "/share/lua/5.4/glsb/init.lua", out, 1, true)
     assert.matches("\nlocal\n", out, 1, true)
+    -- each module's bytecode beside it, named after the installed source (src/core/load.c uses it then)
+    local p = assert(io.popen("cd " .. tmp .. "/share/lua/5.4 && find glsb -name '*.lua' -type f"))
+    local count = 0
+    for rel in p:lines() do
+      local f = assert(loadfile(tmp .. "/share/lua/5.4/" .. rel .. "c", "b"), rel)
+      assert.equal("@" .. tmp .. "/share/lua/5.4/" .. rel, debug.getinfo(f, "S").source)
+      count = count + 1
+    end
+    p:close()
+    assert.is_true(count > 50)
     code, out = sh(("%s/bin/glsb-lua --version"):format(tmp))
     assert.equal(0, code)
     assert.matches("^glsb%-lua %d", out)

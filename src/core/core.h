@@ -14,6 +14,12 @@ void glsb_open_fs(lua_State *L);      /* fs.c: mkdtemp, rmtree, write_file_atomi
 void glsb_open_codes(lua_State *L);   /* codes.c: codes */
 void glsb_open_stdio(lua_State *L);   /* stdio.c: take_stdio, fd_read, fd_write, close_fd, signal_fd */
 void glsb_open_parts(lua_State *L);   /* part.c: a stub for each function of the parts below */
+void glsb_open_load(lua_State *L);    /* load.c: loadfile (from precompiled bytecode when fresh) */
+
+/* load.c: glsb-lua's module folders and their bytecode folders (<src>/a/b.lua -> <bc>/a/b.luac), and
+ * package.searchers' Lua-file searcher that loads through them. */
+int glsb_load_add_root(const char *src, const char *bc);
+void glsb_load_install_searcher(lua_State *L);
 
 /* The parts (part.c): each a shared object of its own, loaded on first use, and each built with
  * GLSB_PART_DEFINE(name) in one of its files. A change in what parts use of the core bumps the ABI. */

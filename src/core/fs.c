@@ -741,7 +741,8 @@ static const char *file_type(mode_t m)
 }
 
 /* core.lstat(path) -> {type = "dir"|"file"|"link"|"fifo"|"socket"|"device"|"other", uid, mode
- * (permission bits), size}, or nil, message, code. A symlink is described, never followed. */
+ * (permission bits), size, mtime (ns since the epoch)}, or nil, message, code. A symlink is described,
+ * never followed. */
 static int l_lstat(lua_State *L)
 {
 	const char *path = luaL_checkstring(L, 1);
@@ -749,7 +750,7 @@ static int l_lstat(lua_State *L)
 
 	if (lstat(path, &st) < 0)
 		return glsb_push_errno(L, "lstat", path, errno);
-	lua_createtable(L, 0, 4);
+	lua_createtable(L, 0, 5);
 	lua_pushstring(L, file_type(st.st_mode));
 	lua_setfield(L, -2, "type");
 	lua_pushinteger(L, (lua_Integer)st.st_uid);
@@ -758,6 +759,8 @@ static int l_lstat(lua_State *L)
 	lua_setfield(L, -2, "mode");
 	lua_pushinteger(L, (lua_Integer)st.st_size);
 	lua_setfield(L, -2, "size");
+	lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_sec * 1000000000 + (lua_Integer)st.st_mtim.tv_nsec);
+	lua_setfield(L, -2, "mtime");
 	return 1;
 }
 
