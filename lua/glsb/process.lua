@@ -49,6 +49,43 @@ function Process:read(which, deadline, max)
   end
 end
 
+-- buffer(capacity) -> bytes outside the Lua heap that reads land in (core.buffer: len, capacity, append,
+-- sub, find, take, close; src/core/buffer.c). Mapped, not allocated: unused capacity costs nothing.
+function M.buffer(capacity) return core.buffer(capacity) end
+
+-- Reads what is available on stdout/stderr/fd3 into buffer (a core.buffer: at most max bytes and its
+-- room), waiting until deadline. Returns the count, 0 at EOF, or nil, "timeout". Bytes read earlier and
+-- kept (read_line's rest) go in first. For bulk reads: the bytes are copied once, into the buffer, and
+-- made one string there (buffer:take()), never a string per read joined at the end.
+function Process:read_into(which, deadline, max, buffer)
+  which = which or "stdout"
+  max = math.min(max, buffer:capacity() - buffer:len())
+  local buffered = self.buf[which]
+  if buffered ~= "" then
+    local n = math.min(#buffered, max)
+    buffer:append(buffered, 1, n)
+    self.buf[which] = buffered:sub(n + 1)
+    return n
+  end
+  if self.eof[which] then return 0 end
+  while true do
+    if not self.proc:fd(which) then
+      self.eof[which] = true
+      return 0
+    end
+    local n, _, code = self.proc:read(which, max, buffer)
+    if n then
+      if n == 0 then self.eof[which] = true end
+      return n
+    elseif code ~= "EAGAIN" then
+      self.eof[which] = true
+      return 0
+    end
+    if deadline and loop.now() >= deadline then return nil, "timeout" end
+    if loop.wait_fd(self.proc:fd(which), "r", deadline) == "timeout" then return nil, "timeout" end
+  end
+end
+
 -- Reads one line (without its "\n"). At EOF returns the last partial line, then nil, "eof".
 -- Pieces are kept in a table until the newline comes: a long line costs linear time.
 function Process:read_line(which, deadline)

@@ -93,7 +93,7 @@ local function header_line(self, deadline)
   end
 end
 
--- Reads the pending payload (self.pending: {ev, need, parts | nil when dropped}).
+-- Reads the pending payload (self.pending: {ev, need, parts | nil when dropped, sink | nil}).
 local function payload(self, deadline)
   local p = self.pending
   while p.need > 0 do
@@ -101,9 +101,17 @@ local function payload(self, deadline)
     local piece
     if avail > 0 then
       local take = math.min(avail, p.need)
-      if p.parts then piece = self.buf:sub(self.pos, self.pos + take - 1) end
+      if p.sink then p.sink:append(self.buf, self.pos, self.pos + take - 1)
+      elseif p.parts then piece = self.buf:sub(self.pos, self.pos + take - 1) end
       self.pos = self.pos + take
       p.need = p.need - take
+    elseif p.sink then
+      if deadline and loop.now() >= deadline then return nil, "timeout" end
+      if self.before_read then self.before_read() end
+      local n, err = self.proc:read_into(self.rfd, deadline, p.need, p.sink)
+      if not n then return nil, err end
+      if n == 0 then return nil, "eof" end
+      p.need = p.need - n
     else
       local data, err = more(self, deadline, math.min(p.need, READ_SIZE))
       if not data then return nil, err end
@@ -123,10 +131,11 @@ local function payload(self, deadline)
 end
 
 -- channel:read_event(deadline, keep) -> event table (ev.data = the payload when kept), or nil, reason
--- ("timeout" | "eof" | "protocol: ..."). keep(ev) says whether to keep a payload (default: keep);
--- a dropped payload is read and discarded (ev.dropped = its size). want_parts: a kept payload is
--- ev.parts (its pieces in order, never joined) instead of ev.data. A timeout leaves a partly read
--- frame in place: the next call goes on with it.
+-- ("timeout" | "eof" | "protocol: ..."). keep(ev, n) says whether to keep a payload (default: keep);
+-- a dropped payload is read and discarded (ev.dropped = its size); a core.buffer returned by keep
+-- gets the payload appended (read straight into it: ev.sunk = its size; it must have room for n).
+-- want_parts: a kept payload is ev.parts (its pieces in order, never joined) instead of ev.data. A
+-- timeout leaves a partly read frame in place: the next call goes on with it.
 function Channel:read_event(deadline, keep, want_parts)
   if self.pending then return payload(self, deadline) end
   local line, err = header_line(self, deadline)
@@ -143,8 +152,9 @@ function Channel:read_event(deadline, keep, want_parts)
     return nil, "protocol: a payload size from the agent is not an integer in [0, 16 MiB]"
   end
   local kept = keep == nil or keep(ev, n)
-  if not kept then ev.dropped = n end
-  self.pending = { ev = ev, need = n, parts = kept and {} or nil, want_parts = want_parts }
+  local sink = type(kept) == "userdata" and kept or nil
+  if sink then ev.sunk = n elseif not kept then ev.dropped = n end
+  self.pending = { ev = ev, need = n, parts = kept and not sink and {} or nil, sink = sink, want_parts = want_parts }
   return payload(self, deadline)
 end
 

@@ -85,7 +85,7 @@ local function collect(self, id, opts)
           return false
         end
         size = size + n
-        return true
+        return opts.sink or true
       end
       if ev.ev == "stderr" then
         if err_size + n > M.STDERR_KEEP then return false end
@@ -108,7 +108,8 @@ local function collect(self, id, opts)
           return {
             -- opts.parts: the stdout as its pieces (stdout_parts), not joined: a caller that takes
             -- a header off the front joins the rest once (a 100 MB download is not copied twice)
-            stdout = not opts.parts and table.concat(out) or nil, stdout_parts = opts.parts and out or nil,
+            stdout = not opts.parts and not opts.sink and table.concat(out) or nil,
+            stdout_parts = opts.parts and out or nil,
             stderr = table.concat(err_parts), stdout_over = over,
             code = math.tointeger(ev.code), signal = math.tointeger(ev.signal), oom_kills = ev.oom_kills,
             error = ev.ev == "error" and ev.error or nil, message = ev.message, cancelled = cancelled,
@@ -137,7 +138,8 @@ end
 -- why). args: the helper command and its arguments ({"write", "--root", ...}); stdin: bytes or nil.
 -- opts: deadline (cancel the call then; the call ends at the latest CANCEL_GRACE later), max_stdout
 -- (what the caller can need: beyond it the stdout is dropped and stdout_over set), parts (the result has
--- stdout_parts, the stdout's pieces in order, instead of stdout).
+-- stdout_parts, the stdout's pieces in order, instead of stdout), sink (a glsb.process.buffer the stdout
+-- is read into, with room for max_stdout: the result has no stdout; for bulk reads).
 function Control:call(args, stdin, opts)
   opts = opts or {}
   if self.broken then return nil, "broken" end

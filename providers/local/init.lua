@@ -422,6 +422,10 @@ local function terminate_body(self, deadline)
     self._freezer = nil
     if self._guard then self._guard.frozen = nil end
   end
+  if self._sink then -- transfer.lua's buffer for downloads
+    self._sink:close()
+    self._sink = nil
+  end
   if self._base then
     -- normally gone already (--cleanup); not when the supervisor was killed
     local ok, err = fs.rmtree(self._base)

@@ -6,6 +6,7 @@
 local codec = require "glsb.codec"
 local cjson = require "cjson.safe"
 local loop = require "glsb.loop"
+local process = require "glsb.process"
 local sandbox = require "glsb.sandbox"
 local agent = require "glsb.providers.local.agent"
 
@@ -58,28 +59,6 @@ local function helper_answer(stdout)
   return doc, nl and stdout:sub(nl + 1) or ""
 end
 
--- The same from a call's stdout pieces (control:call with opts.parts): the bytes after the line are
--- joined once, never copied again to cut the line off.
-local function helper_answer_parts(parts)
-  local head, i = {}, 1
-  while i <= #parts do
-    local nl = parts[i]:find("\n", 1, true)
-    if nl then
-      head[#head + 1] = parts[i]:sub(1, nl - 1)
-      local rest = { parts[i]:sub(nl + 1) }
-      table.move(parts, i + 1, #parts, 2, rest)
-      local doc = cjson.decode(table.concat(head))
-      if type(doc) ~= "table" then return nil end
-      return doc, #rest == 1 and rest[1] or table.concat(rest)
-    end
-    head[#head + 1] = parts[i]
-    i = i + 1
-  end
-  local doc = cjson.decode(table.concat(head))
-  if type(doc) ~= "table" then return nil end
-  return doc, ""
-end
-
 local function helper_refusal(doc, r)
   if doc then return tostring(doc.error) .. ": " .. tostring(doc.message) end
   if r.error then return tostring(r.error) .. ": " .. tostring(r.message) end
@@ -105,26 +84,50 @@ function M.upload(self, files, opts)
   end
 end
 
--- Downloads: `glsb-confine read` prints {"ok":true,"bytes":N} and the N bytes; the host keeps at most
--- max_download_bytes (and the answer's line) whatever arrives.
-function M.download(self, path, opts)
+-- `glsb-confine read` prints {"ok":true,"bytes":N} and the N bytes; the host keeps at most max (and the
+-- answer's line) whatever arrives, read straight into one buffer (glsb.process.buffer: a 100 MB file is
+-- copied once on the host, into the string returned). The sandbox keeps its buffer for the next read
+-- (self._sink; closed at terminate): its pages, given back lazily, are neither faulted in nor zeroed
+-- again, which was half of a 100 MB download. -> doc, data | doc (a refusal), nil | raises.
+local ANSWER_MAX = 4096
+
+local function read_file(self, what, args, max, opts)
   local deadline = require("glsb.sandbox").deadline(opts)
+  local sink = self._sink -- one read at a time uses it; a concurrent one makes its own
+  self._sink = nil
+  if not sink or sink:capacity() ~= max + ANSWER_MAX then sink = process.buffer(max + ANSWER_MAX) end
+  local ok, doc, data = pcall(function()
+    local r, why = self._control:call(args, nil, { deadline = deadline, max_stdout = max + ANSWER_MAX, sink = sink })
+    if not r then error(what .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
+    if r.cancelled then error(string.format("%s: timed out after %gs", what, opts.timeout or 0), 0) end
+    if r.stdout_over then error(string.format("%s: larger than max_download_bytes = %d", what, max), 0) end
+    local nl = sink:find("\n")
+    local doc = nl and nl <= ANSWER_MAX and cjson.decode(sink:sub(1, nl - 1)) or nil
+    if type(doc) ~= "table" then doc = nil end
+    if doc and doc.ok == false then return doc, nil end
+    if not doc or doc.ok ~= true then error(what .. ": " .. helper_refusal(doc, r), 0) end
+    -- the helper announces the file's size, then streams it: a file that shrank meanwhile arrives short
+    -- and the helper exits 1 (src/confine/ws_read.c)
+    local got = sink:len() - nl
+    if math.tointeger(doc.bytes) ~= got or r.code ~= 0 then
+      error(string.format("%s: %d bytes arrived of %s (exit %s: %s)", what, got, tostring(doc.bytes),
+        tostring(r.code), r.stderr:sub(1, 300)), 0)
+    end
+    return doc, sink:take(nl + 1)
+  end)
+  sink:clear() -- whatever is left (a refusal, a failure) goes, its pages given back
+  if self._sink or self._dead then sink:close() else self._sink = sink end
+  if not ok then error(doc, 0) end
+  return doc, data
+end
+
+function M.download(self, path, opts)
   local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
   local root, rel = split_root(path)
   if not root then error("download of " .. path .. ": " .. rel, 0) end
-  local r, why = self._control:call({ "read", "--root", root, "--path-hex", hex(rel), "--max-bytes", tostring(max) },
-    nil, { deadline = deadline, max_stdout = max + 4096, parts = true })
-  if not r then error("download of " .. path .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
-  if r.cancelled then error(string.format("download of %s: timed out after %gs", path, opts.timeout or 0), 0) end
-  if r.stdout_over then error(string.format("download of %s: larger than max_download_bytes = %d", path, max), 0) end
-  local doc, data = helper_answer_parts(r.stdout_parts)
-  if not doc or doc.ok ~= true then error("download of " .. path .. ": " .. helper_refusal(doc, r), 0) end
-  -- the helper announces the file's size, then streams it: a file that shrank meanwhile arrives short
-  -- and the helper exits 1 (src/confine/ws_read.c)
-  if math.tointeger(doc.bytes) ~= #data or r.code ~= 0 then
-    error(string.format("download of %s: %d bytes arrived of %s (exit %s: %s)", path, #data, tostring(doc.bytes),
-      tostring(r.code), r.stderr:sub(1, 300)), 0)
-  end
+  local doc, data = read_file(self, "download of " .. path, { "read", "--root", root, "--path-hex", hex(rel),
+    "--max-bytes", tostring(max) }, max, opts)
+  if not data then error("download of " .. path .. ": " .. helper_refusal(doc), 0) end
   return data
 end
 
@@ -170,23 +173,12 @@ function M.files_write(self, path, data, opts)
 end
 
 function M.files_read(self, path, opts)
-  local deadline = require("glsb.sandbox").deadline(opts)
   local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
-  local r, why = self._control:call({ "read", "--root", "/", "--follow", "--path-hex", hex(path:gsub("^/+", "")),
-    "--max-bytes", tostring(max) }, nil, { deadline = deadline, max_stdout = max + 4096, parts = true })
-  if not r then error("read: " .. control_failure(self, why, opts.timeout), 0) end
-  if r.cancelled then error(string.format("read: timed out after %gs", opts.timeout or 0), 0) end
-  if r.stdout_over then error(string.format("read: larger than max_download_bytes = %d", max), 0) end
-  local doc, data = helper_answer_parts(r.stdout_parts)
-  if doc and doc.ok == false and doc.error == "not_found" then
-    error({ message = "read: no such file: " .. path, reason = "not_found" }, 0)
-  end
-  if not doc or doc.ok ~= true then error("read: " .. helper_refusal(doc, r), 0) end
-  if math.tointeger(doc.bytes) ~= #data or r.code ~= 0 then
-    error(string.format("read: %d bytes arrived of %s (exit %s: %s)", #data, tostring(doc.bytes), tostring(r.code),
-      r.stderr:sub(1, 300)), 0)
-  end
-  return data
+  local doc, data = read_file(self, "read", { "read", "--root", "/", "--follow", "--path-hex",
+    hex(path:gsub("^/+", "")), "--max-bytes", tostring(max) }, max, opts)
+  if data then return data end
+  if doc.error == "not_found" then error({ message = "read: no such file: " .. path, reason = "not_found" }, 0) end
+  error("read: " .. helper_refusal(doc), 0)
 end
 
 local FILE_TYPES = { f = "file", d = "dir", l = "symlink" }

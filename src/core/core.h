@@ -15,6 +15,7 @@ void glsb_open_codes(lua_State *L);   /* codes.c: codes */
 void glsb_open_stdio(lua_State *L);   /* stdio.c: take_stdio, fd_read, fd_write, close_fd, signal_fd */
 void glsb_open_parts(lua_State *L);   /* part.c: a stub for each function of the parts below */
 void glsb_open_load(lua_State *L);    /* load.c: loadfile (from precompiled bytecode when fresh) */
+void glsb_open_buffer(lua_State *L);  /* buffer.c: buffer (bytes outside the Lua heap that reads land in) */
 
 /* load.c: glsb-lua's module folders and their bytecode folders (<src>/a/b.lua -> <bc>/a/b.luac), and
  * package.searchers' Lua-file searcher that loads through them. */

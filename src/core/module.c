@@ -12,6 +12,7 @@ int luaopen_glsb_core(lua_State *L)
 	glsb_open_codes(L);
 	glsb_open_stdio(L);
 	glsb_open_load(L);
+	glsb_open_buffer(L);
 	glsb_open_parts(L); /* http, archives, redis, digests: loaded on first use */
 	lua_pushliteral(L, "glsb.core");
 	lua_setfield(L, -2, "_NAME");

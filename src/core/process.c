@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "buffer.h"
 #include "codes.h"
 #include "core.h"
 #include "loop.h"
@@ -196,6 +197,11 @@ static int l_spawn(lua_State *L)
 			p->fd[i] = sp[0];
 			child_fd[i] = sp[1];
 			fcntl(p->fd[i], F_SETFL, fcntl(p->fd[i], F_GETFL) | O_NONBLOCK);
+			/* What our end may have in flight (a unix stream's sender is bounded by its own send
+			 * buffer): the default 208 KiB made a 100 MB upload to glsb-confine 500 writes and wake-ups;
+			 * 4 MiB (net.core.wmem_max caps it), 25. Best effort. */
+			int sndbuf = 4 << 20;
+			setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
 			posix_spawn_file_actions_adddup2(&fa, child_fd[i], i);
 		} else if (modes[i] == MODE_NULL) {
 			posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == IN ? O_RDONLY : O_WRONLY, 0);
@@ -272,6 +278,9 @@ static int push_closed(lua_State *L, int w)
 	return 3;
 }
 
+/* read(which[, max[, buffer]]) -> up to max bytes (default 64 KiB) as a string, "" at end of file; with a
+ * buffer (buffer.c), they are appended to it instead (at most its room) and the count is returned, 0 at
+ * end of file. */
 static int l_read(lua_State *L)
 {
 	process *p = check_process(L);
@@ -279,8 +288,22 @@ static int l_read(lua_State *L)
 	size_t max = (size_t)luaL_optinteger(L, 3, 65536);
 	luaL_argcheck(L, w == OUT || w == ERR || w == FD3, 2, "read from stdout, stderr or fd3");
 	luaL_argcheck(L, max > 0, 3, "max must be > 0");
+	struct glsb_buffer *into = lua_isnoneornil(L, 4) ? NULL : glsb_check_buffer(L, 4);
+	luaL_argcheck(L, !into || into->len < into->cap, 4, "the buffer is full");
 	if (p->fd[w] < 0)
 		return push_closed(L, w);
+	if (into) {
+		size_t room = into->cap - into->len;
+		ssize_t n;
+		do
+			n = read(p->fd[w], into->data + into->len, max < room ? max : room);
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return glsb_push_errno(L, "read", std_names[w], errno);
+		into->len += (size_t)n;
+		lua_pushinteger(L, n);
+		return 1;
+	}
 	luaL_Buffer b;
 	char *buf = luaL_buffinitsize(L, &b, max);
 	ssize_t n;
