@@ -385,6 +385,7 @@ class State:
 STATE = State()
 OUT = None
 NAMESPACE = {"__name__": "__main__", "__builtins__": builtins}
+CONTEXTS = {}              # sb:context id -> its own namespace (python); made on its first cell
 CELL = [0]
 CELLS = {}                 # filename -> source, for tracebacks (linecache is loaded lazily)
 BASE_ENV = dict(os.environ)
@@ -503,7 +504,8 @@ def flush_figures():
 
 # ---------------------------------------------------------------- python cells
 
-def run_python(rid, code, env):
+def run_python(rid, code, env, namespace=None, cwd=None):
+    namespace = NAMESPACE if namespace is None else namespace
     CELL[0] += 1
     filename = "<cell-%d>" % CELL[0]
     CELLS[filename] = code
@@ -511,6 +513,17 @@ def run_python(rid, code, env):
     if env:
         saved_env = dict(os.environ)
         os.environ.update(env)
+    # a context's working directory is the cell's, and the agent's own again after it
+    saved_cwd = None
+    if cwd:
+        saved_cwd = os.getcwd()
+        try:
+            os.chdir(cwd)
+        except OSError as e:
+            if saved_env is not None:
+                os.environ.clear()
+                os.environ.update(saved_env)
+            return error_result(e, skip=0)
     result = {"ok": True}
     try:
         try:
@@ -525,9 +538,9 @@ def run_python(rid, code, env):
         STATE.in_user_code = True
         try:
             try:
-                exec(body, NAMESPACE)
+                exec(body, namespace)
                 if tail is not None:
-                    value = eval(tail, NAMESPACE)
+                    value = eval(tail, namespace)
                     if value is not None:
                         # the main result, as E2B's: its bundle, and its text as the result's text
                         # (glsb.models ExecutionResult.text)
@@ -562,6 +575,11 @@ def run_python(rid, code, env):
         if saved_env is not None:
             os.environ.clear()
             os.environ.update(saved_env)
+        if saved_cwd is not None:
+            try:
+                os.chdir(saved_cwd)
+            except OSError:
+                pass
     return result
 
 
@@ -985,22 +1003,29 @@ def handle(req):
         elif op == "exec":
             lang = req.get("lang") or "python"
             code = req.get("code", "")
+            ctx = req.get("ctx")
             if lang == "python":
-                res = run_python(rid, code, req.get("env"))
+                ns = None
+                if ctx is not None:
+                    ns = CONTEXTS.setdefault(str(ctx), {"__name__": "__main__", "__builtins__": builtins})
+                res = run_python(rid, code, req.get("env"), ns, req.get("cwd"))
                 # what the cell printed (and its children, to the agent's fds 1 and 2) is out first
                 OUT.sync()
             elif lang == "bash":
-                res = run_process(["/bin/bash", "-c", code], req.get("env"), None, None, cap)
+                res = run_process(["/bin/bash", "-c", code], req.get("env"), req.get("cwd"), None, cap)
             elif lang == "javascript":
                 path = "/tmp/.glsb-cell-%d.js" % rid
                 with open(path, "w") as f:
                     f.write(code)
                 try:
-                    res = run_process([which("node") or "node", path], req.get("env"), None, None, cap)
+                    res = run_process([which("node") or "node", path], req.get("env"), req.get("cwd"), None, cap)
                 finally:
                     os.unlink(path)
             else:
                 res = {"ok": False, "name": "ValueError", "value": "unsupported language " + str(lang)}
+        elif op == "ctx_close":
+            CONTEXTS.pop(str(req.get("ctx")), None)
+            res = {"ok": True}
         elif op == "cmd":
             res = run_process(None, req.get("env"), req.get("cwd"), req.get("timeout"), cap, cmd=req["cmd"])
         else:

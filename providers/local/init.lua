@@ -153,7 +153,6 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   attach_unsupported = "local sandboxes belong to the process that created them",
   pause_on_timeout_unsupported = "a local sandbox ends with its lease",
   snapshot_unsupported = "the local provider has no snapshots of a running sandbox",
-  context_unsupported = "a local sandbox has one interpreter",
   -- what a failed install that reads like "no network" suggests (glsb.sandbox failure_summary)
   network_hint = "pass network = true (a local sandbox is offline by default), or pip_find_links = <a directory "
     .. "of wheels>",
@@ -478,8 +477,10 @@ end
 function Sandbox:_run_code(code, opts)
   local c = result.collector(opts)
   local deadline = sandbox.deadline(opts) -- the interrupt goes at the call's own deadline
+  local ctx = opts.context
   local done, why, how = agent.request(self, {
     op = "exec", code = code, lang = opts.language or self.language, env = opts.env,
+    ctx = ctx and ctx.id, cwd = ctx and ctx.cwd,
   }, { deadline = deadline, on_event = c.on_event, keep = c.keep, interrupt = true })
   if not done then return result.dead_result(self, c, "execute_code", opts.timeout, why, how) end
   if done.timeout then
@@ -573,6 +574,22 @@ Sandbox._files_list = transfer.files_list
 Sandbox._files_exists = transfer.files_exists
 Sandbox._files_make_dir = transfer.files_make_dir
 Sandbox._files_remove = transfer.files_remove
+
+---------------------------------------------------------------------------
+-- Code contexts: a namespace of its own in the agent (python); bash and javascript cells are a process
+-- each anyway, so their context is a working directory and env
+---------------------------------------------------------------------------
+
+function Sandbox:_context_create(spec)
+  local why = agent.unusable(self)
+  if why then error("context: " .. why, 0) end
+  return { id = require("glsb.ids").hex(16), language = spec.language, cwd = spec.cwd }
+end
+
+function Sandbox:_context_close(ctx)
+  local done, why = agent.request(self, { op = "ctx_close", ctx = ctx.id }, { deadline = loop.now() + 10 })
+  if not done then error("local: closing the context failed: " .. tostring(why), 0) end
+end
 
 ---------------------------------------------------------------------------
 -- Pause and resume (freeze.lua): within the process that made the sandbox

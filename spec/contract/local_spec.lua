@@ -12,7 +12,6 @@ end, {
   ports = false,      -- get_host: without network = true nothing is forwarded (spec/local: with it)
   list = false,       -- a sandbox is a child process tree of its creator: nothing to list or connect to
   snapshot = false,
-  contexts = false,
   leftovers = function() return helper.list_dir(helper.workspace_root(root)) end,
   package_opts = function() return { pip_find_links = wheels } end,
 })
