@@ -300,11 +300,12 @@ end
 -- Rendering
 ---------------------------------------------------------------------------
 
--- errors.describe(x) -> one-line text for any cause (without its own cause).
-function M.describe(x)
+-- words(x) -> what a cause says in words (without its own cause), or nil when it says nothing a person
+-- can read: a table of data only ({log = ""}, {exit = {...}}), whose fields stay on the error for programs.
+local function words(x)
   local t = type(x)
   if t == "string" then return x end
-  if t ~= "table" then return tostring(x) end
+  if t ~= "table" then return x ~= nil and tostring(x) or nil end
   if getmetatable(x) == Error then
     return string.format("%s[%s]: %s", x.class, x.stage, x.message)
   end
@@ -331,9 +332,18 @@ function M.describe(x)
   end
   if head == "" then
     if mt and mt.__tostring then return tostring(x) end
-    return M.compact(x)
+    return nil
   end
   return head
+end
+M.words = words
+
+-- errors.describe(x) -> one-line text for any cause (without its own cause); a table of data only is
+-- shown by its scalar fields (errors.compact).
+function M.describe(x)
+  local w = words(x)
+  if w ~= nil then return w end
+  return M.compact(x)
 end
 
 -- errors.compact(t) -> "{k=v, ...}": a table's scalar fields, sorted, clipped (never "<error table>").
@@ -369,16 +379,39 @@ Error.__newindex = function(self, key, value)
   rawset(self, key, value)
 end
 
-Error.__tostring = function(self)
-  local s = string.format("%s[%s]: %s", self.class, self.stage, self.message)
-  if self.transient then s = s .. " (transient)" end
-  local cause, n = rawget(self, "cause"), 0
+-- errors.causes(e) -> array of what e's cause chain says, each once: a link whose words are already in
+-- the message or in an earlier link is left out (a message that quotes its cause, a wrapper that repeats
+-- what it wraps), and so is a link that says nothing in words (a table of data only). The message itself
+-- is not in the array.
+function M.causes(e)
+  local out = {}
+  local said = { tostring(rawget(e, "message") or "") }
+  local function new_words(w)
+    for _, s in ipairs(said) do
+      if s:find(w, 1, true) then return false end
+    end
+    return true
+  end
+  local cause, n = rawget(e, "cause"), 0
   while cause ~= nil and n < MAX_CHAIN do
-    s = s .. " <- cause: " .. M.describe(cause)
+    local is_err = getmetatable(cause) == Error
+    -- an error object is judged by its message: the class and stage do not make a repeat new
+    local w = is_err and tostring(rawget(cause, "message") or "") or words(cause)
+    if w ~= nil and w ~= "" and new_words(w) then
+      out[#out + 1] = is_err and string.format("%s[%s]: %s", cause.class, cause.stage, w) or w
+      said[#said + 1] = w
+    end
     if type(cause) ~= "table" then break end
     cause = rawget(cause, "cause")
     n = n + 1
   end
+  return out
+end
+
+Error.__tostring = function(self)
+  local s = string.format("%s[%s]: %s", self.class, self.stage, self.message)
+  if self.transient then s = s .. " (transient)" end
+  for _, w in ipairs(M.causes(self)) do s = s .. " <- cause: " .. w end
   return s
 end
 

@@ -354,7 +354,9 @@ local function run_build(self, scratch, spec, popts, pdir, pmeta)
   if st.code ~= 0 then
     local why = report and report.ok == false and ("glsb-confine: " .. tostring(report.error)) or nil
     local at = state.status and not why and (" at " .. state.status) or ""
-    fail("the template build failed" .. at .. (why and (" (" .. why .. ")") or "") .. ":\n" .. log:sub(-2000),
+    -- the log's tail after the reason, when the build printed anything (glsb-confine may fail before it)
+    fail("the template build failed" .. at .. (why and (" (" .. why .. ")") or "")
+      .. (log ~= "" and (":\n" .. log:sub(-2000)) or ""),
       { exit = st, log = log, step = state.step })
   end
   return log

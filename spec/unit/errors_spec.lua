@@ -184,8 +184,29 @@ describe("glsb.errors #unit", function()
       local e = E.new(E.SandboxStartError, "create", "could not set up", { ok = false, error = "landlock missing" })
       assert.matches("could not set up <%- cause: landlock missing$", tostring(e))
       local odd = E.new(E.SandboxStartError, "create", "x", { flag = true, count = 3, nested = {} })
-      assert.matches("<%- cause: {count=3, flag=true}$", tostring(odd))
-      assert.is_nil(tostring(odd):find("<error table>", 1, true))
+      assert.are.equal("SandboxStartError[create]: x", tostring(odd))
+      assert.are.equal("{count=3, flag=true}", E.describe(odd.cause))
+    end)
+
+    it("renders each cause once and never a raw table (issue 27)", function()
+      -- a build failure whose cause is its data ({log = "", exit = {...}}): no `<- cause: {log=""}`
+      local b = E.new(E.TemplateBuildError, "template_build", "the template build failed (glsb-confine: bind "
+        .. "source /srv/wheels: No such file or directory)", { log = "", exit = { code = 1 } })
+      assert.are.equal("TemplateBuildError[template_build]: the template build failed (glsb-confine: bind source "
+        .. "/srv/wheels: No such file or directory)", tostring(b))
+      -- a message that quotes its cause says it once
+      local cause = E.http_failure(404, {}, "FILE_NOT_FOUND: file not found")
+      local d = E.new(E.SandboxExecutionError, "download", "download of /nope/x failed: " .. cause.message, cause)
+      assert.are.equal("SandboxExecutionError[download]: download of /nope/x failed: 404 Not Found: "
+        .. "FILE_NOT_FOUND: file not found", tostring(d))
+      -- a wrapper of an error with the same message: the inner one is not repeated, what it wraps still is
+      local inner = E.new(E.SandboxStartError, "create", "refused", "socket closed")
+      local w = E.new(E.SandboxStartError, "create", "create failed: refused", inner)
+      assert.are.same({ "socket closed" }, E.causes(w))
+      assert.are.equal("SandboxStartError[create]: create failed: refused <- cause: socket closed", tostring(w))
+      -- a cause with new words still shows, class and stage first
+      local x = E.new(E.SandboxStartError, "create", "outer", E.new(E.SandboxExecutionError, "execute", "inner"))
+      assert.are.same({ "SandboxExecutionError[execute]: inner" }, E.causes(x))
     end)
 
     it("puts the transport's reason and the HTTP body in the first line", function()
