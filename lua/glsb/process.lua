@@ -271,5 +271,7 @@ end
 -- getpid() -> this process's pid; geteuid() -> its effective uid.
 function M.getpid() return core.getpid() end
 function M.geteuid() return core.geteuid() end
+-- isatty(fd) -> true, columns (nil when unknown) | false: whether this process's fd (0, 1, 2) is a terminal.
+function M.isatty(fd) return core.isatty(fd) end
 
 return M

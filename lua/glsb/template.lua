@@ -24,6 +24,7 @@ local options = require "glsb.options"
 local output = require "glsb.output"
 local Stage = require("glsb.models").Stage
 local trace_seam = require "glsb.trace.seam"
+local progress = require "glsb.progress"
 -- the environment asks for spans: glsb.trace registers itself with the seam (which cannot load it)
 if trace_seam.on then require "glsb.trace" end
 
@@ -291,7 +292,8 @@ M.TemplateBuilder = TemplateBuilder
 TemplateBuilder.options = {
   builder = {
     on_log = { "function", "called with each build log entry `{timestamp, level, message, step?}`" },
-    progress = { "boolean", "one progress line on stdout while a build runs", default = "stdout is a terminal" },
+    progress = { "boolean", "one progress line on stderr while a build runs (glsb.progress)",
+      default = "stderr is a terminal" },
   },
 }
 
@@ -312,16 +314,11 @@ function M.schema(cls)
   return options.collect(cls, "builder", "provider")
 end
 
-local function stdout_is_terminal()
-  -- glsb-lua has no isatty; `test -t 1` in a child that inherits our stdout answers it
-  return os.execute("test -t 1") == true
-end
-
 function M.new(cls, opts)
   opts = options.check(opts, M.schema(cls), "template(" .. tostring(cls.provider_name) .. ")")
   local self = setmetatable({ provider = cls.provider_name, options = opts }, cls)
   self.on_log = opts.on_log
-  if opts.progress == nil then self.progress = stdout_is_terminal() else self.progress = opts.progress end
+  if opts.progress == nil then self.progress = progress.tty() == true else self.progress = opts.progress end
   if cls._init then cls._init(self, self.options) end
   return self
 end
@@ -339,12 +336,20 @@ function TemplateBuilder:_log(entry)
   self:_progress(self._building or "", entry.status or "building")
 end
 
--- builder:_progress(name, status[, final]): the one progress line (\r-rewritten) when progress is on.
+-- builder:_progress(name, status[, final]): the one progress line (glsb.progress, on stderr) when progress
+-- is on: the status (a provider says "step 2/5: pip install x" where it knows its steps) and the count of
+-- log lines so far.
 function TemplateBuilder:_progress(name, status, final)
   if not self.progress then return end
-  io.stdout:write(string.format("\r\27[K[%s template %s] %s, %d log lines", tostring(self.provider), name, status,
-    self._log_lines or 0), final and "\n" or "")
-  io.stdout:flush()
+  local line = self._line
+  if not line or line.label ~= tostring(self.provider) .. " template " .. name then
+    line = progress.line { enabled = true, label = tostring(self.provider) .. " template " .. name }
+    self._line = line
+  end
+  local text = string.format("%s, %d log lines", status, self._log_lines or 0)
+  -- a new status is drawn at once (a step must not be skipped by the throttle); more log lines are not
+  if final then line:done(text) else line:show(text, status ~= self._shown_status) end
+  self._shown_status = not final and status or nil
 end
 
 local function is_cancellation(err)

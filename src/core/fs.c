@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -912,6 +913,25 @@ int glsb_core_file(char out[PATH_MAX])
 		realpath(info.dli_fname, out));
 }
 
+/* isatty(fd) -> true, columns (nil when the terminal does not say) | false: whether fd is a terminal, for
+ * output meant for a person (progress lines, colours) that a pipe or a file must not get. */
+static int l_isatty(lua_State *L)
+{
+	int fd = (int)luaL_checkinteger(L, 1);
+	struct winsize ws;
+
+	if (!isatty(fd)) {
+		lua_pushboolean(L, 0);
+		return 1;
+	}
+	lua_pushboolean(L, 1);
+	if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		lua_pushinteger(L, ws.ws_col);
+	else
+		lua_pushnil(L);
+	return 2;
+}
+
 static int l_module_path(lua_State *L)
 {
 	char r[PATH_MAX];
@@ -933,6 +953,7 @@ void glsb_open_fs(lua_State *L)
 		{"realpath", l_realpath},
 		{"getpid", l_getpid},
 		{"geteuid", l_geteuid},
+		{"isatty", l_isatty},
 		{"lstat", l_lstat},
 		{"mkdir", l_mkdir},
 		{"read_own_file", l_read_own_file},
