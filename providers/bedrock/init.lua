@@ -7,7 +7,7 @@
 --   execute_command, files, download_file, workspace   executeCommand, writeFiles, readFiles
 --   terminate     StopCodeInterpreterSession (clientToken kept across retries)
 -- then the outcome classification of an Invoke, then the hooks glsb.sandbox calls. AgentCore does
--- not stream output: on_stdout/on_stderr are accepted and never called. Sessions have a hard TTL:
+-- not stream output: on_stdout/on_stderr get the lines when the call ends. Sessions have a hard TTL:
 -- set_timeout cannot renew it (a documented no-op).
 local sandbox = require "glsb.sandbox"
 local options = require "glsb.options"
@@ -21,6 +21,7 @@ local ids = require "glsb.ids"
 local shell = require "glsb.shell"
 local workspace = require "glsb.workspace"
 local results = require "glsb.results"
+local output = require "glsb.output"
 local codec = require "glsb.codec"
 local api = require "glsb.providers.bedrock.api"
 local cell = require "glsb.providers.bedrock.cell"
@@ -71,6 +72,20 @@ Sandbox.workspace_root = M.WORKDIR
 ---------------------------------------------------------------------------
 
 local function result(t) return ExecutionResult.new(t) end
+
+-- AgentCore answers a call whole: its output reaches on_stdout / on_stderr, a line per call as the
+-- contract has it, when the answer came (a caller that streams still sees every line).
+local function deliver(r, opts)
+  for _, which in ipairs({ "stdout", "stderr" }) do
+    local fn = opts["on_" .. which]
+    if fn and type(r[which]) == "string" and r[which] ~= "" then
+      local sp = output.splitter(fn)
+      sp.push(r[which])
+      sp.flush()
+    end
+  end
+  return r
+end
 
 
 -- Strings of a CodeInterpreterResult's text blocks, joined.
@@ -299,7 +314,7 @@ function Sandbox:_run_code(code, opts)
     r = result { status = Status.SUCCESS, code = 0, stdout = stdout, stderr = stderr }
   end
   rich:finish(r)
-  return r
+  return deliver(r, opts)
 end
 
 -- The command line AgentCore runs: executeCommand takes one shell string, so env and cwd are set
@@ -343,7 +358,7 @@ function Sandbox:_run_command(command, opts)
     stdout = stdout, stderr = stderr }
   -- the contract's words on every provider; what the command said is in r.stderr
   if exit ~= 0 then r.error = ("command exited with code %d"):format(exit) end
-  return r
+  return deliver(r, opts)
 end
 
 -- Background commands: startCommandExecution, polled with getTask (glsb.providers.bedrock.tasks).

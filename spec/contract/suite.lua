@@ -17,7 +17,8 @@
 --                          missing_package fails fast (e.g. an empty index)
 --   timeout_keeps_state interrupting code keeps the interpreter (default true)
 --   lease_slack         seconds to wait past a lease before checking (default 1.5)
---   streams             output reaches on_stdout/on_stderr while the code runs (default true);
+--   streams             output reaches on_stdout/on_stderr while the code runs (default true; false: when
+--                       the answer comes);
 --                       false: the callbacks must never be called and the output is still returned
 --                       (docs/contract.md §7: a provider that cannot stream accepts them and never calls them)
 --   renewable_lease     set_timeout changes the lease (default true); false: it is a no-op that
@@ -125,15 +126,19 @@ return function(provider, opts_factory, features)
     end)
 
     if features.streams == false then
-      it("accepts streaming callbacks, never calls them, and still returns the output", function()
+      it("gives the streaming callbacks every line when the answer comes, and returns the output", function()
         sb = create()
-        local calls = 0
-        local r = sb:execute_code("import sys\nprint('one')\nprint('oops', file=sys.stderr)", {
-          on_stdout = function() calls = calls + 1 end, on_stderr = function() calls = calls + 1 end })
+        local out, err = {}, {}
+        local r = sb:execute_code("import sys\nprint('one')\nprint('two')\nprint('oops', file=sys.stderr)", {
+          on_stdout = function(l) out[#out + 1] = l end, on_stderr = function(l) err[#err + 1] = l end })
         assert.are.equal(Status.SUCCESS, r.status, tostring(r))
-        assert.are.equal("one\n", r.stdout)
+        assert.are.equal("one\ntwo\n", r.stdout)
         assert.are.equal("oops\n", r.stderr)
-        assert.are.equal(0, calls)
+        assert.are.same({ "one", "two" }, out)
+        assert.are.same({ "oops" }, err)
+        local c = {}
+        sb:execute_command("echo a; echo b", { on_stdout = function(l) c[#c + 1] = l end })
+        assert.are.same({ "a", "b" }, c)
       end)
     end
 
