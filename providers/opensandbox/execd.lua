@@ -196,6 +196,11 @@ local function refused(res, st, what, alive)
     return result { status = Status.UNKNOWN, error = msg .. "; it may have run",
       failure = { exception_type = Type.TIMEOUT, provider_type = "GatewayTimeout", retry_safe = false } }
   end
+  if f.message:find("language runtime server not configured", 1, true) then
+    -- execd without Jupyter: the image is not a code interpreter (issue 27: say which one is)
+    msg = msg .. ". execute_code needs an image with a code interpreter: " .. lifecycle.CODE_IMAGE
+      .. " (the default image) has one; execute_command and files work in any image"
+  end
   local r = result { status = Status.ERROR, error = msg,
     failure = { exception_type = Type.REFUSED, provider_type = "SandboxApiException", retry_safe = false } }
   r.request_id, r.server_code = f.request_id, f.server_code

@@ -33,7 +33,7 @@ local Stage = models.Stage
 local M = { name = "opensandbox" }
 
 -- The image with execd's Jupyter behind /code, and the entrypoint that starts it.
-M.DEFAULT_IMAGE = "opensandbox/code-interpreter:v1.1.0"
+M.DEFAULT_IMAGE = lifecycle.CODE_IMAGE
 M.DEFAULT_ENTRYPOINT = { "/opt/code-interpreter/code-interpreter.sh" }
 -- A snapshot restore without an entrypoint gets the server's ["tail", "-f", "/dev/null"]; the code
 -- interpreter still has to be started.

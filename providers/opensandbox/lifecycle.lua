@@ -20,6 +20,8 @@ M.DEFAULT_DOMAIN = "localhost:8080"
 M.DEFAULT_REQUEST_TIMEOUT = 30   -- s per lifecycle request (the SDKs' default)
 M.CONNECT_TIMEOUT = 10           -- s to establish a TCP connection
 M.EXECD_PORT = 44772
+-- The image with execd's Jupyter behind /code (the provider's default; init.lua's DEFAULT_IMAGE).
+M.CODE_IMAGE = "opensandbox/code-interpreter:v1.1.0"
 M.EGRESS_PORT = 18080
 
 local function nonempty(v)

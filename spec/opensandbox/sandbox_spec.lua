@@ -74,6 +74,16 @@ describe("opensandbox adapter #opensandbox", function()
       assert.same({}, emu:leftovers())
     end)
 
+    it("execute_code on an image without a code interpreter says which image has one", function()
+      local sb = create { image = "python:3.11" }
+      local r = sb:execute_code("print(1)")
+      assert.equal(Status.ERROR, r.status)
+      assert.matches("language runtime server not configured", r.error, 1, true)
+      assert.matches("execute_code needs an image with a code interpreter: " .. lifecycle.CODE_IMAGE, r.error, 1, true)
+      assert.equal("ok\n", sb:execute_command("echo ok").stdout)
+      sb:terminate()
+    end)
+
     it("a lease under the server's 60 s minimum is created with 60 and renewed down", function()
       local sb = create { timeout = 5 }
       finally(function() sb:terminate() end)
