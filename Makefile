@@ -1,6 +1,7 @@
 # gl-sandbox (glsb): build, test, install, demo.
 #   make            build/glsb-lua, build/lib/glsb/core.so (+ core_*.so parts), build/glsb-confine
-#   make demo       install deps, build, run examples/quickstart.lua, then examples/chart.lua (build/hist.png)
+#   make demo       install deps, build, run examples/quickstart.lua, then examples/chart.lua (build/hist.png),
+#                   then `build/glsb run examples/hello.py` (the glsb command, docs/cli.md)
 #   make test       install deps, build, run every spec (C tests, busted, conformance)
 #   make test-live  the contract suite against real OpenSandbox / E2B / Bedrock, the interpreter against a real
 #                   model, when credentials are set (not in make test)
@@ -71,7 +72,7 @@ BUSTED := $(LUA) /usr/bin/busted
 
 .PHONY: install-rock all build deps demo test test-c test-lua test-live test-conformance check-c check-layers lint install uninstall clean rock-test bench
 
-all: $(BUILD)/glsb-lua $(BUILD)/lib/glsb/core.so $(PART_SO) $(BUILD)/glsb-confine $(LUA_BC)
+all: $(BUILD)/glsb-lua $(BUILD)/glsb $(BUILD)/lib/glsb/core.so $(PART_SO) $(BUILD)/glsb-confine $(LUA_BC)
 
 INSTALL_DEPS ?= scripts/install-deps
 
@@ -108,6 +109,10 @@ $(BUILD)/luac/%.luac: %.lua scripts/luac.lua | $(BUILD)/glsb-lua
 	@mkdir -p $(dir $@)
 	@$(BUILD)/glsb-lua scripts/luac.lua $< $@ $(CURDIR)/$<
 
+# `glsb`, the command for people (docs/cli.md), is glsb-lua called by that name.
+$(BUILD)/glsb: $(BUILD)/glsb-lua
+	ln -sfn glsb-lua $@
+
 # The confinement helper is static (musl) so it can be copied into remote sandboxes.
 # musl ships no Linux uapi headers; the kernel's are libc-independent, so point at them.
 KINC := $(BUILD)/kinc
@@ -134,6 +139,7 @@ $(BUILD)/tests/%: src/tests/%.c $(CORE_OBJ) $(wildcard src/tests/*.h)
 demo: build
 	$(BUILD)/glsb-lua examples/quickstart.lua
 	$(BUILD)/glsb-lua examples/chart.lua $(BUILD)/hist.png
+	$(BUILD)/glsb run examples/hello.py
 
 # The whole suite; scripts/test prints the closing `N passed, N failed` line.
 test: build
@@ -207,6 +213,11 @@ install: all
 	cd $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION) && find glsb -name '*.lua' -type f | \
 		while read -r f; do echo "$$f $${f}c $(PREFIX)/share/lua/$(LUA_VERSION)/$$f"; done | \
 		xargs -n 3 $(CURDIR)/$(BUILD)/glsb-lua $(CURDIR)/scripts/luac.lua
+	@# `glsb` (docs/cli.md) is glsb-lua by another name; its completion comes from its own declarations
+	ln -sfn glsb-lua $(DESTDIR)$(PREFIX)/bin/glsb
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	$(BUILD)/glsb completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/glsb
+	$(BUILD)/glsb completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_glsb
 
 # LuaRocks' layout (rockspec/gl-sandbox-scm-1.rockspec): INST_LIBDIR / INST_LUADIR / INST_BINDIR.
 install-rock: all
@@ -214,12 +225,14 @@ install-rock: all
 	install -m 755 $(BUILD)/lib/glsb/core.so $(PART_SO) $(INST_LIBDIR)/glsb/
 	install -m 755 $(BUILD)/glsb-confine $(INST_LIBDIR)/glsb/glsb-confine
 	install -m 755 $(BUILD)/glsb-lua $(INST_BINDIR)/glsb-lua
+	ln -sfn glsb-lua $(INST_BINDIR)/glsb
 	cp -R lua/glsb/. $(INST_LUADIR)/glsb/
 	cp -R providers/. $(INST_LUADIR)/glsb/providers/
 
 uninstall:
-	rm -rf $(DESTDIR)$(PREFIX)/bin/glsb-lua $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb \
-		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb
+	rm -rf $(DESTDIR)$(PREFIX)/bin/glsb-lua $(DESTDIR)$(PREFIX)/bin/glsb $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VERSION)/glsb \
+		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_VERSION)/glsb \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/glsb $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_glsb
 
 ONLY ?=
 bench: all

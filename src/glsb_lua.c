@@ -448,6 +448,32 @@ static void *glsb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 	return m;
 }
 
+/* `glsb`, the command for people (lua/glsb/cli, docs/cli.md), is this program called by that name (a link
+ * to glsb-lua): glsb.cli.main gets the arguments and returns the exit status. Sandboxes a command left
+ * open are closed as a script's are. */
+static int is_cli(const char *argv0)
+{
+	const char *base = argv0 ? strrchr(argv0, '/') : NULL;
+	base = base ? base + 1 : argv0;
+	return base && !strcmp(base, "glsb");
+}
+
+static int cli_main(lua_State *L, int argc, char **argv)
+{
+	int code = 1;
+	create_arg(L, argv, argc, 0);
+	int status = luaL_loadstring(L, "return require('glsb.cli').main(arg)");
+	if (status == LUA_OK)
+		status = docall(L, 0, 1);
+	if (report(L, status) == LUA_OK) {
+		code = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : 1;
+		lua_pop(L, 1);
+	}
+	dostring(L, "local s = package.loaded['glsb.sandbox'] if s then s.close_all() end", "=exit");
+	lua_close(L);
+	return code;
+}
+
 int main(int argc, char **argv)
 {
 	lua_State *L = luaL_newstate();
@@ -477,6 +503,9 @@ int main(int argc, char **argv)
 	dostring(L, "setmetatable(_G, { __index = function(g, k)\n"
 		    "  if k == 'glsb' then local m = require 'glsb'; rawset(g, 'glsb', m); return m end\n"
 		    "end })", "=glsb");
+
+	if (argc > 0 && is_cli(argv[0]))
+		return cli_main(L, argc, argv);
 
 	int script = 0, interactive = 0, ran_chunk = 0, status = LUA_OK;
 	for (int i = 1; i < argc && !script; i++) {

@@ -221,13 +221,14 @@ end
 -- `glsb-lua --gc [DIR...]`: sweeps the workspaces in each DIR (a host_workspace_dir, or the glsb-<uid>
 -- folder in it), or in the default one ($TMPDIR or /tmp) and the template cache's scratch; prints what
 -- it removed. A folder that is not glsb's own is refused: said on stderr, and the exit status is 1.
--- Returns the number removed.
-function M.main(args)
+-- Returns the number removed. name: how the messages name the command (default "glsb-lua --gc").
+function M.main(args, name)
+  name = name or "glsb-lua --gc"
   local roots, refused = {}, 0
   for i = 1, #(args or {}) do
     local root = gc_root(args[i])
     if root then roots[#roots + 1] = root
-    else print("glsb-lua --gc: nothing of glsb's in " .. args[i] .. " (no " .. M.root_name() .. " in it)") end
+    else print(name .. ": nothing of glsb's in " .. args[i] .. " (no " .. M.root_name() .. " in it)") end
   end
   if #(args or {}) == 0 then
     local tmp = os.getenv("TMPDIR")
@@ -240,17 +241,17 @@ function M.main(args)
     local removed, failed = M.sweep(root)
     if not removed then
       refused = refused + 1
-      io.stderr:write("glsb-lua --gc: refused: ", tostring(failed), " (not glsb's own: nothing in it was touched)\n")
+      io.stderr:write(name, ": refused: ", tostring(failed), " (not glsb's own: nothing in it was touched)\n")
     end
     for _, r in ipairs(removed or {}) do
       print("removed " .. r)
       n = n + 1
     end
-    for _, f in ipairs(removed and failed or {}) do io.stderr:write("glsb-lua --gc: ", f, "\n") end
+    for _, f in ipairs(removed and failed or {}) do io.stderr:write(name, ": ", f, "\n") end
   end
-  print(string.format("glsb-lua --gc: %d stale sandbox director%s removed", n, n == 1 and "y" or "ies"))
+  print(string.format("%s: %d stale sandbox director%s removed", name, n, n == 1 and "y" or "ies"))
   if refused > 0 then
-    error(string.format("glsb-lua --gc: %d folder%s refused", refused, refused == 1 and "" or "s"), 0)
+    error(string.format("%s: %d folder%s refused", name, refused, refused == 1 and "" or "s"), 0)
   end
   return n
 end
