@@ -1,7 +1,7 @@
 -- Every ```lua block of README.md and providers/*/README.md runs, each in a fresh glsb-lua, as a reader
 -- would paste it (issue 14: no example that only looks right). Remote providers run against their
--- loopback emulators through their environment variables; paths a reader would have (a wheel directory)
--- are substituted by private ones.
+-- loopback emulators through their environment variables. Nothing a reader lacks is put in place for
+-- them (no wheel directory: issue 27), only the model name the emulator answers to.
 --
 -- A provider whose README has Lua blocks adds spec/<provider>/readme_setup.lua:
 --   return { start = function(tmp) ... return env, substitutions end, stop = function() ... end }
@@ -66,9 +66,7 @@ describe("README examples run #readme #local #e2b", function()
   setup(function()
     tmp = helper.private_tmp()
     os.execute("chmod 755 " .. shell.q(tmp))
-    os.execute("mkdir -m 755 " .. shell.q(tmp .. "/cache") .. " " .. shell.q(tmp .. "/ws") .. " " .. shell.q(tmp .. "/wheels"))
-    helper.make_wheel(tmp .. "/wheels", "mylib", "1.0", "VALUE = 1\n")
-    helper.make_wheel(tmp .. "/wheels", "otherlib", "1.0", "VALUE = 2\n")
+    os.execute("mkdir -m 755 " .. shell.q(tmp .. "/cache") .. " " .. shell.q(tmp .. "/ws"))
     -- "..." is the README's placeholder key: the emulator accepts it too
     emu = emulator.start { api_keys = { "e2b_test_key", "..." } }
     env = {
@@ -79,7 +77,7 @@ describe("README examples run #readme #local #e2b", function()
     -- variables the client reads
     lm_emu = lm_emulator.start("openai")
     env.OPENAI_API_KEY, env.OPENAI_BASE_URL = lm_emu.api_key, lm_emu:base_url()
-    subst = { ["/srv/wheels"] = tmp .. "/wheels", ['model = "gpt-4o-mini"'] = 'model = "glsb-rules"' }
+    subst = { ['model = "gpt-4o-mini"'] = 'model = "glsb-rules"' }
     for name, mod in pairs(setups) do
       local dir = tmp .. "/" .. name
       os.execute("mkdir -m 755 " .. shell.q(dir))
