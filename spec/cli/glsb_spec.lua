@@ -33,11 +33,7 @@ local function on_tty(words, env)
   return (shell.sh(table.concat(cmd, " ") .. " 2>&1"))
 end
 
-local function write(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
+local write = shell.write
 
 local function one_line(err)
   return #err > 0 and select(2, err:gsub("\n", "")) == 1

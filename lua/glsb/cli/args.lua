@@ -73,38 +73,31 @@ function M.parse(words, cmd)
     elseif w == "--" then
       for j = i + 1, n do pos[#pos + 1] = words[j] end
       break
-    elseif w:sub(1, 2) == "--" then
-      local name, value = w:sub(3):match("^([^=]+)=(.*)$")
-      name = name or w:sub(3)
-      local f = by_long[name]
-      if not f then unknown(w, name, flags) end
-      if f.arg then
-        if value == nil then
-          i = i + 1
-          value = words[i]
-          if value == nil then M.usage("flag '--%s' needs a value (%s)", name, f.arg) end
-        end
-        take(out, f, value, "--" .. name)
+    elseif w:sub(1, 1) == "-" and #w > 1 then
+      -- --name, --name=value, --name value; -x, -xvalue, -x=value, -x value
+      local long = w:sub(2, 2) == "-"
+      local name, value, word
+      if long then
+        name, value = w:sub(3):match("^([^=]+)=(.*)$")
+        name = name or w:sub(3)
+        word = "--" .. name
       else
-        if value ~= nil then M.usage("flag '--%s' takes no value", name) end
-        out[f.name] = true
+        name, value, word = w:sub(2, 2), w:sub(3), "-" .. w:sub(2, 2)
+        if value == "" then value = nil else value = value:gsub("^=", "") end
       end
-    elseif w:sub(1, 1) == "-" and #w > 1 and w ~= "-" then
-      local letter, glued = w:sub(2, 2), w:sub(3)
-      local f = by_short[letter]
-      if not f then unknown(w, w:sub(2), flags) end
+      local f = (long and by_long or by_short)[name]
+      if not f then unknown(w, long and name or w:sub(2), flags) end
       if f.arg then
-        local value = glued ~= "" and glued:gsub("^=", "") or nil
         if value == nil then
           i = i + 1
           value = words[i]
-          if value == nil then M.usage("flag '-%s' needs a value (%s)", letter, f.arg) end
+          if value == nil then M.usage("flag '%s' needs a value (%s)", word, f.arg) end
         end
-        take(out, f, value, "-" .. letter)
+        take(out, f, value, word)
+      elseif value ~= nil then
+        M.usage("flag '%s' takes no value%s", word, long and "" or (" (write " .. word .. " -" .. value:sub(1, 1)
+          .. ", not " .. w .. ")"))
       else
-        if glued ~= "" then
-          M.usage("flag '-%s' takes no value (write -%s -%s, not %s)", letter, letter, glued:sub(1, 1), w)
-        end
         out[f.name] = true
       end
     else
