@@ -219,9 +219,10 @@ local function run_cmd(ctx, fl, pos)
   local env = args.pairs_of(fl.env, "--env")
   local out_dir = fl.out
   if fl.keep then
-    -- a provider whose sandboxes cannot be reached again (glsb.connect) cannot keep one for later
+    -- a provider whose sandboxes no other process can reach (its attach_unsupported says why: local's
+    -- end with the process that made them) cannot keep one for a later command
     local cls = glsb().provider(ctx.provider).Sandbox
-    if type(cls._attach) ~= "function" then
+    if type(cls._attach) ~= "function" or cls.attach_unsupported then
       args.usage("--keep: provider '%s' cannot keep a sandbox past this command%s", ctx.provider,
         cls.attach_unsupported and (": " .. cls.attach_unsupported) or "")
     end
@@ -674,10 +675,14 @@ M.LIST = {
   {
     name = "mcp", run = mcp_cmd, pass_through = true, available = mcp_available,
     summary = "serve sandboxes to an MCP client on stdin/stdout",
-    help = "Runs glsb's MCP server (docs/protocols/mcp.md) on stdin/stdout for an MCP client (Claude Code, an "
-      .. "IDE): the words after `mcp` are the server's own options.",
-    flags = flags("help"),
-    examples = { { "glsb mcp --provider e2b", "an MCP server whose sandboxes are E2B's" } },
+    help = "Runs glsb's MCP server (glsb-lua --mcp; README, MCP server) on stdin/stdout for an MCP client "
+      .. "(Claude Code, Claude Desktop, Cursor): persistent sandboxes as tools. The words after `mcp` are the "
+      .. "server's own options, as they are.",
+    flags = flags({ name = "provider", arg = "NAME", help = "the provider the server's sandboxes are made on" },
+      { name = "config", arg = "FILE", complete = "file",
+        help = "a Lua file returning the server's table: several providers, options, limits" }, "help"),
+    examples = { { "glsb mcp --provider e2b", "an MCP server whose sandboxes are E2B's" },
+      { "claude mcp add glsb -- glsb mcp", "Claude Code, after make install" } },
   },
 }
 
