@@ -216,6 +216,31 @@ describe("glsb-lua --mcp (raw JSON-RPC)", function()
     assert.same({}, c:call("ping").result)
   end)
 
+  it("starts no more work while a client does not read its answers, so that they never pile up", function()
+    local cfg = tmp .. "/small.lua"
+    assert(fs.write_file_atomic(cfg, "return { limits = { max_message_bytes = 1048576, store_bytes = 4194304 } }"))
+    c = client.start { tmpdir = tmp, args = { "--config", cfg } }
+    c:initialize()
+    local id = c:tool("sandbox_create", {}).structuredContent.sandbox_id
+    local base = c:rss_peak_kb()
+    local lines = {}
+    for i = 1, 600 do
+      lines[i] = cjson.encode({ jsonrpc = "2.0", id = 5000 + i, method = "tools/call",
+        params = { name = "execute_code", arguments = { sandbox_id = id, code = "print('y' * 60000)" } } })
+    end
+    -- 600 answers of 60 kB each (36 MB) asked for, none read for 3 s
+    local writer = loop.spawn(function() c.p:write(table.concat(lines, "\n") .. "\n", loop.now() + 120) end)
+    loop.sleep(3)
+    local grew_mb = (c:rss_peak_kb() - base) / 1024
+    for i = 1, 600 do
+      local m = assert(c:response(5000 + i, 60))
+      assert.equal("success", m.result.structuredContent.status)
+    end
+    writer:wait()
+    -- without the bound it grew by 102 MB (every answer queued, every stdout stored); with it, 18 MB
+    assert.is_true(grew_mb < 30, string.format("the server grew by %.1f MB with 36 MB of answers unread", grew_mb))
+  end)
+
   it("cancelling a run stops it and frees its sandbox; no answer comes for it", function()
     c = client.start { tmpdir = tmp }
     c:initialize()

@@ -30,7 +30,8 @@ M.LIMITS = {
   max_images = { "integer", "images shown as image blocks in one result (the others are linked)", default = "4",
     min = 0 },
   max_line_bytes = { "count", "bytes of one incoming message", default = "16777216", min = 1024 },
-  max_in_flight = { "count", "requests served at once (more get a busy error)", default = "1024" },
+  max_in_flight = { "count", "requests in flight, running or waiting to (more get a busy error)", default = "1024" },
+  max_running = { "count", "requests running at once (the others wait their turn)", default = "64" },
   max_sandboxes = { "count", "sandboxes of one session running at once (sandbox_create refuses more)",
     default = "16" },
   max_file_bytes = { "count", "bytes files_read and resources/read read from a sandbox", default = "4194304" },
@@ -153,15 +154,19 @@ function M.serve(cfg, fds)
   local stop = loop.condition()
   local stopped = false
   local function halt() stopped = true stop:broadcast() end
-  local writer = stdio.writer(fds.output, { on_broken = halt })
-  local srv = server_mod.new { session = session, tools = tools, limits = cfg.limits, scrub = scrub,
-    send = function(line) writer:send(line) end }
+  local srv
+  local writer = stdio.writer(fds.output, { on_broken = halt, on_drain = function() if srv then srv:drained() end end })
+  srv = server_mod.new { session = session, tools = tools, limits = cfg.limits, scrub = scrub,
+    send = function(line) writer:send(line) end, backlog = function() return writer:queued() end }
   local previous = log.set_handler(nil)
   log.set_handler(srv:log_handler(previous))
   local ok, err = pcall(loop.run, function()
     local reader = stdio.reader(fds.input, { max_line = cfg.limits.max_line_bytes })
     local readers = { loop.spawn(function()
       while not stopped do
+        -- a client that does not read its answers makes them pile up here: read no more requests until
+        -- it has taken most of them (memory stays bounded by what a few answers hold)
+        writer:wait_below(2 * cfg.limits.max_message_bytes)
         local lines = reader:read()
         if not lines then break end
         for _, line in ipairs(lines) do

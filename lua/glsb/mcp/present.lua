@@ -21,17 +21,25 @@ function M.clip(text, max, where)
   local head_n = math.floor(max * 0.6)
   local tail_n = max - head_n
   local head_end = head_n
-  local nl = text:sub(1, head_end):match(".*()\n")
-  if nl and nl > head_end * 0.8 then head_end = nl end
+  -- the last line end in the head's last fifth (a plain find forward from there: a pattern anchored at
+  -- the end would retry from every position of a long line without one, quadratic in its length)
+  local pos, nl = math.floor(head_end * 0.8), nil
+  while true do
+    local at = text:find("\n", pos, true)
+    if not at or at > head_end then break end
+    nl, pos = at, at + 1
+  end
+  if nl then head_end = nl end
   while head_end > 0 and continuation(text, head_end + 1) do head_end = head_end - 1 end
   local tail_start = #text - tail_n + 1
   local nl2 = text:find("\n", tail_start, true)
   if nl2 and nl2 < tail_start + tail_n * 0.2 then tail_start = nl2 + 1 end
   while tail_start <= #text and continuation(text, tail_start) do tail_start = tail_start + 1 end
   local cut = tail_start - head_end - 1
-  local note = string.format("\n[glsb: %d bytes cut here to fit the result%s]\n", cut,
-    where and ("; the whole output: " .. where) or "")
-  return text:sub(1, head_end) .. note .. text:sub(tail_start), cut
+  local head = text:sub(1, head_end)
+  local note = string.format("%s[glsb: %d bytes cut here to fit the result%s]\n", head:sub(-1) == "\n" and "" or "\n",
+    cut, where and ("; the whole output: " .. where) or "")
+  return head .. note .. text:sub(tail_start), cut
 end
 
 function M.text(s) return { type = "text", text = s } end

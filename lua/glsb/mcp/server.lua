@@ -61,6 +61,9 @@ function M.new(opts)
     session = opts.session, tools = opts.tools, send_line = opts.send, scrub = opts.scrub or function(s) return s end,
     limits = opts.limits, info = { name = "glsb", title = "glsb sandboxes", version = constants.VERSION },
     inflight = {}, inflight_n = 0, legacy = nil, log_level = nil, closing = false,
+    -- requests wait here for a task: at most limits.max_running run at once, and none starts while the
+    -- answers not yet taken by the client pass limits.max_message_bytes * 2 (backlog(): bytes queued)
+    waiting = {}, wait_head = 1, wait_tail = 0, running = 0, backlog = opts.backlog or function() return 0 end,
   }, Server)
   return self
 end
@@ -397,7 +400,13 @@ function Server:notification(method, params)
       if req.progress then req.progress:close() end
       log.info("mcp: request " .. tostring(params.requestId) .. " cancelled" .. (type(params.reason) == "string"
         and (": " .. params.reason) or ""))
-      if req.task then req.task:cancel() end
+      if req.task then
+        req.task:cancel()
+      else
+        -- still waiting for a task: it never starts
+        self.inflight[req.key] = nil
+        self.inflight_n = self.inflight_n - 1
+      end
     end
   end
   -- notifications/initialized, roots/list_changed, ...: nothing to do
@@ -446,13 +455,39 @@ function Server:request(id, method, params)
   end
   self.inflight[key] = req
   self.inflight_n = self.inflight_n + 1
+  req.key, req.handler, req.params = key, handler, params
+  self.wait_tail = self.wait_tail + 1
+  self.waiting[self.wait_tail] = req
+  self:dispatch()
+end
+
+-- dispatch(): starts the waiting requests there is room for (called as a request comes, ends, or the
+-- client takes answers: Server:drained).
+function Server:dispatch()
+  while self.wait_head <= self.wait_tail and self.running < self.limits.max_running
+    and self.backlog() <= 2 * self.limits.max_message_bytes do
+    local req = self.waiting[self.wait_head]
+    self.waiting[self.wait_head] = nil
+    self.wait_head = self.wait_head + 1
+    if not req.cancelled then self:start(req) end
+  end
+  if self.wait_head > self.wait_tail then self.wait_head, self.wait_tail = 1, 0 end
+end
+
+function Server:drained() self:dispatch() end
+
+function Server:start(req)
+  self.running = self.running + 1
   req.task = loop.spawn(function()
     loop.context_set(REQUEST_KEY, req)
-    local res = table.pack(pcall(handler, self, req, params))
-    self.inflight[key] = nil
+    local res = table.pack(pcall(req.handler, self, req, req.params))
+    req.params = nil
+    self.inflight[req.key] = nil
     self.inflight_n = self.inflight_n - 1
+    self.running = self.running - 1
     if req.progress then req.progress:close() end
     self:finish(req, table.unpack(res, 1, res.n))
+    self:dispatch()
   end)
 end
 
@@ -499,6 +534,7 @@ end
 function Server:shutdown(budget)
   self.closing = true
   local tasks = {}
+  self.waiting, self.wait_head, self.wait_tail = {}, 1, 0
   for _, req in pairs(self.inflight) do
     req.cancelled = true
     if req.progress then req.progress:close() end

@@ -5,9 +5,12 @@
 --   r:read(deadline) -> {line, ...} (complete lines, without "\n" and a trailing "\r") | nil, "eof"
 --                       a line longer than max_line is not kept: it comes as {too_long = bytes} in its
 --                       place once its "\n" arrives (its bytes are counted, never held)
---   local w = stdio.writer(fd, {on_broken = fn})
+--   local w = stdio.writer(fd, {on_broken = fn, on_drain = fn})   on_drain: some of the queue was written
 --   w:send(text)        queues text .. "\n"; written in order, as the fd takes it
 --   w:flush(deadline)   -> true once everything queued is written | false (deadline, or the reader left)
+--   w:queued()          -> bytes waiting for the fd (a reader that reads slowly makes it grow: the server
+--                          stops reading requests while it is over a bound)
+--   w:wait_below(bytes) waits until at most that many bytes wait
 local core = require "glsb.core"
 local loop = require "glsb.loop"
 
@@ -90,8 +93,8 @@ Writer.__index = Writer
 
 function M.writer(fd, opts)
   opts = opts or {}
-  return setmetatable({ fd = fd, queue = {}, head = 1, tail = 0, offset = 1, broken = false,
-    on_broken = opts.on_broken, idle = loop.condition() }, Writer)
+  return setmetatable({ fd = fd, queue = {}, head = 1, tail = 0, offset = 1, broken = false, bytes = 0,
+    on_broken = opts.on_broken, on_drain = opts.on_drain, idle = loop.condition() }, Writer)
 end
 
 -- Writes what the fd takes now; returns true when the queue is empty, false when it must wait.
@@ -101,6 +104,7 @@ function Writer:_drain()
     local n, err, code = core.fd_write(self.fd, s, self.offset)
     if n then
       self.offset = self.offset + n
+      self.bytes = self.bytes - n
       if self.offset > #s then
         self.queue[self.head] = nil
         self.head = self.head + 1
@@ -110,7 +114,7 @@ function Writer:_drain()
       return false
     else
       self.broken = true
-      self.queue, self.head, self.tail, self.offset = {}, 1, 0, 1
+      self.queue, self.head, self.tail, self.offset, self.bytes = {}, 1, 0, 1, 0
       if self.on_broken then self.on_broken(err) end
       return true
     end
@@ -123,14 +127,30 @@ function Writer:send(text)
   if self.broken then return false end
   self.tail = self.tail + 1
   self.queue[self.tail] = text .. "\n"
+  self.bytes = self.bytes + #text + 1
   if self.flusher then return true end -- a task already waits for the fd: it writes this too, in order
   if self:_drain() then return true end
   self.flusher = loop.spawn(function()
-    while not self:_drain() do loop.wait_fd(self.fd, "w") end
+    while not self:_drain() do
+      self:_went()
+      loop.wait_fd(self.fd, "w")
+    end
     self.flusher = nil
-    self.idle:broadcast()
+    self:_went()
   end)
   return true
+end
+
+-- Some of the queue went: whoever waits for room looks again.
+function Writer:_went()
+  self.idle:broadcast()
+  if self.on_drain then self.on_drain() end
+end
+
+function Writer:queued() return self.bytes end
+
+function Writer:wait_below(bytes)
+  while self.bytes > bytes and not self.broken do self.idle:wait() end
 end
 
 function Writer:flush(deadline)
