@@ -291,9 +291,9 @@ describe("glsb-lua --mcp (raw JSON-RPC)", function()
     assert.same({}, workspaces(tmp))
   end)
 
-  it("keeps at most limits.max_sandboxes sandboxes running in one session", function()
+  it("keeps at most limits.max_sandboxes sandboxes running in one session; network = false hides network", function()
     local cfg = tmp .. "/two.lua"
-    assert(fs.write_file_atomic(cfg, "return { limits = { max_sandboxes = 2 } }"))
+    assert(fs.write_file_atomic(cfg, "return { network = false, limits = { max_sandboxes = 2 } }"))
     c = client.start { tmpdir = tmp, args = { "--config", cfg } }
     c:initialize()
     local a = c:tool("sandbox_create", {}).structuredContent.sandbox_id
@@ -304,6 +304,9 @@ describe("glsb-lua --mcp (raw JSON-RPC)", function()
     c:tool("sandbox_kill", { sandbox_id = a })
     assert.is_nil(c:tool("sandbox_create", {}).isError)
     assert.equal(2, #workspaces(tmp))
+    assert.is_nil(c:call("tools/list").result.tools[1].inputSchema.properties.network)
+    r = c:tool("sandbox_create", { network = true })
+    assert.truthy(client.text(r):find("unknown argument 'network'", 1, true), client.text(r))
   end)
 
   it("one session cannot reach another's sandboxes", function()

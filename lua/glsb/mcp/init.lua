@@ -51,6 +51,8 @@ M.CONFIG = {
   providers = { "table", "the providers served, each with its options: `{e2b = {api_key = ...}, ...}`" },
   timeout = { "positive", "seconds a sandbox lives unused (a call renews it)", default = "600" },
   max_timeout = { "positive", "the longest timeout sandbox_create and a run accept", default = "86400" },
+  network = { "boolean", "`false`: sandbox_create has no `network` argument (the model cannot ask for one)",
+    default = "true" },
   limits = { "table", "the limits above" },
 }
 
@@ -110,7 +112,7 @@ function M.config(args)
       fail("glsb --mcp: unknown provider '%s' (known: %s)", name, table.concat(registry.known(), ", "))
     end
   end
-  return { default_provider = default, providers = providers, limits = limits,
+  return { default_provider = default, providers = providers, limits = limits, network = raw.network ~= false,
     timeout = raw.timeout or tonumber(M.CONFIG.timeout.default),
     max_timeout = raw.max_timeout or tonumber(M.CONFIG.max_timeout.default) }
 end

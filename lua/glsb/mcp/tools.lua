@@ -650,6 +650,7 @@ function M.build(cfg)
     end,
   }
 
+  if not cfg.network then T[1].args.network = nil end
   local by_name, listed = {}, arr()
   for _, t in ipairs(T) do
     if t.sandbox then
