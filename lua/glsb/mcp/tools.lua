@@ -3,9 +3,10 @@
 -- the tool's inputSchema here), its result shaped by glsb.mcp.present. The list is fixed for a server's
 -- life and always in the same order (clients cache prompts on it).
 --
---   local tools = require("glsb.mcp.tools").build(cfg)   -- cfg: providers, default_provider, timeouts
---   tools.list -> array of tool definitions (tools/list)  tools.by_name[name] -> one
---   tools.call(tool, session, args, ctx) -> CallToolResult   (ctx: progress, output, limits)
+--   local t = require("glsb.mcp.tools").build(cfg)   -- cfg: glsb.mcp.config's (providers, timeouts, limits)
+--   t.listed -> what tools/list gives, in order        t.by_name[name] -> a tool
+--   local args, why = tools.check(tool, arguments)      -- nil, why: the message for the model
+--   tool.run(session, args, ctx) -> a CallToolResult   -- ctx: progress(msg), stdout(line), stderr(line)
 local glsb = require "glsb"
 local options = require "glsb.options"
 local errors = require "glsb.errors"
