@@ -80,6 +80,39 @@ describe("glsb-lua --mcp (raw JSON-RPC)", function()
     assert.equal(-32600, init.error.code)
   end)
 
+  it("says 'not found' in each era's code, and logs to a client only when it asked", function()
+    c = client.start { tmpdir = tmp, env = { GLSB_LOG = "warn" } }
+    c:initialize()
+    local legacy = c:call("resources/read", { uri = "glsb://sandbox/local-00000000/runs/1/stdout" })
+    assert.equal(-32002, legacy.error.code)
+    assert.truthy(legacy.error.message:find("dropped to keep the server's memory bounded", 1, true))
+    local modern = c:call("resources/read", { uri = "glsb://nowhere", _meta = meta() })
+    assert.equal(-32602, modern.error.code)
+    -- glsb.log lines of a request (each tools/call logs one at info): sent only to a request that set a
+    -- level (2026-07-28) or after logging/setLevel (the handshake revisions); stderr has them at GLSB_LOG's
+    local function messages()
+      local out = {}
+      for _, m in ipairs(c.notes) do
+        if m.method == "notifications/message" then out[#out + 1] = m.params.level .. " " .. m.params.data end
+      end
+      c.notes = {}
+      return out
+    end
+    c:call("tools/call", { name = "sandbox_list", arguments = {}, _meta = meta() })
+    c:call("tools/call", { name = "sandbox_list", arguments = {} })
+    assert.same({}, messages())
+    local r = c:call("tools/call", { name = "sandbox_list", arguments = {},
+      _meta = meta { ["io.modelcontextprotocol/logLevel"] = "info" } })
+    assert.same({ "info mcp: tools/call sandbox_list (request " .. r.id .. ")" }, messages())
+    c:call("tools/call", { name = "sandbox_list", arguments = {},
+      _meta = meta { ["io.modelcontextprotocol/logLevel"] = "warning" } })
+    assert.same({}, messages())
+    c:call("logging/setLevel", { level = "info" })
+    r = c:call("tools/call", { name = "sandbox_list", arguments = {} })
+    assert.same({ "info mcp: tools/call sandbox_list (request " .. r.id .. ")" }, messages())
+    assert.is_nil(c:stderr():find("tools/call sandbox_list", 1, true))
+  end)
+
   it("lists the same tools in the same order, byte for byte, run after run", function()
     local lines = {}
     for i = 1, 2 do

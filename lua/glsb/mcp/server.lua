@@ -480,6 +480,10 @@ function Server:start(req)
   self.running = self.running + 1
   req.task = loop.spawn(function()
     loop.context_set(REQUEST_KEY, req)
+    if log.enabled("info") then
+      log.info(string.format("mcp: %s%s (request %s)", req.method, type(req.params.name) == "string"
+        and (" " .. req.params.name) or "", tostring(req.id)))
+    end
     local res = table.pack(pcall(req.handler, self, req, req.params))
     req.params = nil
     self.inflight[req.key] = nil
