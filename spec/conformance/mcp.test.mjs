@@ -323,7 +323,8 @@ describe(`MCP, official client @modelcontextprotocol/sdk ${SDK_VERSION} (v1, std
     dirs.push(prefix);
     execFileSync('make', ['-s', 'install', `PREFIX=${prefix}`], { cwd: ROOT, stdio: 'ignore' });
     const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-    const claude = /^claude mcp add glsb -- (.+)$/m.exec(readme)[1].split(/\s+/);
+    // the words after `--`, up to a shell comment (the README may say "# or: glsb mcp" after them)
+    const claude = /^claude mcp add glsb -- ([^#\n]+)/m.exec(readme)[1].trim().split(/\s+/);
     const json = JSON.parse(/```json\n(\{\n {2}"mcpServers"[\s\S]*?)```/.exec(readme)[1]).mcpServers.glsb;
     const ways = [
       { command: claude[0], args: claude.slice(1), PATH: `${prefix}/bin:${process.env.PATH}` },
