@@ -330,8 +330,16 @@ describe(`MCP, official client @modelcontextprotocol/sdk ${SDK_VERSION} (v1, std
       { command: claude[0], args: claude.slice(1), PATH: `${prefix}/bin:${process.env.PATH}` },
       { command: json.command.replace('/usr/local', prefix), args: json.args, PATH: process.env.PATH },
     ];
+    assert.deepEqual(claude.slice(1), ['--mcp']);
+    assert.deepEqual(json.args, ['--mcp']);
+    // the comment's other way, the glsb command (issue 27): what the README names, the install has
+    const alt = /^claude mcp add glsb -- [^#\n]*# or: (.+)$/m.exec(readme);
+    if (alt) {
+      const words = alt[1].trim().split(/\s+/);
+      assert.ok(fs.existsSync(path.join(prefix, 'bin', words[0])), `make install has no ${words[0]}`);
+      ways.push({ command: words[0], args: words.slice(1), PATH: `${prefix}/bin:${process.env.PATH}` });
+    }
     for (const w of ways) {
-      assert.deepEqual(w.args, ['--mcp']);
       const tmp = tempdir();
       dirs.push(tmp);
       const transport = new StdioClientTransport({ command: w.command, args: w.args,
