@@ -305,6 +305,26 @@ describe(`MCP, official client @modelcontextprotocol/sdk ${SDK_VERSION} (v1, std
       });
   }
 
+  test('an answer lost mid-run (E2B emulator cuts the stream): isError, status unknown, "do not retry blindly"',
+    async () => {
+      const world = await PROVIDERS.e2b.start();
+      try {
+        const { client } = await connect({ args: ['--provider', 'e2b'], env: world.env });
+        const id = await create(client);
+        await world.admin('POST', '/_emulator/faults', { plane: 'jupyter', path: '^/execute$', action: 'cut_after_bytes',
+          bytes: 60 });
+        const r = await client.callTool({ name: 'execute_code', arguments: { sandbox_id: id,
+          code: 'print("a" * 1000)' } });
+        assert.equal(r.isError, true);
+        assert.equal(r.structuredContent.status, 'unknown', text(r));
+        assert.equal(r.structuredContent.retry_safe, false);
+        assert.match(text(r), /^status: unknown/);
+        assert.match(text(r), /Do not retry it blindly/);
+        await client.close();
+        assert.equal(await world.running(), 0);
+      } finally { await world.stop(); }
+    });
+
   test('keep_alive: that sandbox outlives the server (its lease still ends it), the others do not', async () => {
     const world = await PROVIDERS.e2b.start();
     try {

@@ -88,6 +88,7 @@ export const PROVIDERS = {
       return {
         env: { E2B_API_KEY: 'e2b_test_key', E2B_API_URL: emu.url, E2B_SANDBOX_URL: emu.url },
         stop: emu.stop,
+        admin: get,
         running: async () => (await get('GET', '/_emulator/state')).sandboxes
           .filter((s) => s.state === 'running' || s.state === 'paused').length,
       };
