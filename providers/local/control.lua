@@ -200,6 +200,51 @@ local function ask(self, verb, arg, want, deadline)
   return res, why
 end
 
+-- control:files(words, data, deadline) -> the file server's answer (its fields: ok, error, message,
+-- ...; .data its bytes), or nil, reason as for call ("timeout" too). words: the operation and its
+-- arguments (ws_serve.c: exists|list|mkdir|remove PATH, read PATH MAX, write ROOT RELHEX); data: a
+-- write's bytes (at most FILES_DATA_MAX). A long-lived server in the sandbox answers, confined as a
+-- call's helper (src/confine/CONTROL.md, "files"): one round trip, no process started per request.
+M.FILES_DATA_MAX = 1024 * 1024
+
+function Control:files(words, data, deadline)
+  if self.broken then return nil, "broken" end
+  local body = argblob(words) .. (data or "")
+  if not self.lock:acquire(deadline) then return nil, "busy" end
+  local ok, res, why = pcall(function()
+    self.next_id = self.next_id + 1
+    local id = self.next_id
+    local sent, err = self.chan:write(string.format("files %d %d\n", id, #body) .. body, deadline)
+    if not sent then
+      if err == "closed" or err == "EPIPE" then return nil, "gone" end
+      self.broken = "a request could not be sent: " .. tostring(err)
+      return nil, "broken"
+    end
+    while true do
+      local ev, rerr = self.chan:read_event(deadline, function(e) return e.id == id end)
+      if not ev then
+        if rerr == "eof" then return nil, "gone" end
+        -- a timeout leaves the channel in step (a late answer is read and dropped by whoever reads next)
+        if rerr == "timeout" then return nil, "timeout" end
+        self.broken = tostring(rerr)
+        return nil, "broken"
+      end
+      if ev.id == nil then
+        if ev.ev == "protocol_error" then
+          self.broken = "the supervisor refused a request: " .. tostring(ev.message)
+          return nil, "broken"
+        end
+        report_line(self, ev)
+      elseif ev.id == id and (ev.ev == "files" or ev.ev == "error") then
+        return ev
+      end
+    end
+  end)
+  self.lock:release()
+  if not ok then error(res, 0) end
+  return res, why
+end
+
 -- control:stats(deadline) -> {oom_kills, memory_bytes, memory_peak_bytes} (numbers or nil when the
 -- sandbox has no memory cgroup), or nil, reason as for call.
 function Control:stats(deadline)

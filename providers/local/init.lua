@@ -359,6 +359,10 @@ function Sandbox:_start(opts)
   end
   local report = self._control:read_report(loop.now() + 2)
   self.confinement = report and report.applied or nil
+  -- the helper's file server (sb.files in one round trip: transfer.lua); an older helper has none
+  for _, verb in ipairs(report and type(report.control) == "table" and report.control or {}) do
+    if verb == "files" then self._control.has_files = true end
+  end
   if self.confinement and self.confinement.cgroup_dirs then
     reaper.record(base, { supervisor = p.pid, cgroup_dirs = self.confinement.cgroup_dirs })
   end

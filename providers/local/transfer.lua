@@ -9,6 +9,7 @@ local loop = require "glsb.loop"
 local process = require "glsb.process"
 local sandbox = require "glsb.sandbox"
 local agent = require "glsb.providers.local.agent"
+local control = require "glsb.providers.local.control"
 
 local mark_dead, unusable = agent.mark_dead, agent.unusable
 
@@ -134,12 +135,15 @@ end
 -- sb.files (glsb.files hooks), on the control channel too
 
 -- Like uploads and downloads, sb.files never goes through the agent: what it reports comes from
--- glsb-confine's helper in the supervisor's confined child, which the code in the sandbox cannot
--- reach. write and read are the helper's own write / read (read follows symlinks, but only within
--- the sandbox's root: RESOLVE_IN_ROOT); list, exists, make_dir and remove run one exact argv of the
--- sandbox's coreutils through `glsb-confine run` (no shell, an empty environment: the C locale's
--- messages, absolute program paths). The code can change its files, as it may, but not what these
--- calls say about them.
+-- glsb-confine's file server (src/confine/CONTROL.md, "The file server"), a long-lived process
+-- confined as a call's helper, which the code in the sandbox cannot reach: one round trip a call.
+-- write and read are the helper's own write / read (read follows symlinks, but only within the
+-- sandbox's root: RESOLVE_IN_ROOT); list, exists, make_dir and remove do what find, test, mkdir -p
+-- and rm -rf did. The code can change its files, as it may, but not what these calls say about them.
+-- With a helper that has no file server (an older one, its report says: init.lua), and for what is
+-- larger than it answers (1 MiB: writes, reads and folder listings), the per-call helper as before:
+-- write / read, and one exact argv of the sandbox's coreutils through `glsb-confine run` (no shell,
+-- an empty environment: the C locale's messages, absolute program paths).
 
 -- Runs argv through the helper's `run`. -> {code, signal, stdout, stderr} (the program's), or raises.
 local function helper_run(self, what, argv, timeout, max_out)
@@ -168,12 +172,46 @@ local function run_failure(what, r)
     reason = msg:find("No such file or directory", 1, true) and "not_found" or nil }
 end
 
+-- The helper's file server (control:files; src/confine/ws_serve.c), where the helper has one: one round
+-- trip each instead of a confined child and a coreutils program per call. -> its answer (ok true), or
+-- nil, the answer (ok false: its error and message), or raises when it could not be asked.
+local function serve(self, what, words, data, timeout)
+  local r, why = self._control:files(words, data, timeout and loop.now() + timeout or nil)
+  if not r then error(what .. ": " .. control_failure(self, why, timeout), 0) end
+  if r.ev == "error" then error(what .. ": " .. tostring(r.error) .. ": " .. tostring(r.message), 0) end
+  if r.ok == true then return r end
+  return nil, r
+end
+
+-- An answer that failed -> the error files.lua reports (reason = "not_found" when the path is missing).
+local function served_failure(r)
+  return { message = tostring(r.message), reason = r.error == "not_found" and "not_found" or nil }
+end
+
 function M.files_write(self, path, data, opts)
+  local root, rel = split_root(path)
+  if self._control.has_files and root and #data <= control.FILES_DATA_MAX then
+    local r, bad = serve(self, "write", { "write", root, hex(rel) }, data, opts.timeout)
+    if not r then error("write of " .. path .. " failed: " .. helper_refusal(bad), 0) end
+    if math.tointeger(r.bytes) ~= #data then
+      error(string.format("write of %s: %s bytes written of %d", path, tostring(r.bytes), #data), 0)
+    end
+    return
+  end
   self:_upload({ { path = path, data = data } }, { timeout = opts.timeout })
 end
 
 function M.files_read(self, path, opts)
   local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
+  if self._control.has_files then
+    local r, bad = serve(self, "read", { "read", path, tostring(max) }, nil, opts.timeout)
+    if r then return r.data or "" end
+    if bad.error == "not_found" then error({ message = "read: no such file: " .. path, reason = "not_found" }, 0) end
+    -- larger than the server answers (1 MiB): streamed by the helper's read as before
+    if bad.error ~= "too_large" or (math.tointeger(bad.bytes) or 0) > max then
+      error("read: " .. helper_refusal(bad), 0)
+    end
+  end
   local doc, data = read_file(self, "read", { "read", "--root", "/", "--follow", "--path-hex",
     hex(path:gsub("^/+", "")), "--max-bytes", tostring(max) }, max, opts)
   if data then return data end
@@ -186,6 +224,21 @@ local FILE_TYPES = { f = "file", d = "dir", l = "symlink" }
 -- GNU find, NUL-ended records (any name survives): depth, type, size, path. The path itself comes
 -- first (depth 0; -H: followed when it is a symlink) and must be a directory.
 function M.files_list(self, path, opts)
+  if self._control.has_files then
+    local r, bad = serve(self, "list", { "list", path }, nil, opts.timeout)
+    if r then
+      local entries, base = {}, path:sub(-1) == "/" and path or (path .. "/")
+      for t, size, name in (r.data or ""):gmatch("(%a)\t(%d+)\t([^%z]*)%z") do
+        entries[#entries + 1] = { name = name, path = base .. name, type = FILE_TYPES[t] or "other",
+          size = math.tointeger(tonumber(size)) }
+      end
+      table.sort(entries, function(a, b) return a.path < b.path end)
+      return entries
+    end
+    if bad.error == "not_directory" then error({ message = "list: not a directory: " .. path }, 0) end
+    -- a folder too large for one answer (1 MiB of names) is listed by find, as before
+    if bad.error ~= "too_large" then error(served_failure(bad), 0) end
+  end
   local r = helper_run(self, "list", { "/usr/bin/find", "-H", path, "-maxdepth", "1",
     "-printf", "%d\\t%y\\t%s\\t%p\\0" }, opts.timeout, 16 * 1024 * 1024)
   if r.code ~= 0 then error(run_failure("list", r), 0) end
@@ -204,6 +257,11 @@ function M.files_list(self, path, opts)
 end
 
 function M.files_exists(self, path, opts)
+  if self._control.has_files then
+    local r, bad = serve(self, "exists", { "exists", path }, nil, opts.timeout)
+    if not r then error(served_failure(bad), 0) end
+    return r.exists == true
+  end
   local r = helper_run(self, "exists", { "/usr/bin/test", "-e", path }, opts.timeout)
   if r.code == 0 then return true end
   if r.code == 1 then return false end
@@ -212,12 +270,22 @@ end
 
 -- mkdir -v names each directory it created: nothing printed means the path was a directory already.
 function M.files_make_dir(self, path, opts)
+  if self._control.has_files then
+    local r, bad = serve(self, "make_dir", { "mkdir", path }, nil, opts.timeout)
+    if not r then error(served_failure(bad), 0) end
+    return r.created == true
+  end
   local r = helper_run(self, "make_dir", { "/usr/bin/mkdir", "-p", "-v", "--", path }, opts.timeout)
   if r.code ~= 0 then error(run_failure("make_dir", r), 0) end
   return r.stdout ~= ""
 end
 
 function M.files_remove(self, path, opts)
+  if self._control.has_files then
+    local _, bad = serve(self, "remove", { "remove", path }, nil, opts.timeout)
+    if bad then error(served_failure(bad), 0) end
+    return
+  end
   local r = helper_run(self, "remove", { "/usr/bin/rm", "-rf", "--", path }, opts.timeout)
   if r.code ~= 0 then error(run_failure("remove", r), 0) end
 end

@@ -201,6 +201,61 @@ def control_channel_large_transfers(tmp):
 
 
 @case
+def file_server(tmp):
+    # `files` requests: every operation of the server, a writer's refusal that leaves its data in step,
+    # a write and a read past what the server answers, an unknown operation, a busy answer; the
+    # server and its writer end with the sandbox (LeakSanitizer runs in both)
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(b.fileno(), 3)
+        os.execve(BIN, [BIN, "sandbox", "--cleanup", "--workspace", tmp + "/ws", "--report-fd", "3",
+                        "--control-fd", "3"] + BIG + ["--", "sleep", "30"], ENV)
+    b.close()
+    f = a.makefile("rb")
+
+    def frame():
+        h = json.loads(f.readline())
+        return h, (f.read(h["len"]) if "len" in h else b"")
+
+    def files(i, words, data=b""):
+        body = b"".join(w.encode() + b"\0" for w in words) + data
+        a.sendall(b"files %d %d\n" % (i, len(body)) + body)
+        return frame()
+
+    rep = frame()[0]
+    assert rep["ok"] and "files" in rep["control"], rep
+    h, _ = files(1, ["write", "/home/user", b"d/x".hex()], b"abc")
+    assert h["ok"] and h["bytes"] == 3, h
+    h, d = files(2, ["read", "/home/user/d/x", "100"])
+    assert h["ok"] and d == b"abc", (h, d)
+    h, d = files(3, ["list", "/home/user/d"])
+    assert h["ok"] and d == b"f\t3\tx\0", (h, d)
+    assert files(4, ["exists", "/home/user/d/x"])[0]["exists"] is True
+    assert files(5, ["mkdir", "/home/user/e/f"])[0]["created"] is True
+    h, _ = files(6, ["write", "/home/user", b"e".hex()], b"zz")  # a directory is there: refused, data dropped
+    assert not h["ok"] and h["error"] == "is_directory", h
+    h, _ = files(7, ["write", "/home/user", b"y".hex()], b"y" * 1000)
+    assert h["ok"] and h["bytes"] == 1000, h  # the writer is still in step
+    assert files(8, ["remove", "/home/user/d"])[0]["ok"]
+    assert files(9, ["exists", "/home/user/d"])[0]["exists"] is False
+    big = b"b" * ((1 << 20) + 10)
+    h, _ = files(10, ["write", "/home/user", b"big".hex()], big[: 1 << 20])
+    assert h["ok"], h
+    h, _ = files(11, ["read", "/home/user/big", str(len(big))])
+    assert h["ok"] and h["bytes"] == 1 << 20, h
+    h, _ = files(12, ["nonsense", "x"])
+    assert not h["ok"] and h["error"] == "usage", h
+    body = b"exists\0/home/user\0"
+    a.sendall(b"files 13 %d\n" % len(body) + body + b"files 14 %d\n" % len(body) + body)
+    answers = sorted([frame()[0], frame()[0]], key=lambda h: h["id"])
+    assert answers[0]["ok"] and answers[1]["ev"] in ("files", "error"), answers
+    os.kill(pid, 1)
+    _, st = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(st) == 137, st
+
+
+@case
 def network_forward(tmp):
     # --network: the rules (--net-allow with a CIDR, --net-deny), slirp4netns, a forward asked twice,
     # a bad one, then the end: killed, reaped, and every allocation freed (LSan at exit)

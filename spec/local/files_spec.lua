@@ -1,6 +1,8 @@
--- sb.files on the local provider: every call goes through glsb-confine's control channel (write and
--- read are the helper's own; list, exists, make_dir and remove run coreutils through the helper's
--- `run`), never through the agent the code could rewrite. What the contract suite does not say.
+-- sb.files on the local provider: every call goes through glsb-confine's control channel to the
+-- sandbox's file server (src/confine/ws_serve.c; write is the helper's own `write`, read its `read`,
+-- list, exists, make_dir and remove do what find, test, mkdir -p and rm -rf did), never through the
+-- agent the code could rewrite. What the contract suite does not say; spec/security/
+-- local_files_server_spec.lua says what the server is and reaches.
 local glsb = require "glsb"
 local errors = require "glsb.errors"
 local helper = require "local.helper"

@@ -65,6 +65,26 @@ local ok, err = pcall(function()
   assert(core.rmtree(dir))
   assert(core.module_path())
 
+  -- buffer.c: filled by a process's reads, cut, searched, taken, cleared, closed, one left to __gc;
+  -- load.c: core.loadfile of a source and of a missing file
+  local buf = core.buffer(4 * 1024 * 1024)
+  local bp = assert(process.spawn({ argv = { "head", "-c", "3000000", "/dev/zero" }, stdout = "pipe" }))
+  loop.run(function()
+    while assert(bp:read_into("stdout", loop.now() + 10, 1024 * 1024, buf)) > 0 do end
+  end)
+  bp:wait(loop.now() + 10)
+  bp:close()
+  buf:append("\nend")
+  assert(buf:len() == 3000004 and buf:find("\n") == 3000001 and buf:sub(-3, -1) == "end")
+  assert(#buf:take(2) == 3000003)
+  buf:append("again")
+  buf:clear()
+  buf:close()
+  local kept = core.buffer(1024)
+  kept:append("left to __gc")
+  assert(core.loadfile("lua/glsb/constants.lua"))
+  assert(not core.loadfile("lua/glsb/no-such-module.lua"))
+
   -- redis.c: a connection per transport, a failure per stage, a lookup abandoned mid-flight, one left to __gc
   local rconn = require "glsb.pool.redis_conn"
   local rurl = require "glsb.pool.url"

@@ -8,5 +8,13 @@ int glsb_cmd_doctor(int argc, char **argv);   /* doctor.c: report kernel confine
 int glsb_cmd_write(int argc, char **argv);    /* ws_write.c: write_workspace_file */
 int glsb_cmd_run(int argc, char **argv);      /* ws_run.c: run_workspace_command */
 int glsb_cmd_read(int argc, char **argv);     /* ws_read.c: read one file (downloads) */
+int glsb_cmd_serve(int argc, char **argv);    /* ws_serve.c: the file server (in a confined child only) */
+int glsb_ws_writer(const char *root);         /* ws_write.c: the file server's writer for one root */
+
+
+/* The file server's bounds (ws_serve.c, sb_control.c's relay; CONTROL.md "files"): a request's bytes
+ * (a write's data and its words), and the bytes of one answer (a read's file, a list's records). */
+#define GLSB_FILES_REQUEST_MAX ((1u << 20) + 65536)
+#define GLSB_FILES_DATA_MAX (1u << 20)
 
 #endif

@@ -198,6 +198,7 @@ char **glsb_sb_program_env(const struct sb *sb);
 /* sb_control.c: the control channel (CONTROL.md), served by the supervisor once the sandbox
  * reported. pollfds fills at most 5 entries and their indexes (-1: not polled). */
 int glsb_sb_control_open(struct sb *sb, char *err, size_t errcap);
+#define SB_CONTROL_FDS 7 /* at most this many pollfds (and idx slots) from glsb_sb_control_pollfds */
 int glsb_sb_control_pollfds(struct sb *sb, struct pollfd *p, int *idx);
 void glsb_sb_control_events(struct sb *sb, const struct pollfd *p, const int *idx);
 int glsb_sb_control_timeout_ms(void);

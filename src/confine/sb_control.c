@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "sb.h"
 #include "text.h"
 
@@ -30,7 +31,7 @@
 #define STDERR_RELAYED 65536   /* per call; the rest is counted */
 #define KILL_AFTER_MS 2000     /* after a cancel's SIGTERM */
 
-enum in_state { IN_HEADER, IN_ARGS, IN_STDIN, IN_CLOSED };
+enum in_state { IN_HEADER, IN_ARGS, IN_STDIN, IN_FILES, IN_CLOSED };
 
 /* The channel's whole state: a supervisor serves one channel, so it is one file-scope value,
  * `chan` (every use reads chan.<field>). */
@@ -68,6 +69,28 @@ static struct control_channel {
 	long oom_before;
 	long long kill_at_ms; /* SIGKILL deadline after a cancel, or 0 */
 } chan = {.in = -1, .out = -1, .report_fd = -1, .pid = -1, .fd_in = -1, .fd_out = -1, .fd_err = -1};
+
+/* The file server (ws_serve.c: `files` requests): a long-lived confined child made as a call's, started
+ * by the first request and ended with the sandbox. One request at a time: its frame goes to the
+ * server's stdin, its one answer (a JSON line with "len", then that many bytes) comes back whole and is
+ * relayed as it is. An answer that is not one (too long, another id, bytes after it) ends the server;
+ * the next request starts another. */
+#define FILES_REQ_MAX GLSB_FILES_REQUEST_MAX
+#define FILES_HEAD_MAX 4096
+#define FILES_DATA_MAX GLSB_FILES_DATA_MAX
+static struct file_server {
+	pid_t pid;               /* -1: none */
+	int in, out;             /* our ends of its stdin and stdout */
+	int busy;                /* a request was given to it and is not answered yet */
+	unsigned long long id;   /* that request's id */
+	char *req;               /* what is still to go to its stdin: "ID LEN\n" and the body */
+	size_t req_len, req_off;
+	struct glsb_jbuf ans;    /* its answer so far */
+	size_t ans_total;        /* once its line is complete: the answer's whole length */
+	/* the host's request being read: LEN bytes into body (after room for the frame's header) */
+	char *body;
+	size_t body_len, body_need;
+} srv = {.pid = -1, .in = -1, .out = -1};
 
 static long long now_ms(void)
 {
@@ -385,6 +408,153 @@ static void relay(int *fd, const char *ev)
 	}
 }
 
+/* --- the file server ----------------------------------------------------------------------- */
+
+static void server_stop(const char *why)
+{
+	if (srv.pid > 0) {
+		kill(srv.pid, SIGKILL); /* the first child: its helper in the pid namespace dies with it */
+		while (waitpid(srv.pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	srv.pid = -1;
+	close_fd(&srv.in);
+	close_fd(&srv.out);
+	free(srv.req);
+	srv.req = NULL;
+	srv.req_len = srv.req_off = 0;
+	glsb_jbuf_free(&srv.ans);
+	srv.ans_total = 0;
+	if (srv.busy && why)
+		reply_error(srv.id, "server_failed", why);
+	srv.busy = 0;
+}
+
+static int server_start(struct sb *sb, char *err, size_t errcap)
+{
+	int pin[2], pout[2];
+	if (pipe2(pin, O_CLOEXEC) < 0) {
+		glsb_fmt(err, errcap, "pipes: %s", strerror(errno));
+		return -1;
+	}
+	if (pipe2(pout, O_CLOEXEC) < 0) {
+		glsb_fmt(err, errcap, "pipes: %s", strerror(errno));
+		close(pin[0]);
+		close(pin[1]);
+		return -1;
+	}
+	int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	char *argv[] = {"serve", NULL};
+	int fds[3] = {pin[0], pout[1], devnull >= 0 ? devnull : pout[1]};
+	srv.pid = glsb_sb_call_start(sb, 1, argv, fds, err, errcap);
+	close(pin[0]);
+	close(pout[1]);
+	if (devnull >= 0)
+		close(devnull);
+	srv.in = pin[1];
+	srv.out = pout[0];
+	fcntl(srv.in, F_SETFL, O_NONBLOCK);
+	fcntl(srv.out, F_SETFL, O_NONBLOCK);
+	if (srv.pid < 0) {
+		server_stop(NULL);
+		return -1;
+	}
+	return 0;
+}
+
+/* The host's request is complete: give it to the server (started now if there is none). */
+static void handle_files(struct sb *sb)
+{
+	char err[256];
+	if (srv.busy) {
+		reply_error(chan.id, "busy", "another files request is being served");
+		return;
+	}
+	if (srv.pid < 0 && server_start(sb, err, sizeof err) < 0) {
+		reply_error(chan.id, !strcmp(err, "the sandbox has ended") ? "sandbox_gone" : "start_failed", err);
+		return;
+	}
+	/* the frame's header goes in front of the body, in the room left for it */
+	char head[48];
+	int hl = snprintf(head, sizeof head, "%llu %zu\n", chan.id, srv.body_len);
+	srv.req = srv.body + sizeof head - (size_t)hl;
+	memcpy(srv.req, head, (size_t)hl);
+	srv.req_len = (size_t)hl + srv.body_len;
+	srv.req_off = 0;
+	srv.req = memmove(srv.body, srv.req, srv.req_len);
+	srv.body = NULL;
+	srv.busy = 1;
+	srv.id = chan.id;
+}
+
+static void server_feed(void)
+{
+	while (srv.req && srv.req_off < srv.req_len) {
+		ssize_t n = write(srv.in, srv.req + srv.req_off, srv.req_len - srv.req_off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n < 0)
+			return server_stop("the file server stopped reading");
+		srv.req_off += (size_t)n;
+	}
+	free(srv.req);
+	srv.req = NULL;
+}
+
+/* The answer's line is complete: it must be {"id":ID,"ev":"files",...,"len":N} -> its whole length, or 0 */
+static size_t answer_length(const char *line, size_t n)
+{
+	char want[64];
+	int wl = snprintf(want, sizeof want, "{\"id\":%llu,\"ev\":\"files\",", srv.id);
+	if (n < (size_t)wl + 8 || memcmp(line, want, (size_t)wl) || line[n - 1] != '}')
+		return 0;
+	size_t i = n - 1;
+	while (i > 0 && line[i - 1] >= '0' && line[i - 1] <= '9')
+		i--;
+	if (i == n - 1 || i < 7 || memcmp(line + i - 7, ",\"len\":", 7))
+		return 0;
+	unsigned long long len = strtoull(line + i, NULL, 10);
+	if (len > FILES_DATA_MAX)
+		return 0;
+	return n + 1 + (size_t)len;
+}
+
+static void server_read(void)
+{
+	char buf[CHUNK];
+	for (;;) {
+		ssize_t n = read(srv.out, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0)
+			return server_stop("the file server ended");
+		if (!srv.busy)
+			return server_stop(NULL); /* it speaks unasked: it is not ours to trust */
+		glsb_jbuf_put(&srv.ans, buf, (size_t)n);
+		if (srv.ans.failed)
+			return server_stop("out of memory for the file server's answer");
+		if (!srv.ans_total) {
+			char *nl = memchr(srv.ans.p, '\n', srv.ans.len);
+			if (!nl && srv.ans.len > FILES_HEAD_MAX)
+				return server_stop("the file server's answer is not one");
+			if (nl && !(srv.ans_total = answer_length(srv.ans.p, (size_t)(nl - srv.ans.p))))
+				return server_stop("the file server's answer is not one");
+		}
+		if (srv.ans_total && srv.ans.len > srv.ans_total)
+			return server_stop("the file server said more than one answer");
+		if (srv.ans_total && srv.ans.len == srv.ans_total) {
+			glsb_jbuf_put(&chan.reply, srv.ans.p, srv.ans.len);
+			glsb_jbuf_free(&srv.ans);
+			srv.ans_total = 0;
+			srv.busy = 0;
+		}
+	}
+}
+
 /* --- requests ----------------------------------------------------------------------------- */
 
 static int parse_u64(const char *s, unsigned long long max, unsigned long long *out)
@@ -465,12 +635,24 @@ static void handle_header(struct sb *sb)
 			reply_error(id, rc > 0 ? "no_network" : "forward_failed",
 				    rc > 0 ? "the sandbox has no network (created without --network)" : why);
 		}
+	} else if (!strcmp(w[0], "files") && n == 3) {
+		unsigned long long len;
+		if (parse_u64(w[2], FILES_REQ_MAX, &len) < 0)
+			return protocol_error(sb, "files ID LEN: LEN is missing or too large");
+		chan.id = id;
+		/* room in front for the frame the server gets ("ID LEN\n", handle_files) */
+		srv.body = malloc(48 + (size_t)len);
+		if (!srv.body)
+			return protocol_error(sb, "out of memory for a files request");
+		srv.body_len = (size_t)len;
+		srv.body_need = 0;
+		chan.state = IN_FILES;
 	} else if (!strcmp(w[0], "ping") && n == 2) {
 		struct glsb_jbuf line = {0};
 		glsb_jbuf_printf(&line, "{\"id\":%llu,\"ev\":\"pong\"}", id);
 		reply_line(&line);
 	} else {
-		return protocol_error(sb, "unknown request (call, cancel, stats, forward, ping)");
+		return protocol_error(sb, "unknown request (call, files, cancel, stats, forward, ping)");
 	}
 }
 
@@ -550,6 +732,24 @@ static void read_requests(struct sb *sb)
 			if (!chan.stdin_left)
 				chan.state = IN_HEADER;
 			return; /* the poll loop feeds the pipe */
+		}
+		if (chan.state == IN_FILES) {
+			if (srv.body_need == srv.body_len) {
+				handle_files(sb);
+				free(srv.body);
+				srv.body = NULL;
+				chan.state = IN_HEADER;
+				continue;
+			}
+			ssize_t n = read(chan.in, srv.body + 48 + srv.body_need, srv.body_len - srv.body_need);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno == EAGAIN)
+				return;
+			if (n <= 0)
+				return protocol_error(sb, "the channel ended inside a files request");
+			srv.body_need += (size_t)n;
+			continue;
 		}
 		if (chan.state == IN_ARGS) {
 			if (chan.args_len == chan.argbytes) {
@@ -643,7 +843,7 @@ int glsb_sb_control_open(struct sb *sb, char *err, size_t errcap)
 int glsb_sb_control_pollfds(struct sb *sb, struct pollfd *p, int *idx)
 {
 	int n = 0;
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < SB_CONTROL_FDS; i++)
 		idx[i] = -1;
 	if (!sb->reported_ok)
 		return 0; /* requests wait for the sandbox to be up */
@@ -664,6 +864,10 @@ int glsb_sb_control_pollfds(struct sb *sb, struct pollfd *p, int *idx)
 		p[idx[3] = n++] = (struct pollfd){chan.fd_out, POLLIN, 0};
 	if (chan.fd_err >= 0)
 		p[idx[4] = n++] = (struct pollfd){chan.fd_err, POLLIN, 0};
+	if (srv.in >= 0 && srv.req)
+		p[idx[5] = n++] = (struct pollfd){srv.in, POLLOUT, 0};
+	if (srv.out >= 0 && reply_pending() < OUT_HIGH)
+		p[idx[6] = n++] = (struct pollfd){srv.out, POLLIN, 0};
 	return n;
 }
 
@@ -683,6 +887,9 @@ void glsb_sb_control_events(struct sb *sb, const struct pollfd *p, const int *id
 		relay_stdout();
 	if (idx[4] >= 0 && p[idx[4]].revents)
 		relay(&chan.fd_err, "stderr");
+	if (idx[6] >= 0 && p[idx[6]].revents)
+		server_read();
+	server_feed();
 	feed_stdin();
 	finish_call_if_done(sb);
 	if (chan.kill_at_ms && chan.pid >= 0 && !chan.reaped && now_ms() >= chan.kill_at_ms) {
@@ -702,6 +909,13 @@ int glsb_sb_control_timeout_ms(void)
 
 void glsb_sb_control_reap(struct sb *sb)
 {
+	if (srv.pid > 0 && waitpid(srv.pid, NULL, WNOHANG) == srv.pid) {
+		srv.pid = -1; /* reaped: server_stop has no one to kill; what it wrote is read first */
+		if (srv.out >= 0)
+			server_read();
+		server_stop("the file server ended");
+		flush_replies();
+	}
 	if (chan.pid < 0 || chan.reaped)
 		return;
 	int st;
@@ -720,6 +934,9 @@ void glsb_sb_control_reap(struct sb *sb)
 
 void glsb_sb_control_finish(struct sb *sb)
 {
+	server_stop("the sandbox has ended");
+	free(srv.body);
+	srv.body = NULL;
 	if (chan.in < 0 && chan.out < 0)
 		return;
 	/* The sandbox has ended, and the call with it (it was in its pid namespace). */

@@ -162,7 +162,7 @@ void glsb_sb_forward_status(struct sb *sb, const char *msg, pid_t pid)
 	if (!msg[0] || sb->opt.report_fd < 0)
 		return;
 	if (msg[0] == 'O')
-		glsb_jbuf_printf(&line, "{\"ok\":true,\"pid\":%d,", (int)pid);
+		glsb_jbuf_printf(&line, "{\"ok\":true,\"pid\":%d,\"control\":[\"call\",\"files\"],", (int)pid);
 	else
 		glsb_jbuf_puts(&line, "{\"ok\":false,");
 	glsb_jbuf_puts(&line, msg + 1);

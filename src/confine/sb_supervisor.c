@@ -129,10 +129,10 @@ int glsb_sb_supervise(struct sb *sb, pid_t pid, int status_fd)
 
 	sb->program_status = -1;
 	for (;;) {
-		struct pollfd p[8] = {{sb->sup_sfd, POLLIN, 0}, {status_fd, POLLIN, 0}};
-		int idx[5], np = 2;
+		struct pollfd p[2 + SB_CONTROL_FDS] = {{sb->sup_sfd, POLLIN, 0}, {status_fd, POLLIN, 0}};
+		int idx[SB_CONTROL_FDS], np = 2;
 		np += glsb_sb_control_pollfds(sb, p + 2, idx);
-		for (int i = 0; i < 5; i++)
+		for (int i = 0; i < SB_CONTROL_FDS; i++)
 			if (idx[i] >= 0)
 				idx[i] += 2;
 		if (status_fd < 0)

@@ -107,14 +107,17 @@ static int parse_args(int argc, char **argv, struct write_req *rq)
 	return 0;
 }
 
-/* Copy stdin into fd, at most max+1 bytes (*n: the count copied; more than max means too large).
- * splice(2) moves the pipe's pages into the file without a copy through our memory; where stdin
- * is not a pipe or the file takes no splice, plain reads and writes. The data is never held
- * whole in memory. Returns 0, or -1 with errno and *what naming the failing side. */
+/* Copy stdin into fd, at most max+1 bytes (*n: the count copied; more than max means too large);
+ * with exact (a writer's request: the data is followed by the next request, not by end of file),
+ * exactly max bytes, and an end of file before them fails. splice(2) moves the pipe's pages into the
+ * file without a copy through our memory; where stdin is not a pipe or the file takes no splice,
+ * plain reads and writes. The data is never held whole in memory. Returns 0, or -1 with errno and
+ * *what naming the failing side. */
 #define COPY_CHUNK (1 << 20)
-static int copy_payload(int fd, unsigned long long max, unsigned long long *n, const char **what)
+static unsigned long long copied; /* what the last copy_payload took from stdin (glsb_ws_writer) */
+static int copy_payload(int fd, unsigned long long max, int exact, unsigned long long *n, const char **what)
 {
-	unsigned long long limit = max + 1, done = 0;
+	unsigned long long limit = exact ? max : max + 1, done = 0;
 	int use_splice = 1;
 	static unsigned char buf[65536];
 	while (done < limit) {
@@ -151,6 +154,14 @@ static int copy_payload(int fd, unsigned long long max, unsigned long long *n, c
 				*n = done;
 				return -1;
 			}
+		}
+		if (r > 0)
+			copied += (unsigned long long)r;
+		if (r == 0 && exact) {
+			*what = "reading the data from stdin for";
+			*n = done;
+			errno = EIO;
+			return -1;
 		}
 		if (r == 0)
 			break;
@@ -371,7 +382,8 @@ static int inspect_target(struct target *t)
  * stdin into the temporary file (never held whole in memory); more than max bytes fail the write
  * before any missing parent directory is created or anything gets the target's name. With
  * t->dirfd < 0 the parents from index missing on are created once the data is complete. */
-static int do_write(struct target *t, const struct glsb_ws_path *pp, size_t missing, unsigned long long max)
+static int do_write(struct target *t, const struct glsb_ws_path *pp, size_t missing, unsigned long long max,
+		    int exact)
 {
 	if (t->dirfd >= 0 && inspect_target(t))
 		return 1;
@@ -384,7 +396,7 @@ static int do_write(struct target *t, const struct glsb_ws_path *pp, size_t miss
 	unsigned long long len = 0;
 	if (t->exists && fchmod(tmpfd, t->old_mode) < 0)
 		e = errno, what = "keeping the mode of";
-	else if (copy_payload(tmpfd, max, &len, &what) < 0)
+	else if (copy_payload(tmpfd, max, exact, &len, &what) < 0)
 		e = errno;
 	else if (len > max)
 		too_large = 1, what = "too_large";
@@ -431,6 +443,50 @@ static int do_write(struct target *t, const struct glsb_ws_path *pp, size_t miss
 	return rc;
 }
 
+/* What a write does once for its root: open it, check that the kernel offers everything the write
+ * relies on, and confine writes beneath it (a Landlock domain of its own). 0, or 1 after printing why. */
+static int open_root(const char *root, int *rootfd, int *procfd)
+{
+	*rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*rootfd < 0)
+		return glsb_ws_fail("root_invalid", "cannot open the root directory '%s': %s", root, strerror(errno));
+	int abi = 0;
+	if (check_features(*rootfd, procfd, &abi))
+		return 1;
+	char why[256];
+	if (glsb_sb_landlock_confine_writes(*rootfd, abi, why, sizeof why) < 0)
+		return glsb_ws_fail("landlock_failed", "%s; refusing an unconfined write", why);
+	return 0;
+}
+
+/* One write of the relative path p (plen exact bytes) beneath the open root, its data on stdin; prints
+ * its one JSON line. 0 or 1. */
+static int write_one(int rootfd, int procfd, const char *p, size_t plen, unsigned long long max, int overwrite,
+		     int exact)
+{
+	static struct glsb_ws_path pp;
+	enum glsb_ws_path_err pe = glsb_ws_path_split(p, plen, &pp);
+	if (pe != GLSB_WS_PATH_OK)
+		return glsb_ws_fail(glsb_ws_path_code(pe), "%s", glsb_ws_path_message(pe));
+	struct target t = {.dirfd = -1, .tmpdirfd = -1, .overwrite = overwrite, .procfd = procfd,
+			   .name = glsb_ws_path_comp(&pp, pp.ncomp - 1)};
+	/* Every mutation happens inside the Landlock domain. The parents that exist are opened now;
+	 * missing ones are made only once the data is known to fit. */
+	size_t missing = 0;
+	int rc = 1;
+	t.tmpdirfd = open_parents(rootfd, &pp, &missing, 0);
+	if (t.tmpdirfd >= 0) {
+		if (missing == pp.ncomp - 1)
+			t.dirfd = t.tmpdirfd;
+		rc = do_write(&t, &pp, missing, max, exact);
+	}
+	if (t.dirfd >= 0 && t.dirfd != t.tmpdirfd)
+		close(t.dirfd);
+	if (t.tmpdirfd >= 0)
+		close(t.tmpdirfd);
+	return rc;
+}
+
 int glsb_cmd_write(int argc, char **argv)
 {
 	struct write_req rq = {0};
@@ -457,46 +513,60 @@ int glsb_cmd_write(int argc, char **argv)
 		p = (const char *)decoded;
 		plen = (size_t)dl;
 	}
-	static struct glsb_ws_path pp;
-	enum glsb_ws_path_err pe = glsb_ws_path_split(p, plen, &pp);
+	int rootfd = -1, procfd = -1;
+	int rc = open_root(rq.root, &rootfd, &procfd);
+	if (!rc)
+		rc = write_one(rootfd, procfd, p, plen, rq.max_bytes, rq.overwrite, 0);
 	free(decoded);
-	if (pe != GLSB_WS_PATH_OK)
-		return glsb_ws_fail(glsb_ws_path_code(pe), "%s", glsb_ws_path_message(pe));
-
-	int rc = 1, rootfd = -1, procfd = -1;
-	struct target t = {.dirfd = -1, .tmpdirfd = -1, .overwrite = rq.overwrite,
-			   .name = glsb_ws_path_comp(&pp, pp.ncomp - 1)};
-	rootfd = open(rq.root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (rootfd < 0) {
-		rc = glsb_ws_fail("root_invalid", "cannot open the root directory '%s': %s", rq.root, strerror(errno));
-		goto out;
-	}
-	int abi = 0;
-	if (check_features(rootfd, &procfd, &abi))
-		goto out;
-	char why[256];
-	if (glsb_sb_landlock_confine_writes(rootfd, abi, why, sizeof why) < 0) {
-		rc = glsb_ws_fail("landlock_failed", "%s; refusing an unconfined write", why);
-		goto out;
-	}
-	/* From here on every mutation happens inside the Landlock domain. The parents that exist
-	 * are opened now; missing ones are made only once the data is known to fit. */
-	t.procfd = procfd;
-	size_t missing = 0;
-	t.tmpdirfd = open_parents(rootfd, &pp, &missing, 0);
-	if (t.tmpdirfd < 0)
-		goto out;
-	if (missing == pp.ncomp - 1)
-		t.dirfd = t.tmpdirfd;
-	rc = do_write(&t, &pp, missing, rq.max_bytes);
-out:
-	if (t.dirfd >= 0 && t.dirfd != t.tmpdirfd)
-		close(t.dirfd);
-	if (t.tmpdirfd >= 0)
-		close(t.tmpdirfd);
 	if (procfd >= 0)
 		close(procfd);
 	if (rootfd >= 0)
 		close(rootfd);
 	return rc;
+}
+
+static int read_exact(int fd, void *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = read(fd, (char *)buf + got, n - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* The file server's writer for one root (ws_serve.c): `write`'s confinement set up once, then one
+ * write per request on stdin (a 4-byte path length and 4-byte data length, native order; the path's
+ * exact bytes; the data), each answered by `write`'s JSON line on stdout. Returns at end of file. */
+int glsb_ws_writer(const char *root)
+{
+	signal(SIGXFSZ, SIG_IGN);
+	int rootfd = -1, procfd = -1;
+	if (open_root(root, &rootfd, &procfd))
+		return 1;
+	static char path[GLSB_WS_PATH_MAX + 1];
+	for (;;) {
+		uint32_t head[2];
+		if (read_exact(STDIN_FILENO, head, sizeof head) < 0)
+			return 0;
+		if (head[0] > GLSB_WS_PATH_MAX || read_exact(STDIN_FILENO, path, head[0]) < 0)
+			return 1;
+		copied = 0;
+		write_one(rootfd, procfd, path, head[0], head[1], 1, 1);
+		/* a write refused before its data was taken (a bad path, a directory in the way) leaves the
+		 * data on stdin: it goes, so that the next request starts where it should */
+		char sink[65536];
+		for (unsigned long long left = head[1] - copied; left > 0;) {
+			ssize_t r = read(STDIN_FILENO, sink, left < sizeof sink ? (size_t)left : sizeof sink);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return 1;
+			left -= (unsigned long long)r;
+		}
+	}
 }
