@@ -126,7 +126,7 @@ for (const mode of [{ pin: '2026-07-28' }, 'auto']) {
       const pid = transport.pid;
       const t0 = Date.now();
       await client.close();
-      assert.ok(Date.now() - t0 < 2000, `took ${Date.now() - t0} ms`);
+      assert.ok(Date.now() - t0 < 4000, `took ${Date.now() - t0} ms: the client had to SIGKILL it`);
       assert.ok(!alive(pid));
       assert.deepEqual(workspaces(tmp), []);
     });
