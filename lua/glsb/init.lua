@@ -83,6 +83,12 @@ function M.list(name, opts)
   return registry.get(provider_name(name, "list")).Sandbox.list(opts)
 end
 
+-- glsb.kill(provider_name, ref_or_id, opts) -> true: ends a sandbox by its id (or a ref) without a handle
+-- of this process: a leaked one, one another process made. opts: the provider's options, timeout.
+function M.kill(name, ref, opts)
+  return registry.get(provider_name(name, "kill")).Sandbox.kill(ref, opts)
+end
+
 -- glsb.close_all() -> how many: closes every sandbox this process still has open (terminate, unless
 -- created with keep_alive = true). glsb-lua calls it when a script ends, normally or by an error.
 function M.close_all()

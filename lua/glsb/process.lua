@@ -271,6 +271,10 @@ end
 -- getpid() -> this process's pid; geteuid() -> its effective uid.
 function M.getpid() return core.getpid() end
 function M.geteuid() return core.geteuid() end
+-- signal(pid, start, sig) -> true | nil, message, code: sig ("HUP", "KILL", ...) to process pid only while
+-- it is the one that started at `start` (field 22 of /proc/<pid>/stat, ticks since boot): a recycled pid
+-- is never signalled (pidfd: no race between the check and the signal).
+function M.signal(pid, start, sig) return core.signal(pid, start, sig) end
 -- isatty(fd) -> true, columns (nil when unknown) | false: whether this process's fd (0, 1, 2) is a terminal.
 function M.isatty(fd) return core.isatty(fd) end
 

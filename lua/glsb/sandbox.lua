@@ -148,11 +148,12 @@ local COMMON = {
     on_stderr = { "function", "called once per line of stderr as it arrives" },
   },
   terminate = { timeout = { "seconds", "seconds per attempt; `<= 0`: none", default = "10" } },
+  kill = { timeout = { "seconds", "seconds for the sandbox to end; `<= 0`: none", default = "10" } },
   snapshot = { name = { "string", "a name for the snapshot, where the provider keeps names" } },
   ref = { secrets = { "boolean", "also the tokens that reach the sandbox without the API key", default = "false" } },
 }
 
-local PROVIDER_LEVEL = { create = true, connect = true, list = true }
+local PROVIDER_LEVEL = { create = true, connect = true, list = true, kill = true }
 
 -- schema(cls, what) -> the merged schema of `what` ("create", "execute_code", ...) for a class: what
 -- it and its ancestors declare in `options[what]`, plus `options.provider` for create, connect, list.
@@ -254,7 +255,7 @@ M.HOOKS = {
   { "_files_list" }, { "_files_exists" }, { "_files_make_dir" }, { "_files_remove" }, { "_start_command" },
   { "_get_host" }, { "_info" }, { "_alive" }, { "_attach" }, { "_ref" }, { "_list" }, { "_exec_argv" },
   { "_workspace_helper" }, { "_find_created" }, { "_pause" }, { "_snapshot" }, { "_context_create" },
-  { "_context_close" },
+  { "_context_close" }, { "_kill" },
 }
 
 -- check_hooks(cls) -> cls, or raises naming the first required hook the class lacks. The registry checks
@@ -293,6 +294,7 @@ function BaseSandbox.extend(parent, provider_name, fields)
   cls.create = function(opts) return M.create(cls, opts) end
   cls.connect = function(ref, opts) return M.connect(cls, ref, opts) end
   cls.list = function(opts) return M.list(cls, opts) end
+  cls.kill = function(ref, opts) return M.kill(cls, ref, opts) end
   cls.new = function(opts) return M.new(cls, opts) end
   return setmetatable(cls, { __index = parent })
 end
@@ -618,16 +620,17 @@ end
 -- connect, ref, list: handles that outlive a process
 ---------------------------------------------------------------------------
 
-local function normalize_ref(cls, ref)
+local function normalize_ref(cls, ref, what)
+  what = what or "connect"
   if type(ref) == "string" and ref ~= "" then return { sandbox_id = ref } end
   if type(ref) ~= "table" then
-    options.arg_error("connect: expected a sandbox id (string) or a ref table from sb:ref(), got %s", type(ref))
+    options.arg_error("%s: expected a sandbox id (string) or a ref table from sb:ref(), got %s", what, type(ref))
   end
   if type(ref.sandbox_id) ~= "string" or ref.sandbox_id == "" then
-    options.arg_error("connect: ref.sandbox_id must be a non-empty string")
+    options.arg_error("%s: ref.sandbox_id must be a non-empty string", what)
   end
   if ref.provider ~= nil and ref.provider ~= cls.provider_name then
-    options.arg_error("connect: the ref is for provider '%s', not '%s'", tostring(ref.provider),
+    options.arg_error("%s: the ref is for provider '%s', not '%s'", what, tostring(ref.provider),
       tostring(cls.provider_name))
   end
   local copy = {}
@@ -667,6 +670,30 @@ function M.connect(cls, ref, opts)
       cls.attach_unsupported and (": " .. cls.attach_unsupported) or ""))
   end
   return traced_op("glsb.sandbox.connect", self, do_connect, ref, sopts)
+end
+
+-- kill(cls, ref_or_id, opts) -> true: ends a sandbox named by its id or a ref, without a handle of this
+-- process (a leaked one; `glsb kill`). A provider's class hook _kill(cls, ref, opts) does it directly
+-- (the local provider: its sandboxes cannot be connected to from another process, but ended); else
+-- connect (keep_alive) and terminate. opts: the provider's options, timeout. No such sandbox raises
+-- SandboxStartError[connect], a kill that failed SandboxTerminateError[terminate].
+function M.kill(cls, ref, opts)
+  ref = normalize_ref(cls, ref, "kill")
+  opts = check(cls, opts, "kill")
+  if type(cls._kill) == "function" then
+    return loop().run(function()
+      local ok, err = caught(pcall(cls._kill, cls, ref, opts))
+      if ok then return true end
+      if errors.is(err, errors.SandboxStartError) then error(err, 0) end
+      errors.raise(errors.SandboxTerminateError, Stage.TERMINATE, "kill " .. ref.sandbox_id .. ": "
+        .. errors.describe(err), err)
+    end)
+  end
+  local copts = {}
+  for k, v in pairs(opts) do if k ~= "timeout" then copts[k] = v end end
+  copts.keep_alive = true
+  M.connect(cls, ref, copts):terminate({ timeout = opts.timeout })
+  return true
 end
 
 -- sb:ref(opts) -> a plain table (strings and numbers only: it can go through JSON to another process)

@@ -113,6 +113,7 @@ local options = require "glsb.options"
 local constants = require "glsb.constants"
 local output = require "glsb.output"
 local registry = require "glsb.registry"
+local listing = require "glsb.providers.local.listing"
 
 local Stage = models.Stage
 local Status = models.ExecutionStatus
@@ -149,7 +150,8 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   languages = { python = true, bash = true, javascript = true },
   -- a local start failure is never a hiccup of the network: no retry
   create_retry = { attempts = 1 },
-  -- glsb.connect / glsb.list: a sandbox is a child process tree of its creator
+  -- glsb.connect from another process: a sandbox is a child process tree of its creator (glsb.list and
+  -- glsb.kill reach it all the same: listing.lua)
   attach_unsupported = "local sandboxes belong to the process that created them",
   pause_on_timeout_unsupported = "a local sandbox ends with its lease",
   snapshot_unsupported = "the local provider has no snapshots of a running sandbox",
@@ -159,6 +161,12 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   -- the local provider's own options, declared once (glsb.options: checked strictly; the README's
   -- table is generated from these)
   options = {
+    -- where this uid's workspaces are: create makes one there, list and kill look there
+    provider = {
+      host_workspace_dir = { "string", "host folder whose `glsb-<uid>` folder holds the per-sandbox workspace "
+        .. "directories (`sb.workspace_root` is the path inside, `/home/user`)", default = "$TMPDIR or /tmp" },
+      workspace_root = { "string", "deprecated name of `host_workspace_dir` (still works, with one warning)" },
+    },
     create = {
       network = net.OPTION,
       memory_mb = { "count", "memory limit (MiB)", default = "1024" },
@@ -176,9 +184,6 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
       ro_binds = { "table", "extra read-only binds `{ {host_path, sandbox_path}, ... }`" },
       python = { "string", "the kernel's interpreter (the host's, bound read-only with /usr)",
         default = "/usr/bin/python3" },
-      host_workspace_dir = { "string", "host folder whose `glsb-<uid>` folder holds the per-sandbox workspace "
-        .. "directories (`sb.workspace_root` is the path inside, `/home/user`)", default = "$TMPDIR or /tmp" },
-      workspace_root = { "string", "deprecated name of `host_workspace_dir` (still works, with one warning)" },
       confine = { "string", "path of glsb-confine", default = "$GLSB_CONFINE, else next to the core" },
       start_timeout = { "seconds", "seconds for the sandbox agent to start; `<= 0`: none", default = "10" },
       interrupt_grace = { "positive", "seconds code may ignore an interrupt at its timeout before the sandbox is "
@@ -614,6 +619,7 @@ function Sandbox:_pause()
   -- the lease left, for the resume
   self._paused_lease = self._lease_ends and math.max(0, self._lease_ends - loop.now()) or nil
   paused[self.sandbox_id] = self
+  listing.write(self._base, self, "paused", self._paused_lease)
 end
 
 -- connect: the paused sandbox of this process with that id, thawed; this handle takes it over (the
@@ -637,6 +643,7 @@ function Sandbox:_attach(ref, opts)
   self._paused_lease = nil
   self._lease_remaining = lease
   arm_lease(self, lease)
+  listing.write(self._base, self, "running", lease or false)
 end
 
 ---------------------------------------------------------------------------
@@ -647,6 +654,31 @@ function Sandbox:_set_timeout(seconds)
   local why = agent.unusable(self)
   if why then error("set_timeout: " .. why, 0) end
   arm_lease(self, seconds)
+  listing.write(self._base, self, "running", seconds or false)
+end
+
+-- Up and leased (the base's clock): what glsb.list shows of it, before the package install.
+function Sandbox:_after_start(sopts)
+  listing.write(self._base, self, "running")
+  return sandbox.CodeInterpreterSandbox._after_start(self, sopts)
+end
+
+-- glsb.list / glsb.kill: this uid's sandboxes on this machine, in the host workspace folder's glsb-<uid>
+-- (another process's too: they can be seen and ended, not connected to).
+local function own_root(opts, stage)
+  local root, why = reaper.workspace_root(layout.host_workspace_dir(opts))
+  if not root then errors.raise(errors.SandboxStartError, stage, "local: " .. why) end
+  return root
+end
+
+function Sandbox._list(_cls, opts)
+  return listing.list(own_root(opts, Stage.LIST), opts)
+end
+
+function Sandbox._kill(_cls, ref, opts)
+  local ok, why = listing.kill(own_root(opts, Stage.CONNECT), ref.sandbox_id,
+    options.timeout(opts.timeout, constants.DEFAULT_TERMINATE_TIMEOUT))
+  if not ok then errors.raise(errors.SandboxStartError, Stage.CONNECT, why) end
 end
 
 -- glsb.workspace hooks: the helper's argv (its path, then write|run ...) goes to the control channel,

@@ -60,6 +60,8 @@ local function alive(who)
   local t = M.start_time(math.tointeger(who.pid))
   return t ~= nil and t == who.start
 end
+-- alive({pid, start}) -> whether that process (that pid, started then) still runs.
+M.alive = alive
 
 local function me()
   local pid = process.getpid()
@@ -165,6 +167,12 @@ local function own_leaf(cg, supervisor)
   if cg:find("/%.%.?/") or cg:find("/%.%.?$") then return false end
   local pid = cg:match("/glsb/sb%-(%d+)%-%d+$")
   return pid ~= nil and tonumber(pid) == supervisor.pid
+end
+
+-- own_record(dir) -> the record of dir when dir is a directory of ours holding one in the strict format,
+-- else nil (what sweep takes, and glsb.list / glsb.kill of the local provider: listing.lua).
+function M.own_record(dir)
+  return own(dir) and read_record(dir) or nil
 end
 
 local function has_prefix(name)

@@ -168,17 +168,66 @@ describe("glsb #cli", function()
       assert.are.equal("", err)
     end)
 
-    it("says in one line that local sandboxes cannot be listed from another process", function()
-      local code, out, err = glsb({ "ls" })
-      assert.are.equal(126, code)
-      assert.are.equal("", out)
-      assert.is_true(one_line(err), err)
-      assert.matches("belong to the process that created them", err, 1, true)
-      code, _, err = glsb({ "run", "--keep", "-" }, { input = "print(1)" })
-      assert.are.equal(2, code)
-      assert.matches("^glsb run: %-%-keep: provider 'local' cannot keep a sandbox past this command: local sandboxes "
-        .. "belong to the process that created them\n", err)
-    end)
+    it("lists, shows and kills the local sandbox another process holds; exec says in one line why it cannot",
+      function()
+        local ws = tmp .. "/ws"
+        assert(fs.mkdir(ws, 448))
+        local owner = tmp .. "/owner.lua"
+        write(owner, "local glsb = require 'glsb'\n"
+          .. "local sb = glsb.create('local', { host_workspace_dir = '" .. ws .. "', metadata = { job = 'leak' } })\n"
+          .. "io.stdout:write(sb.sandbox_id, '\\n') io.stdout:flush()\n"
+          .. "local r repeat r = sb:execute_code('import time; time.sleep(0.1)') until r.status ~= 'success'\n"
+          .. "io.stdout:write('owner saw ', r.status, '\\n')\n")
+        local loop = require "glsb.loop"
+        local p = assert(process.spawn { argv = { shell.repo .. "/build/glsb-lua", owner }, stdin = "null",
+          stdout = "pipe", stderr = "null" })
+        finally(function()
+          p:kill("KILL")
+          loop.run(function() p:wait(loop.now() + 5) end)
+          p:close()
+        end)
+        local id = loop.run(function() return p:read_line("stdout", loop.now() + 20) end)
+        assert.matches("^local%-", id)
+        local where = "host_workspace_dir=" .. ws
+        local code, out, err = glsb({ "ls", "-o", where })
+        assert.are.equal(0, code, err)
+        assert.matches("\n" .. id:gsub("%p", "%%%0") .. "%s+local%s+running%s+.*job=leak\n", out)
+        code, out = glsb({ "ls", "--json", "-m", "job=leak", "-o", where })
+        assert.are.equal(0, code)
+        local ref = cjson.decode(out)
+        assert.are.equal(id, ref.sandbox_id)
+        assert.are.same({ job = "leak" }, ref.metadata)
+        assert.is_number(ref["local"].owner_pid)
+        code, out = glsb({ "ls", "--ids", "-m", "job=other", "-o", where })
+        assert.are.equal(0, code)
+        assert.are.equal("", out)
+        code, out = glsb({ "info", "--json", "-o", where, id })
+        assert.are.equal(0, code)
+        assert.are.equal("running", cjson.decode(out).state)
+        -- another process cannot run code in it: one line, exit 125
+        code, _, err = glsb({ "exec", "-o", where, id, "true" })
+        assert.are.equal(125, code)
+        assert.is_true(one_line(err), err)
+        assert.matches("belongs to the process that created it", err, 1, true)
+        code, out, err = glsb({ "kill", "-o", where, id })
+        assert.are.equal(0, code, err)
+        assert.are.equal("killed " .. id .. "\n", out)
+        -- the owner finds its sandbox gone; nothing is left
+        local said = loop.run(function() return p:read_line("stdout", loop.now() + 20) end)
+        assert.matches("^owner saw ", said)
+        code, out = glsb({ "ls", "--ids", "-o", where })
+        assert.are.equal(0, code)
+        assert.are.equal("", out)
+        assert.are.same({}, fs.listdir(ws .. "/glsb-" .. process.geteuid()))
+        code, _, err = glsb({ "kill", "-o", where, id })
+        assert.are.equal(125, code)
+        assert.matches("no sandbox '" .. id, err, 1, true)
+        -- --keep cannot keep a local sandbox for later: said before anything starts
+        code, _, err = glsb({ "run", "--keep", "-" }, { input = "print(1)" })
+        assert.are.equal(2, code)
+        assert.matches("^glsb run: %-%-keep: provider 'local' cannot keep a sandbox past this command: local "
+          .. "sandboxes belong to the process that created them\n", err)
+      end)
 
     it("builds, lists and removes a template, with a step counter on a terminal and plain log lines in a pipe",
       function()

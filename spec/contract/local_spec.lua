@@ -10,7 +10,7 @@ end, {
   tag = "#local",
   background = true,  -- start_command: the agent starts it at once; its events share the stream (mux.lua)
   ports = false,      -- get_host: without network = true nothing is forwarded (spec/local: with it)
-  list = false,       -- a sandbox is a child process tree of its creator: nothing to list or connect to
+  connect_listed = false, -- a sandbox is a child process tree of its creator: listed and killed, not reached
   snapshot = false,
   leftovers = function() return helper.list_dir(helper.workspace_root(root)) end,
   package_opts = function() return { pip_find_links = wheels } end,

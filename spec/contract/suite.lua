@@ -34,6 +34,8 @@
 --   list                false: glsb.list must raise SandboxStartError[list] (the provider's sandboxes
 --                       cannot leave their process)
 --   list_filters_metadata  false: the provider keeps no labels, so list is asked without a filter
+--   connect_listed      false: a listed sandbox cannot be connected to (local: it belongs to the process
+--                       that made it; it is seen, and glsb.kill ends it)
 --   call_languages      languages besides python execute_code{language=...} runs in this test setting:
 --                       "bash", "javascript", "typescript" (default {"bash"}; the emulators' interpreters
 --                       run python only)
@@ -678,11 +680,36 @@ return function(provider, opts_factory, features)
       if features.list_filters_metadata ~= false then
         assert.are.same({ suite = "list-" .. provider }, mine.metadata)
       end
+      if features.connect_listed == false then
+        -- seen, not reached: connect says why (glsb.kill still ends it: the next case)
+        local ok, err = pcall(glsb.connect, provider, mine, only("connect"))
+        assert.is_false(ok)
+        assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+        return
+      end
       -- a listed ref is enough to connect to the sandbox
       local again = glsb.connect(provider, mine, only("connect"))
       local r = again:execute_code("print(6 * 7)")
       assert.are.equal("42\n", r.stdout, tostring(r))
       pcall(again.terminate, again)
+    end)
+
+    it("glsb.kill ends a sandbox by its id, without its handle; a gone id is SandboxStartError[connect]", function()
+      sb = create({ metadata = { suite = "kill-" .. provider } })
+      local id = sb.sandbox_id
+      assert.is_true(glsb.kill(provider, id, only("kill")))
+      if features.list ~= false then
+        for _, r in ipairs(glsb.list(provider, only("list"))) do
+          assert.are_not.equal(id, r.sandbox_id, "a killed sandbox is not listed")
+        end
+      end
+      -- the handle finds it gone: a call does not succeed (a result saying so, or a not-running error)
+      local ok, r = pcall(sb.execute_code, sb, "print(1)")
+      assert.is_true(not ok or r.status ~= Status.SUCCESS, tostring(r))
+      local again, err = pcall(glsb.kill, provider, id, only("kill"))
+      assert.is_false(again)
+      assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
+      assert.are.equal(glsb.Stage.CONNECT, err.stage)
     end)
 
     it("execute_code takes a language per call where the provider runs it, else refuses clearly", function()

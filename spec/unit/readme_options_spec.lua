@@ -7,14 +7,14 @@ local options = require "glsb.options"
 describe("README option tables #unit", function()
   local expected = {
     ["README.md"] = { "base create", "base execute_code", "base execute_command", "base download_file",
-      "base terminate", "base connect", "base list", "base ref", "base template", "base write_workspace_file",
+      "base terminate", "base connect", "base list", "base kill", "base ref", "base template", "base write_workspace_file",
       "base run_workspace_command" },
     ["docs/tracing.md"] = { "base trace" },
     ["docs/pool.md"] = { "base pool", "base pool_acquire", "base pool_shutdown" },
     ["docs/lm.md"] = { "lm request", "lm invoke", "lm openai", "lm anthropic" },
     ["docs/interpreter.md"] = { "interpreter new", "interpreter execute" },
     ["providers/e2b/README.md"] = { "e2b provider", "e2b create", "e2b connect", "e2b template" },
-    ["providers/local/README.md"] = { "local create", "local template" },
+    ["providers/local/README.md"] = { "local provider", "local create", "local template" },
     ["providers/opensandbox/README.md"] = { "opensandbox provider", "opensandbox create", "opensandbox template" },
     ["providers/bedrock/README.md"] = { "bedrock provider", "bedrock create", "bedrock template" },
   }

@@ -351,12 +351,21 @@ static int l_close_fd(lua_State *L)
 	return 0;
 }
 
+static const char *const signal_names[] = {"KILL", "TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "CONT", "STOP",
+					    NULL};
+static const int signal_nums[] = {SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGSTOP};
+
+static int check_signal(lua_State *L, int arg)
+{
+	if (lua_type(L, arg) == LUA_TNUMBER)
+		return (int)lua_tointeger(L, arg);
+	return signal_nums[luaL_checkoption(L, arg, "KILL", signal_names)];
+}
+
 static int l_kill(lua_State *L)
 {
-	static const char *const names[] = {"KILL", "TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "CONT", "STOP", NULL};
-	static const int nums[] = {SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGSTOP};
 	process *p = check_process(L);
-	int sig = lua_type(L, 2) == LUA_TNUMBER ? (int)lua_tointeger(L, 2) : nums[luaL_checkoption(L, 2, "KILL", names)];
+	int sig = check_signal(L, 2);
 	int group = lua_toboolean(L, 3);
 	if (p->reaped || p->pid <= 0)
 		return glsb_push_errno(L, "kill", "the process was already reaped", ESRCH);
@@ -364,6 +373,61 @@ static int l_kill(lua_State *L)
 							   : kill(p->pid, sig));
 	if (rc != 0)
 		return glsb_push_errno(L, "kill", group ? "process group" : "process", errno);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/* Field 22 of /proc/<pid>/stat (the start time, clock ticks since boot), or -1 when there is no such
+ * process or it is a zombie. The command name may hold spaces and ')': the fields start after the last. */
+static long long start_ticks(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	char *s = strrchr(buf, ')');
+	if (!s || s[1] != ' ' || s[2] == 'Z' || s[2] == 'X')
+		return -1;
+	s += 2;
+	for (int field = 3; field < 22; field++) {
+		s = strchr(s, ' ');
+		if (!s)
+			return -1;
+		s++;
+	}
+	return strtoll(s, NULL, 10);
+}
+
+/*
+ * signal(pid, start, sig) -> true | nil, message, code: sends sig to the process pid only if it is still
+ * the one that started at `start` (clock ticks since boot, as /proc/<pid>/stat says), never to another
+ * that got its pid since. The pidfd is opened first: the process checked afterwards is the one it names
+ * (a process alive at both moments held the pid in between), so the check and the signal cannot race.
+ */
+static int l_signal(lua_State *L)
+{
+	pid_t pid = (pid_t)luaL_checkinteger(L, 1);
+	long long start = (long long)luaL_checkinteger(L, 2);
+	int sig = check_signal(L, 3);
+	luaL_argcheck(L, pid > 0, 1, "pid must be > 0");
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0)
+		return glsb_push_errno(L, "signal", "pidfd_open", errno);
+	if (start_ticks(pid) != start) {
+		close(pidfd);
+		return glsb_push_errno(L, "signal", "not the process that started then", ESRCH);
+	}
+	int rc = (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+	int err = errno;
+	close(pidfd);
+	if (rc != 0)
+		return glsb_push_errno(L, "signal", "pidfd_send_signal", err);
 	lua_pushboolean(L, 1);
 	return 1;
 }
@@ -416,4 +480,6 @@ void glsb_open_process(lua_State *L)
 	glsb_new_class(L, PROCESS_MT, methods, l_index, l_close);
 	lua_pushcfunction(L, l_spawn);
 	lua_setfield(L, -2, "spawn");
+	lua_pushcfunction(L, l_signal);
+	lua_setfield(L, -2, "signal");
 }

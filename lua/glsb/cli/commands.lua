@@ -75,8 +75,10 @@ local function write_local(path, data)
   f:close()
 end
 
+-- One JSON object per line. lua-cjson writes "/" as "\/" (valid, and noise in paths and URLs): outside
+-- strings there is no "/", inside one an escaped backslash is "\\", so each "\/" left is that escape.
 local function json_line(t)
-  io.stdout:write(require("glsb.http").encode_json(t), "\n")
+  io.stdout:write((require("glsb.http").encode_json(t):gsub("\\/", "/")), "\n")
 end
 
 -- A handle on an existing sandbox, never terminated when glsb ends (keep_alive).
@@ -227,17 +229,28 @@ local function run_cmd(ctx, fl, pos)
         cls.attach_unsupported and (": " .. cls.attach_unsupported) or "")
     end
   end
-  ctx.line:show("starting a " .. ctx.provider .. " sandbox", true)
+  -- on a terminal, a step counter over what the run does before the code starts: create (its own
+  -- stages from create's on_progress), the package install, each upload
+  local line = ctx.line
+  local steps = 1 + (o.additional_packages and 1 or 0) + #uploads
+  local step_of = { create = 1, template = 1, package_install = 2 }
+  o.on_progress = function(p)
+    local i = step_of[p.stage]
+    if i then line:step(i, steps, p.message) end
+  end
+  line:step(1, steps, "creating a " .. ctx.provider .. " sandbox")
   local sb = glsb().create(ctx.provider, o)
-  ctx.line:done()
   if fl.keep then
     io.stderr:write(string.format("glsb run: sandbox %s kept (glsb exec -p %s %s -- CMD; glsb kill -p %s %s)\n",
       tostring(sb.sandbox_id), ctx.provider, tostring(sb.sandbox_id), ctx.provider, tostring(sb.sandbox_id)))
     io.stderr:flush()
   end
-  for _, u in ipairs(uploads) do
+  for i, u in ipairs(uploads) do
+    line:step(steps - #uploads + i, steps, string.format("uploading %s (%s)", u.remote,
+      require("glsb.progress").bytes(#u.data)))
     sb.files:write(u.remote, u.data)
   end
+  line:done()
   local st = streamer()
   local r = sb:execute_code(code, stream_opts({ timeout = fl.timeout, env = next(env) and env or nil }, st))
   st.finish(r)
@@ -292,10 +305,21 @@ local function ls_cmd(ctx, fl, pos)
   return CODE.OK
 end
 
+-- What the provider says of sandbox id: its info() through a handle, or, where no other process can hold
+-- one (attach_unsupported: local), its entry in glsb.list.
+local function info_of(ctx, fl, id)
+  local cls = glsb().provider(ctx.provider).Sandbox
+  if not cls.attach_unsupported then return connect(ctx, fl, id):info() end
+  for _, r in ipairs(glsb().list(ctx.provider, provider_opts(fl))) do
+    if r.sandbox_id == id then return r end
+  end
+  require("glsb.errors").raise("SandboxStartError", "connect", string.format("no %s sandbox '%s' (glsb ls -p %s "
+    .. "lists them)", ctx.provider, id, ctx.provider))
+end
+
 local function info_cmd(ctx, fl, pos)
   if #pos ~= 1 then args.usage("wants one sandbox ID, got %d", #pos) end
-  local sb = connect(ctx, fl, pos[1])
-  local t = sb:info()
+  local t = info_of(ctx, fl, pos[1])
   local plain = {}
   for k, v in pairs(t) do plain[k] = v end
   if fl.json then
@@ -343,8 +367,9 @@ local function kill_cmd(ctx, fl, pos)
     end
   end
   local result = CODE.OK
+  local o = provider_opts(fl)
   for _, id in ipairs(ids) do
-    local ok, err = pcall(function() connect(ctx, fl, id):terminate() end)
+    local ok, err = pcall(glsb().kill, ctx.provider, id, o)
     if ok then
       io.stdout:write("killed ", id, "\n")
       io.stdout:flush()
@@ -565,8 +590,9 @@ M.LIST = {
   {
     name = "ls", run = ls_cmd,
     summary = "list the provider's sandboxes",
-    help = "Lists the sandboxes the provider's account has (not only this machine's): id, provider, state, "
-      .. "template, when it started and when its lease ends, labels.",
+    help = "Lists the sandboxes the provider's account has (not only this process's): id, provider, state, "
+      .. "template, when it started and when its lease ends, labels. On the local provider: this user's "
+      .. "sandboxes on this machine, whichever process made them (they can be killed, not connected to).",
     flags = flags("provider", "metadata",
       { name = "state", arg = "STATE", help = "running or paused (default both)" },
       "json", { name = "ids", help = "only the ids, one per line" }, "option", "quiet", "help"),
@@ -579,7 +605,7 @@ M.LIST = {
     name = "info", run = info_cmd, args = "ID", complete_args = "sandbox",
     summary = "show what the provider reports about one sandbox",
     help = "Connects to sandbox ID (it is not terminated) and prints its info(): state, template, labels, "
-      .. "started_at, ends_at and what only that provider reports.",
+      .. "started_at, ends_at and what only that provider reports (local: its entry in glsb ls).",
     flags = flags("provider", "json", "option", "quiet", "help"),
     examples = { { "glsb info -p e2b ixyz123", "one sandbox's fields" },
       { "glsb info -p e2b ixyz123 --json", "as JSON" } },
@@ -587,8 +613,9 @@ M.LIST = {
   {
     name = "kill", run = kill_cmd, args = "ID...", complete_args = "sandbox",
     summary = "terminate sandboxes by id, or all that match labels",
-    help = "Terminates each sandbox ID, or with --all every sandbox of the provider (narrowed by --metadata). "
-      .. "Asks before killing more than one unless --yes (and refuses to guess when stdin is not a terminal).",
+    help = "Terminates each sandbox ID (glsb.kill), or with --all every sandbox of the provider (narrowed by "
+      .. "--metadata). Asks before killing more than one unless --yes (and refuses to guess when stdin is not a "
+      .. "terminal). A local sandbox of another process of yours ends as if its owner had terminated it.",
     flags = flags("provider", { name = "all", help = "every sandbox the listing gives" }, "metadata",
       { name = "yes", short = "y", help = "do not ask before killing more than one" }, "option", "quiet", "help"),
     examples = {

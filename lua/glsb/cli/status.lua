@@ -42,7 +42,7 @@ function M.of(r)
   end
   -- an exception is the code failing, whatever code a provider puts beside it (a code run has none:
   -- docs/contract.md §4); a command's or a shell cell's status is the program's own
-  -- (the local interpreter ending with os._exit(n), error_name SandboxExited, is the program's status)
+  -- (the local interpreter itself exiting with a status, error_name SandboxExited, is the program's status)
   if r.error_name and r.error_name ~= "SandboxExited" then return CODE.ERROR end
   return program_status(r.code) or CODE.ERROR
 end
