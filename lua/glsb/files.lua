@@ -8,8 +8,9 @@
 --   sb.files:exists(path)                           -> true | false
 --   sb.files:make_dir(path)                         -> true (created, parents too) | false (it existed)
 --   sb.files:remove(path)                           -> nothing; recursive; a missing path is fine
--- Every method takes opts = {timeout = seconds} (default 60; <= 0: none). A relative path is below the
--- sandbox's workspace root (sb.workspace_root, /home/user). Failures raise SandboxExecutionError with
+-- Every method takes opts = {timeout = seconds} (default 60; <= 0: none); write and read also on_progress
+-- = fn(done, total) (bytes; total nil while unknown), called as the bytes move (a progress bar). A relative
+-- path is below the sandbox's workspace root (sb.workspace_root, /home/user). Failures raise SandboxExecutionError with
 -- stage "files" (a missing file to read: reason = "not_found"); misuse raises argument errors.
 --
 -- Provider hooks (PROVIDERS.md), each optional: _files_write(path, data, opts), _files_read(path, opts),
@@ -28,7 +29,10 @@ local Files = {}
 Files.__index = Files
 M.Files = Files
 
-local SCHEMA = { timeout = { "seconds", "seconds for the operation; `<= 0`: none", default = "60" } }
+local SCHEMA = {
+  timeout = { "seconds", "seconds for the operation; `<= 0`: none", default = "60" },
+  on_progress = { "function", "write, read: called with (bytes done, bytes in all or nil) as the bytes move" },
+}
 M.SCHEMA = SCHEMA
 
 -- new(sb, guarded, require_running) -> sb.files. glsb.sandbox makes it for each instance and hands it its
@@ -71,9 +75,14 @@ local function call(self, what, path, opts, body)
   opts = options.check(opts, SCHEMA, "files:" .. what)
   local timeout = options.timeout(opts.timeout, constants.DEFAULT_DOWNLOAD_TIMEOUT)
   local require_running = self._require_running
+  local fn = opts.on_progress
+  -- a user's callback: one that raises is logged and the transfer goes on (glsb.output.call_back)
+  local progress = fn and function(done, total)
+    require("glsb.output").call_back(function() fn(done, total) end)
+  end
   return self._guarded(sb, function()
     require_running(sb, "files:" .. what)
-    local res = table.pack(pcall(body, sb, path, { timeout = timeout }))
+    local res = table.pack(pcall(body, sb, path, { timeout = timeout, on_progress = progress }))
     if not res[1] then fail(what, path, res[2]) end
     return table.unpack(res, 2, res.n)
   end)
@@ -101,7 +110,7 @@ function Files:write(path, data, opts)
       sb:_files_write(p, data, o)
     elseif type(sb._upload) == "function" then
       sb:_upload({ { filename = p:match("[^/]+$"), data = data, path = p } },
-        { upload_dir = p:match("^(.*)/[^/]*$"), timeout = o.timeout })
+        { upload_dir = p:match("^(.*)/[^/]*$"), timeout = o.timeout, on_progress = o.on_progress })
     else
       error(string.format("provider '%s' cannot write files", tostring(sb.provider)), 0)
     end

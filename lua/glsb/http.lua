@@ -27,18 +27,38 @@ end
 -- request(opts) -> result
 -- opts: as core.http (method, url, headers as map or array, body, timeouts, framer, ...) plus
 --   on_headers(status, headers) called once the response head arrives (return false to abort),
---   on_frame(frame) called for each frame in order (return false to abort).
+--   on_frame(frame) called for each frame in order (return false to abort),
+--   on_progress(sent, to_send, received, to_receive) called at most every PROGRESS_INTERVAL while the
+--   transfer runs, and once at its end (the body's bytes; to_receive -1 while unknown): a progress bar.
 -- result: { status, headers, body (buffered), error (nil on success), aborted }
 -- opts.trace = false: no client span for this request (the span exporter's own requests).
 -- opts.sign(opts) -> opts: a request signer (AWS SigV4) run last, after any seam added its headers
 -- (tracing's traceparent), so that every header that goes out is one the signature covers.
+M.PROGRESS_INTERVAL = 0.1
+
+-- sent_progress(fn[, size]) / received_progress(fn) -> an on_progress for request that calls fn(done,
+-- total) with the body's bytes going out / coming in (total nil while unknown); nil for fn nil. What a
+-- provider hands a transfer so that files:write / files:read report as the bytes move (sb.files
+-- on_progress). size: the data's own size when the body wraps it (multipart, base64 in JSON): the bytes
+-- sent are scaled to it.
+function M.sent_progress(fn, size)
+  if not fn then return nil end
+  return function(sent, to_send)
+    if size and to_send > 0 then fn(math.floor(size * sent / to_send), size) else fn(sent, to_send) end
+  end
+end
+
+function M.received_progress(fn)
+  return fn and function(_, _, received, to_receive) fn(received, to_receive >= 0 and to_receive or nil) end or nil
+end
+
 local function request(opts)
   if opts.sign then opts = opts.sign(opts) end
   local copy = {}
   for k, v in pairs(opts) do copy[k] = v end
   copy.headers = header_list(opts.headers)
-  copy.on_frame, copy.on_headers, copy.sign = nil, nil, nil
-  local on_frame, on_headers = opts.on_frame, opts.on_headers
+  copy.on_frame, copy.on_headers, copy.sign, copy.on_progress = nil, nil, nil, nil
+  local on_frame, on_headers, on_progress = opts.on_frame, opts.on_headers, opts.on_progress
   local req <close>, setup_err, setup_code = core.http(copy)
   if not req then
     -- libcurl could not even start the transfer: nothing was sent.
@@ -60,6 +80,7 @@ local function request(opts)
           if on_frame(frame) == false then return "aborted" end
         end
       end
+      if on_progress then on_progress(req:progress()) end
       if req:done() then
         -- frames that arrived with the last bytes
         if copy.framer then
@@ -69,7 +90,9 @@ local function request(opts)
         end
         return "done"
       end
-      loop.wait(req.token)
+      -- the token wakes us when something arrives; an upload says nothing until it ends, so a progress
+      -- line is also fed on a clock
+      loop.wait(req.token, on_progress and (loop.now() + M.PROGRESS_INTERVAL) or nil)
     end
   end)
   if not ok then error(err, 0) end

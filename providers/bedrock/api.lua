@@ -273,7 +273,7 @@ end
 -- An outcome that proves the request never left (glsb.outcome.unsent): what glsb.retry sends again.
 local UNSENT = {}
 
--- invoke(cfg, identifier, session_id, tool, arguments, {deadline | timeout}) -> outcome table:
+-- invoke(cfg, identifier, session_id, tool, arguments, {deadline | timeout, on_progress}) -> outcome table:
 --   result      the CodeInterpreterResult of the first `result` event (nil when none came)
 --   exception   {name, message, fields, modeled} of an exception frame (name: the Smithy error name,
 --               e.g. ThrottlingException) or of an unmodeled `error` frame (modeled = false)
@@ -299,6 +299,7 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
     req.timeout = left or 0
     if left then req.connect_timeout = math.min(M.CONNECT_TIMEOUT, left) end
     req.framer = "raw"
+    req.on_progress = o.on_progress
     local chunks = {}
     req.on_frame = function(chunk) chunks[#chunks + 1] = chunk end
     local res = http.request(req)

@@ -127,12 +127,12 @@ local REFUSALS = {
   ConflictException = true, ServiceQuotaExceededException = true, ResourceNotFoundException = true,
 }
 
--- invoke(tool, arguments, {deadline | timeout, what}) -> the CodeInterpreterResult, or nil, ExecutionResult
--- naming the outcome of a call that gave no result.
+-- invoke(tool, arguments, {deadline | timeout, what, on_progress}) -> the CodeInterpreterResult, or nil,
+-- ExecutionResult naming the outcome of a call that gave no result.
 function Sandbox:_invoke(tool, arguments, o)
   local what = o.what or tool
   local out = api.invoke(self._cfg, self.identifier, self.sandbox_id, tool, arguments,
-    { deadline = sandbox.deadline(o) })
+    { deadline = sandbox.deadline(o), on_progress = o.on_progress })
   if out.result then return out.result end
   local ex = out.exception
   if ex then
@@ -376,15 +376,18 @@ end
 function Sandbox:_upload(files, opts)
   local content = {}
   for i, f in ipairs(files) do content[i] = { path = f.path, blob = codec.b64encode(f.data) } end
+  -- the request carries the files base64 in JSON: its bytes going out stand for the data's (scaled)
+  local size = 0
+  for _, f in ipairs(files) do size = size + #f.data end
   local res, failed = self:_invoke("writeFiles", { content = content },
-    { deadline = sandbox.deadline(opts), what = "upload" })
+    { deadline = sandbox.deadline(opts), what = "upload", on_progress = http.sent_progress(opts.on_progress, size) })
   if not res then errors.raise(errors.SandboxExecutionError, Stage.UPLOAD, failed.error, failed.failure) end
   if res.isError then errors.raise(errors.SandboxExecutionError, Stage.UPLOAD, tool_failure(res, "writeFiles")) end
 end
 
 function Sandbox:_download(path, opts)
   local res, failed = self:_invoke("readFiles", { paths = { path } },
-    { deadline = sandbox.deadline(opts), what = "download" })
+    { deadline = sandbox.deadline(opts), what = "download", on_progress = http.received_progress(opts.on_progress) })
   if not res then errors.raise(errors.SandboxExecutionError, Stage.DOWNLOAD, failed.error, failed.failure) end
   if res.isError then errors.raise(errors.SandboxExecutionError, Stage.DOWNLOAD, tool_failure(res, "readFiles")) end
   for _, block in ipairs(type(res.content) == "table" and res.content or {}) do

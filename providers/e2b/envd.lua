@@ -308,27 +308,29 @@ local function multipart(path, data)
   return body, "multipart/form-data; boundary=" .. boundary
 end
 
--- write_file(conn, path, data, timeout, stage): raises SandboxExecutionError(stage) on failure. timeout:
--- seconds, nil for none.
-function M.write_file(conn, path, data, timeout, stage)
+-- write_file(conn, path, data, timeout, stage[, on_progress]): raises SandboxExecutionError(stage) on
+-- failure. timeout: seconds, nil for none. on_progress(done, total) as the body goes out.
+function M.write_file(conn, path, data, timeout, stage, on_progress)
   local body, ctype = data, "application/octet-stream"
   if not M.version_at_least(conn.envd_version, "0.5.7") then body, ctype = multipart(path, data) end
   local res = conn:http {
     method = "POST", url = files_url(conn, path),
     headers = conn:headers(api.ENVD_PORT, { ["Content-Type"] = ctype }),
     body = body, connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or 0,
+    on_progress = http.sent_progress(on_progress, #data),
   }
   local e = errors.from_response(errors.SandboxExecutionError, stage or Stage.UPLOAD, res,
     "upload of " .. path .. " failed")
   if e then error(e, 0) end
 end
 
--- read_file(conn, path, timeout, stage) -> bytes; raises SandboxExecutionError(stage) naming the reason
--- (404 "path does not exist", BODY_TOO_LARGE, a timeout).
-function M.read_file(conn, path, timeout, stage)
+-- read_file(conn, path, timeout, stage[, on_progress]) -> bytes; raises SandboxExecutionError(stage)
+-- naming the reason (404 "path does not exist", BODY_TOO_LARGE, a timeout).
+function M.read_file(conn, path, timeout, stage, on_progress)
   local res = conn:http {
     method = "GET", url = files_url(conn, path), headers = conn:headers(api.ENVD_PORT),
     connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or 0,
+    on_progress = http.received_progress(on_progress),
   }
   local e = errors.from_response(errors.SandboxExecutionError, stage or Stage.DOWNLOAD, res,
     "download of " .. path .. " failed")

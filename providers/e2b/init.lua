@@ -514,9 +514,11 @@ end
 ---------------------------------------------------------------------------
 
 function Sandbox:_files_write(path, data, opts)
-  envd.write_file(self._conn, path, data, opts.timeout, Stage.FILES)
+  envd.write_file(self._conn, path, data, opts.timeout, Stage.FILES, opts.on_progress)
 end
-function Sandbox:_files_read(path, opts) return envd.read_file(self._conn, path, opts.timeout, Stage.FILES) end
+function Sandbox:_files_read(path, opts)
+  return envd.read_file(self._conn, path, opts.timeout, Stage.FILES, opts.on_progress)
+end
 function Sandbox:_files_list(path, opts) return envd.list_dir(self._conn, path, 1, opts.timeout) end
 function Sandbox:_files_exists(path, opts) return envd.stat(self._conn, path, opts.timeout) ~= nil end
 function Sandbox:_files_make_dir(path, opts) return envd.make_dir(self._conn, path, opts.timeout) end

@@ -19,6 +19,7 @@ local M = {}
 
 -- After a cancel, the supervisor SIGTERMs the helper and SIGKILLs it 2 s later: then the call ends.
 M.CANCEL_GRACE = 5
+M.PROGRESS_SLICE = 1024 * 1024 -- bytes of stdin written between two progress reports
 M.STDERR_KEEP = 64 * 1024
 
 local Control = {}
@@ -85,6 +86,7 @@ local function collect(self, id, opts)
           return false
         end
         size = size + n
+        if opts.on_progress then opts.on_progress(nil, size) end
         return opts.sink or true
       end
       if ev.ev == "stderr" then
@@ -137,7 +139,8 @@ end
 -- ended: the sandbox is over), "broken" (the channel cannot be trusted any more: control.broken says
 -- why). args: the helper command and its arguments ({"write", "--root", ...}); stdin: bytes or nil.
 -- opts: deadline (cancel the call then; the call ends at the latest CANCEL_GRACE later), max_stdout
--- (what the caller can need: beyond it the stdout is dropped and stdout_over set), parts (the result has
+-- (what the caller can need: beyond it the stdout is dropped and stdout_over set), on_progress(sent,
+-- received) (stdin bytes written, or stdout bytes read, the other nil: a progress line), parts (the result has
 -- stdout_parts, the stdout's pieces in order, instead of stdout), sink (a glsb.process.buffer the stdout
 -- is read into, with room for max_stdout: the result has no stdout; for bulk reads).
 function Control:call(args, stdin, opts)
@@ -153,7 +156,17 @@ function Control:call(args, stdin, opts)
     -- a frame half written cannot be taken back: past this point a failed write breaks the channel
     local sent, err = self.chan:write(header .. blob, opts.deadline and (opts.deadline + M.CANCEL_GRACE))
     local late = opts.deadline and (opts.deadline + M.CANCEL_GRACE)
-    if sent and #stdin > 0 then sent, err = self.chan:write(stdin, late) end
+    if sent and #stdin > 0 and opts.on_progress and #stdin > M.PROGRESS_SLICE then
+      -- in slices, so that a progress line moves (each slice is a copy: only when one is shown)
+      for at = 1, #stdin, M.PROGRESS_SLICE do
+        sent, err = self.chan:write(stdin:sub(at, at + M.PROGRESS_SLICE - 1), late)
+        if not sent then break end
+        opts.on_progress(math.min(#stdin, at + M.PROGRESS_SLICE - 1), nil)
+      end
+    elseif sent and #stdin > 0 then
+      sent, err = self.chan:write(stdin, late)
+      if sent and opts.on_progress then opts.on_progress(#stdin, nil) end
+    end
     if not sent then
       if err == "closed" or err == "EPIPE" then return nil, "gone" end
       self.broken = "a request could not be sent: " .. tostring(err)

@@ -73,8 +73,10 @@ function M.upload(self, files, opts)
   for _, f in ipairs(files) do
     local root, rel = split_root(f.path)
     if not root then error("upload of " .. f.path .. " failed: " .. rel, 0) end
+    local fn = opts.on_progress
     local r, why = self._control:call({ "write", "--root", root, "--path-hex", hex(rel),
-      "--max-bytes", tostring(#f.data) }, f.data, { deadline = deadline, max_stdout = 64 * 1024 })
+      "--max-bytes", tostring(#f.data) }, f.data, { deadline = deadline, max_stdout = 64 * 1024,
+      on_progress = fn and function(sent) if sent then fn(sent, #f.data) end end })
     if not r then error("upload of " .. f.path .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
     local doc = helper_answer(r.stdout)
     if r.cancelled then error(string.format("upload of %s: timed out after %gs", f.path, opts.timeout or 0), 0) end
@@ -98,7 +100,9 @@ local function read_file(self, what, args, max, opts)
   self._sink = nil
   if not sink or sink:capacity() ~= max + ANSWER_MAX then sink = process.buffer(max + ANSWER_MAX) end
   local ok, doc, data = pcall(function()
-    local r, why = self._control:call(args, nil, { deadline = deadline, max_stdout = max + ANSWER_MAX, sink = sink })
+    local fn = opts.on_progress
+    local r, why = self._control:call(args, nil, { deadline = deadline, max_stdout = max + ANSWER_MAX, sink = sink,
+      on_progress = fn and function(_, received) if received then fn(received) end end })
     if not r then error(what .. " failed: " .. control_failure(self, why, opts.timeout), 0) end
     if r.cancelled then error(string.format("%s: timed out after %gs", what, opts.timeout or 0), 0) end
     if r.stdout_over then error(string.format("%s: larger than max_download_bytes = %d", what, max), 0) end
@@ -196,16 +200,20 @@ function M.files_write(self, path, data, opts)
     if math.tointeger(r.bytes) ~= #data then
       error(string.format("write of %s: %s bytes written of %d", path, tostring(r.bytes), #data), 0)
     end
+    if opts.on_progress then opts.on_progress(#data, #data) end -- one round trip: all at once
     return
   end
-  self:_upload({ { path = path, data = data } }, { timeout = opts.timeout })
+  self:_upload({ { path = path, data = data } }, { timeout = opts.timeout, on_progress = opts.on_progress })
 end
 
 function M.files_read(self, path, opts)
   local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
   if self._control.has_files then
     local r, bad = serve(self, "read", { "read", path, tostring(max) }, nil, opts.timeout)
-    if r then return r.data or "" end
+    if r then
+      if opts.on_progress then opts.on_progress(#(r.data or ""), #(r.data or "")) end -- one round trip
+      return r.data or ""
+    end
     if bad.error == "not_found" then error({ message = "read: no such file: " .. path, reason = "not_found" }, 0) end
     -- larger than the server answers (1 MiB): streamed by the helper's read as before
     if bad.error ~= "too_large" or (math.tointeger(bad.bytes) or 0) > max then

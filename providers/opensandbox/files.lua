@@ -60,8 +60,11 @@ end
 function M.upload(conn, files, opts)
   if #files == 0 then return end
   local body, ctype = M.multipart(files)
+  local size = 0
+  for _, f in ipairs(files) do size = size + #f.data end
   local res = conn:http { method = "POST", url = conn:url("/files/upload"),
-    headers = conn:hdrs { ["Content-Type"] = ctype }, body = body, timeout = opts.timeout or 0 }
+    headers = conn:hdrs { ["Content-Type"] = ctype }, body = body, timeout = opts.timeout or 0,
+    on_progress = http.sent_progress(opts.on_progress, size) }
   local more = #files > 1 and (" and " .. (#files - 1) .. " more") or ""
   check(opts.class, opts.stage, res, "upload of " .. files[1].path .. more .. " failed")
 end
@@ -69,7 +72,7 @@ end
 -- download(conn, path, opts) -> bytes, or raises.
 function M.download(conn, path, opts)
   local res = conn:http { method = "GET", url = conn:url("/files/download?path=" .. http.escape(path)),
-    headers = conn:hdrs(), timeout = opts.timeout or 0 }
+    headers = conn:hdrs(), timeout = opts.timeout or 0, on_progress = http.received_progress(opts.on_progress) }
   check(opts.class, opts.stage, res, "download of " .. path .. " failed")
   return res.body or ""
 end

@@ -495,7 +495,8 @@ function Sandbox:_get_host(port)
 end
 
 local function fopts(opts)
-  return { timeout = opts and opts.timeout, class = errors.SandboxExecutionError, stage = Stage.FILES }
+  return { timeout = opts and opts.timeout, class = errors.SandboxExecutionError, stage = Stage.FILES,
+    on_progress = opts and opts.on_progress }
 end
 
 function Sandbox:_files_write(path, data, opts)

@@ -344,6 +344,17 @@ describe("glsb #cli", function()
         code, out = glsb({ "cp", "-p", name, id .. ":/tmp/up.bin", "-" }, { env = env })
         assert.are.equal(0, code)
         assert.is_true(out == bytes)
+        -- a big transfer on a terminal: a bar with bytes and rate; in a pipe, none
+        write(tmp .. "/big.bin", string.rep("b", 6 * 1024 * 1024))
+        local tty = on_tty({ "cp", "-p", name, tmp .. "/big.bin", id .. ":/tmp/big.bin" }, env)
+        assert.matches("upload /tmp/big.bin [", tty, 1, true)
+        assert.matches("] 6.0 MiB / 6.0 MiB  [%d.]+ [KMG]?i?B/s", tty)
+        tty = on_tty({ "cp", "-p", name, id .. ":/tmp/big.bin", tmp .. "/big-back.bin" }, env)
+        assert.matches("download /tmp/big.bin ", tty, 1, true)
+        assert.are.equal(6 * 1024 * 1024, #shell.read(tmp .. "/big-back.bin"))
+        code, _, err = glsb({ "cp", "-p", name, tmp .. "/big.bin", id .. ":/tmp/big.bin" }, { env = env })
+        assert.are.equal(0, code)
+        assert.is_nil(err:find("MiB/s", 1, true), err)
         -- kill: asks before more than one; in a pipe it cannot ask, so it refuses and kills nothing
         local id2 = kept()
         local all = features.metadata and { "kill", "-p", name, "--all", "-m", "cli=" .. tag }

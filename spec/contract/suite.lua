@@ -540,6 +540,31 @@ return function(provider, opts_factory, features)
       assert.are.equal("command exited with code 3", r.error)
     end)
 
+    it("sb.files write and read report their progress in bytes as the bytes move", function()
+      sb = create()
+      local data = string.rep("0123456789abcdef", 6 * 1024 * 1024 // 16) -- 6 MiB: more than one slice
+      local up, down = {}, {}
+      assert.is_true(sb.files:write("/tmp/glsb-progress.bin", data, {
+        on_progress = function(done, total) up[#up + 1] = { done, total } end }))
+      assert.is_true(#up >= 1, "write reported no progress")
+      for i, p in ipairs(up) do
+        assert.are.equal(#data, p[2], "write's total is the data's size")
+        assert.is_true(p[1] >= (up[i - 1] or { 0 })[1] and p[1] <= #data, "done only grows, up to the total")
+      end
+      assert.are.equal(#data, up[#up][1], "the last report is the whole")
+      local back = sb.files:read("/tmp/glsb-progress.bin", {
+        on_progress = function(done, total) down[#down + 1] = { done, total } end })
+      assert.is_true(back == data)
+      assert.is_true(#down >= 1, "read reported no progress")
+      for i, p in ipairs(down) do
+        assert.is_true(p[2] == nil or p[2] >= #data, "read's total, when known, covers the data")
+        assert.is_true(p[1] >= (down[i - 1] or { 0 })[1], "done only grows")
+      end
+      assert.is_true(down[#down][1] >= #data, "the last report covers the data")
+      -- a callback that raises is logged; the transfer goes on
+      assert.is_true(sb.files:write("/tmp/glsb-progress.bin", "x", { on_progress = function() error("boom") end }))
+    end)
+
     it("sb.files writes, reads, lists, makes and removes without running code", function()
       sb = create()
       local f = sb.files

@@ -449,6 +449,25 @@ static int l_frames(lua_State *L)
 	return 1;
 }
 
+/* progress() -> sent, to_send, received, to_receive: the body's bytes that went out and came in so far,
+ * as libcurl counts them, and the totals (to_send: the request body's size; to_receive: the answer's
+ * Content-Length, -1 until known or when it has none). For a person's progress line, polled. */
+static int l_progress(lua_State *L)
+{
+	request *r = check_request(L);
+	curl_off_t up = 0, down = 0, length = -1;
+	if (r->easy) {
+		curl_easy_getinfo(r->easy, CURLINFO_SIZE_UPLOAD_T, &up);
+		curl_easy_getinfo(r->easy, CURLINFO_SIZE_DOWNLOAD_T, &down);
+		curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+	}
+	lua_pushinteger(L, (lua_Integer)up);
+	lua_pushinteger(L, (lua_Integer)r->body_len);
+	lua_pushinteger(L, (lua_Integer)down);
+	lua_pushinteger(L, (lua_Integer)length);
+	return 4;
+}
+
 static int l_done(lua_State *L)
 {
 	lua_pushboolean(L, check_request(L)->done);
@@ -556,7 +575,7 @@ static int l_token(lua_State *L)
 void glsb_open_http(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"status", l_status}, {"frames", l_frames}, {"done", l_done},
+		{"status", l_status}, {"frames", l_frames}, {"done", l_done}, {"progress", l_progress},
 		{"result", l_result}, {"close", l_close}, {NULL, NULL},
 	};
 	glsb_new_class(L, REQUEST_MT, methods, l_token, l_close);

@@ -132,6 +132,12 @@ end
 local LANGUAGE_OF_EXTENSION = { py = "python", js = "javascript", mjs = "javascript", cjs = "javascript",
   ts = "typescript", sh = "bash", bash = "bash", r = "r", R = "r", java = "java" }
 
+-- on_progress for a transfer: a bar on the progress line (big transfers only: glsb.progress)
+local function bar(line, what)
+  if not line.enabled then return nil end
+  return function(done, total) line:transfer(done, total, what) end
+end
+
 -- "2026-01-02T03:04:05Z" -> "3m ago" / "in 4m" (people read ages, not timestamps); "" for nil.
 local function ago(iso)
   local t = iso and require("glsb.time").parse_iso(iso)
@@ -248,7 +254,7 @@ local function run_cmd(ctx, fl, pos)
   for i, u in ipairs(uploads) do
     line:step(steps - #uploads + i, steps, string.format("uploading %s (%s)", u.remote,
       require("glsb.progress").bytes(#u.data)))
-    sb.files:write(u.remote, u.data)
+    sb.files:write(u.remote, u.data, { on_progress = bar(line, "upload " .. u.remote) })
   end
   line:done()
   local st = streamer()
@@ -424,11 +430,13 @@ local function cp_cmd(ctx, fl, pos)
     local data = read_local(spath)
     if dpath:sub(-1) == "/" then dpath = dpath .. (spath == "-" and "stdin" or spath:match("[^/]+$")) end
     local sb = connect(ctx, fl, did)
-    sb.files:write(dpath, data, { timeout = fl.timeout })
+    sb.files:write(dpath, data, { timeout = fl.timeout, on_progress = bar(ctx.line, "upload " .. dpath) })
+    ctx.line:done()
     note(ctx, "copied %s to %s:%s (%s)", spath, did, dpath, require("glsb.progress").bytes(#data))
   else
     local sb = connect(ctx, fl, sid)
-    local data = sb.files:read(spath, { timeout = fl.timeout })
+    local data = sb.files:read(spath, { timeout = fl.timeout, on_progress = bar(ctx.line, "download " .. spath) })
+    ctx.line:done()
     local st = dpath ~= "-" and require("glsb.fs").lstat(dpath)
     if st and st.type == "dir" then dpath = dpath:gsub("/+$", "") .. "/" .. spath:match("[^/]+$") end
     write_local(dpath, data)
