@@ -85,6 +85,20 @@ local ok, err = pcall(function()
   assert(core.loadfile("lua/glsb/constants.lua"))
   assert(not core.loadfile("lua/glsb/no-such-module.lua"))
 
+  -- stdio.c: raw fd writes and reads on a child's pipes, a signal as a byte (take_stdio is left to its C
+  -- test: it would take this script's own stdout)
+  local sp = assert(process.spawn({ argv = { "cat" }, stdin = "pipe", stdout = "pipe" }))
+  assert(core.fd_write(sp:fd("stdin"), "xyz", 2) == 2)
+  sp:close_stdin()
+  loop.run(function() loop.wait_fd(sp:fd("stdout"), "r", loop.now() + 10) end)
+  assert(core.fd_read(sp:fd("stdout"), 16) == "yz")
+  sp:wait(loop.now() + 10)
+  sp:close()
+  local sfd = assert(core.signal_fd({ "USR2" }))
+  os.execute("kill -USR2 " .. core.getpid())
+  loop.run(function() loop.wait_fd(sfd, "r", loop.now() + 10) end)
+  assert(core.fd_read(sfd, 8) == "\12", "SIGUSR2 arrives as its number")
+
   -- redis.c: a connection per transport, a failure per stage, a lookup abandoned mid-flight, one left to __gc
   local rconn = require "glsb.pool.redis_conn"
   local rurl = require "glsb.pool.url"
