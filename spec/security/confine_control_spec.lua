@@ -1,7 +1,7 @@
 -- confine_control_spec.lua: the control channel of `glsb-confine sandbox` (src/confine/CONTROL.md).
 -- The workspace primitives and transfers ran through the sandbox's own program (the local agent),
 -- so code in the sandbox could replace them and forge their results. Through --control-fd the
--- supervisor runs `glsb-confine write|run|read` in a confined child of its own: the sandbox's
+-- supervisor runs `glsb-confine write|run|read|pack` in a confined child of its own: the sandbox's
 -- view, user, limits and seccomp filter, but a Landlock domain the code's is not an ancestor of,
 -- non-dumpable, so the code can neither signal, trace, nor read or write its memory or pipes;
 -- and the result reaches the host on a descriptor only the host holds. Driven here directly, by a
@@ -224,6 +224,51 @@ os.kill(sb.pid, 1); sb.end()
     assert.is_true(docs[1].secs < 2)
     assert.are.same({ 1, "symlink" }, { docs[2].code, docs[2].error })
     assert.are.same({ 1, "too_large" }, { docs[3].code, docs[3].error })
+  end)
+
+  it("pack archives the roots as the sandbox sees them: no link followed, TAR_OPTIONS ignored", function()
+    local docs, out = host([=[
+import io, tarfile
+sb = Sandbox(["--cleanup", "--workspace", os.environ["WS"], "--env", "TAR_OPTIONS=--dereference"], ["sleep", "30"])
+h, o, e = sb.call(1, ["run", "--root", "/home/user", "--", "sh", "-c",
+    "mkdir d && echo secret > d/f && chmod 600 d/f && ln -s /etc/passwd link && ln -s d dirlink && "
+    "mkdir /files/up && echo u > /files/up/x && truncate -s 200M sparse && ln d/f hard"])
+emit(step="setup", code=result(o)["exit_code"])
+h, o, e = sb.call(2, ["pack", "--root", "/home/user", "--root", "/files"])
+tf = tarfile.open(fileobj=io.BytesIO(o))
+emit(step="pack", code=h["code"], bytes=len(o), members={m.name: {"type": m.type.decode(), "mode": m.mode,
+     "uid": m.uid, "link": m.linkname, "size": m.size} for m in tf.getmembers()},
+     f=tf.extractfile("home/user/d/f").read().decode())
+for i, root in enumerate(["/home/user/../etc", "/home/user/", "home/user", "/home/user/link", "/home/user/d/f"]):
+    h, o, e = sb.call(10 + i, ["pack", "--root", root])
+    emit(step="refused", root=root, code=h["code"], out=len(o), err=e.decode())
+h, o, e = sb.call(20, ["pack"])
+emit(step="none", code=h["code"], err=e.decode())
+os.kill(sb.pid, 1); sb.end()
+]=])
+    assert.are.equal(8, #docs, out)
+    assert.are.equal(0, docs[1].code, out)
+    local p = docs[2]
+    assert.are.equal(0, p.code, out)
+    local m = p.members
+    assert.are.same({ type = "2", mode = 511, uid = 1000, link = "/etc/passwd", size = 0 }, m["home/user/link"])
+    assert.are.equal("2", m["home/user/dirlink"].type) -- a link to a directory stays a link
+    assert.is_nil(m["home/user/dirlink/f"])
+    assert.are.same({ type = "0", mode = 384, uid = 1000, link = "", size = 7 }, m["home/user/d/f"])
+    assert.are.equal("secret\n", p.f)
+    assert.are.equal("1", m["home/user/hard"].type) -- a hard link is a link entry, not the bytes again
+    assert.are.equal("home/user/d/f", m["home/user/hard"].link)
+    assert.are.equal("S", m["home/user/sparse"].type) -- 200 MB of hole, a few KiB of archive
+    assert.is_true(p.bytes < 1024 * 1024, out)
+    assert.is_not_nil(m["files/up/x"])
+    for name in pairs(m) do assert.is_nil(name:match("passwd$"), name) end
+    for i = 3, 7 do
+      assert.are.equal(2, docs[i].code, out)
+      assert.are.equal(0, docs[i].out)
+      assert.matches("^glsb%-confine pack: %-%-root '", docs[i].err)
+    end
+    assert.are.equal(2, docs[8].code)
+    assert.matches("--root is required", docs[8].err, 1, true)
   end)
 
   it("holds calls to the sandbox's limits and reports an OOM kill in the call", function()

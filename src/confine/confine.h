@@ -10,6 +10,7 @@ int glsb_cmd_run(int argc, char **argv);      /* ws_run.c: run_workspace_command
 int glsb_cmd_read(int argc, char **argv);     /* ws_read.c: read one file (downloads) */
 int glsb_cmd_serve(int argc, char **argv);    /* ws_serve.c: the file server (in a confined child only) */
 int glsb_ws_writer(const char *root);         /* ws_write.c: the file server's writer for one root */
+int glsb_cmd_pack(int argc, char **argv);     /* ws_pack.c: the workspace as a tar stream (snapshots) */
 
 
 /* The file server's bounds (ws_serve.c, sb_control.c's relay; CONTROL.md "files"): a request's bytes

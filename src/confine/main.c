@@ -15,6 +15,7 @@ static const struct {
 	{"write", glsb_cmd_write, "write one file beneath a workspace root (write_workspace_file)"},
 	{"run", glsb_cmd_run, "run an exact argv in a workspace (run_workspace_command)"},
 	{"read", glsb_cmd_read, "print one regular file beneath a root (downloads)"},
+	{"pack", glsb_cmd_pack, "print the trees below roots as one tar stream (snapshots)"},
 };
 
 static void usage(FILE *out)

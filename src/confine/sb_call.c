@@ -1,7 +1,7 @@
 /* sb_call.c: the confined child of a control-channel call (CONTROL.md): forked by the
  * supervisor into the sandbox's cgroup and namespaces, it becomes the sandbox user under the
  * sandbox's limits, seccomp filter and a Landlock domain of its own (so the code in the sandbox
- * can neither signal, trace nor read it), then runs `glsb-confine write|run|read` in-process. */
+ * can neither signal, trace nor read it), then runs `glsb-confine write|run|read|pack` in-process. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -28,6 +28,7 @@ static const struct {
 	{"run", glsb_cmd_run},
 	{"read", glsb_cmd_read},
 	{"serve", glsb_cmd_serve}, /* the file server: the supervisor's own (sb_control.c), no call's */
+	{"pack", glsb_cmd_pack},
 };
 
 const char *const glsb_sb_ns_fd_names[SB_NS_FDS] = {"user", "mnt", "ipc", "uts", "net", "pid"};

@@ -277,7 +277,7 @@ static void start_call(struct sb *sb)
 	}
 	argv[k] = NULL;
 	if (k == 0 || !glsb_sb_call_allowed(argv[0])) {
-		reply_error(chan.id, "not_allowed", "the first argument must be write, run or read");
+		reply_error(chan.id, "not_allowed", "the first argument must be write, run, read or pack");
 		chan.refused = 1;
 		return;
 	}

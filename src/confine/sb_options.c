@@ -104,7 +104,7 @@ static const char usage_text[] =
 	"                       read: with N = 0, PROGRAM's stdin follows. Nothing of the config\n"
 	"                       then shows in the supervisor's /proc/PID/cmdline.\n"
 	"  --control-fd N|R,W   serve the control channel (CONTROL.md) on a socket N, or requests\n"
-	"                       on R and replies on W: calls of `glsb-confine write|run|read` run\n"
+	"                       on R and replies on W: calls of `glsb-confine write|run|read|pack` run\n"
 	"                       in confined children the code in the sandbox cannot reach. N may\n"
 	"                       be the --report-fd socket.\n"
 	"\n"
