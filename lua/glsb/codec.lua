@@ -3,6 +3,7 @@
 -- codecs, files").
 --
 --   codec.sha256("abc")                 -> "ba7816bf..." (lowercase hex; raw = true: the 32 bytes)
+--   codec.sha256_stream():update("a"):update("bc"):digest() -> the same, fed in pieces
 --   codec.b64encode(bytes[, "url"])     -> text ("std" by default; "url": the URL alphabet, no padding)
 --   codec.b64decode(text[, "url"])      -> bytes, or nil, message, "BAD_BASE64"
 --   codec.repair_utf8(bytes)            -> text: each byte that starts no valid UTF-8 sequence is U+FFFD
@@ -13,6 +14,10 @@ local M = {}
 
 -- sha256(data[, raw]) -> the digest of data as lowercase hex, or as 32 raw bytes when raw is true.
 function M.sha256(data, raw) return core.sha256(data, raw) end
+
+-- sha256_stream() -> h: h:update(piece) as the data comes (returns h), then h:digest([raw]) once: the
+-- digest of the pieces joined, for data never whole in memory.
+function M.sha256_stream() return core.sha256_stream() end
 
 -- b64encode(data[, alphabet]) -> base64 text; alphabet "std" (default, padded) or "url" (no padding).
 function M.b64encode(data, alphabet) return core.b64encode(data, alphabet) end

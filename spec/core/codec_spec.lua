@@ -1,4 +1,4 @@
--- core.sha256 and core.hmac_sha256 (libcrypto) against published vectors: FIPS 180-4 examples, RFC 4231.
+-- core.sha256, core.sha256_stream and core.hmac_sha256 (libcrypto) against published vectors: FIPS 180-4 examples, RFC 4231.
 local core = require "glsb.core"
 
 local function unhex(h)
@@ -54,6 +54,20 @@ describe("glsb.core sha256 / hmac_sha256 #core #unit", function()
   it("hmac_sha256 keys longer than the block are hashed first (RFC 2104 section 2)", function()
     local long = ("k"):rep(200)
     assert.equal(core.hmac_sha256(core.sha256(long, true), "m"), core.hmac_sha256(long, "m"))
+  end)
+
+  it("sha256_stream fed in pieces gives the digest of the whole, once", function()
+    local msg = ("a"):rep(1000000)
+    local h = core.sha256_stream()
+    for i = 1, #msg, 65537 do assert.equal(h, h:update(msg:sub(i, i + 65536))) end
+    assert.equal("cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0", h:digest())
+    assert.equal(unhex(core.sha256("abc")), core.sha256_stream():update("ab"):update(""):update("c"):digest(true))
+    assert.equal(core.sha256(""), core.sha256_stream():digest())
+    assert.has_error(function() h:digest() end, "sha256_stream: already digested")
+    assert.has_error(function() h:update("x") end, "sha256_stream: already digested")
+    assert.has_error(function() core.sha256_stream():update(nil) end)
+    core.sha256_stream():update("dropped unfinished") -- freed by __gc (valgrind: make check-c)
+    collectgarbage()
   end)
 
   it("misuse raises an argument error", function()

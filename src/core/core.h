@@ -31,7 +31,7 @@ extern const int glsb_part_abi;
 void glsb_open_http(lua_State *L);    /* core_http.so (http.c, multi.c; libcurl): http */
 void glsb_open_archive(lua_State *L); /* core_archive.so (archive.c; libarchive): tar_pack, tar_unpack */
 void glsb_open_redis(lua_State *L);   /* core_redis.so (redis.c; hiredis, libssl): redis_connect */
-void glsb_open_digest(lua_State *L);  /* core_digest.so (digest.c; libcrypto): sha256, hmac_sha256 */
+void glsb_open_digest(lua_State *L);  /* core_digest.so (digest.c; libcrypto): sha256, hmac_sha256, sha256_stream */
 
 int luaopen_glsb_core(lua_State *L);
 

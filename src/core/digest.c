@@ -104,10 +104,73 @@ static int l_hmac_sha256(lua_State *L)
 	return push_digest(L, d, raw);
 }
 
+/* core.sha256_stream() -> a digest fed in pieces: h:update(s) (any number of times), then
+ * h:digest([raw]) once, as sha256 of the pieces joined would be; for data that is never whole in
+ * memory (a snapshot's archive as it streams). A hasher that is dropped unfinished frees its context
+ * (__gc); a second digest, or an update after it, is an error. */
+#define STREAM_MT "glsb.sha256_stream"
+
+static glsb_sha256_ctx *stream_ctx(lua_State *L)
+{
+	glsb_sha256_ctx *c = luaL_checkudata(L, 1, STREAM_MT);
+	if (!c->md)
+		luaL_error(L, "sha256_stream: already digested");
+	return c;
+}
+
+static int l_stream_update(lua_State *L)
+{
+	glsb_sha256_ctx *c = stream_ctx(L);
+	size_t n;
+	const char *s = luaL_checklstring(L, 2, &n);
+
+	if (glsb_sha256_update(c, s, n) != 0)
+		return luaL_error(L, "sha256_stream: libcrypto failed");
+	lua_settop(L, 1);
+	return 1;
+}
+
+static int l_stream_digest(lua_State *L)
+{
+	glsb_sha256_ctx *c = stream_ctx(L);
+	unsigned char d[32];
+
+	if (glsb_sha256_final(c, d) != 0)
+		return luaL_error(L, "sha256_stream: libcrypto failed");
+	return push_digest(L, d, lua_toboolean(L, 2));
+}
+
+static int l_stream_gc(lua_State *L)
+{
+	glsb_sha256_ctx *c = luaL_checkudata(L, 1, STREAM_MT);
+	if (c->md)
+		glsb_sha256_abort(c);
+	return 0;
+}
+
+static int l_sha256_stream(lua_State *L)
+{
+	glsb_sha256_ctx *c = lua_newuserdatauv(L, sizeof *c, 0);
+
+	c->md = NULL;
+	if (luaL_newmetatable(L, STREAM_MT)) {
+		static const luaL_Reg methods[] = {{"update", l_stream_update}, {"digest", l_stream_digest}, {NULL, NULL}};
+		luaL_newlib(L, methods);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_stream_gc);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_setmetatable(L, -2);
+	if (glsb_sha256_init(c) != 0)
+		return luaL_error(L, "sha256_stream: libcrypto failed (out of memory)");
+	return 1;
+}
+
 void glsb_open_digest(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
 		{"sha256", l_sha256},
+		{"sha256_stream", l_sha256_stream},
 		{"hmac_sha256", l_hmac_sha256},
 		{NULL, NULL},
 	};

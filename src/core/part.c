@@ -29,13 +29,13 @@ void glsb_open_digest(lua_State *L) WEAK;
 static struct part {
 	const char *name;
 	void (*linked)(lua_State *L); /* the open function when linked in, else NULL */
-	const char *functions[3];
+	const char *functions[4];
 	void (*open)(lua_State *L);   /* once found: the part's glsb_open_<name> */
 } parts[] = {
 	{"http", glsb_open_http, {"http"}, NULL},
 	{"archive", glsb_open_archive, {"tar_pack", "tar_unpack"}, NULL},
 	{"redis", glsb_open_redis, {"redis_connect"}, NULL},
-	{"digest", glsb_open_digest, {"sha256", "hmac_sha256"}, NULL},
+	{"digest", glsb_open_digest, {"sha256", "hmac_sha256", "sha256_stream"}, NULL},
 };
 
 /* Finds and opens part p (process-wide, once). Raises naming every place tried. */
