@@ -1068,12 +1068,45 @@ def reader(queue_put):
             queue_put(req)
 
 
+# A snapshot's layer (sb:snapshot, providers/local/template.lua) holds the files the sandbox could
+# write as one tar archive, made by `glsb-confine pack` with these roots as its members.
+SNAPSHOT_ROOTS = ("home/user", "files", "tmp")
+
+
+def restore_snapshot(archive):
+    """Unpacks a snapshot's archive over this sandbox's /home/user, /files and /tmp, as the sandbox
+    user (tarfile: modes and times as archived, holes of sparse files kept, no owner changed). Only
+    what lies below those roots, and only files, directories, symlinks and hard links to a file below
+    them; the roots' own entries are skipped (their modes are this sandbox's). A failure ends the agent
+    before it is ready, naming it."""
+    import tarfile
+
+    def below(name):
+        parts = name.split("/")
+        if name.startswith("/") or ".." in parts or "" in parts:
+            return False
+        return any(name.startswith(r + "/") for r in SNAPSHOT_ROOTS)
+
+    try:
+        with tarfile.open(archive, "r:") as tf:
+            members = [m for m in tf
+                       if below(m.name) and (m.isreg() or m.isdir() or m.issym() or (m.islnk() and below(m.linkname)))]
+            tf.extractall("/", members=members, numeric_owner=True)
+    except (OSError, tarfile.TarError) as e:
+        sys.stderr.write("glsb: restoring the snapshot's files failed: %s\n" % e)
+        sys.stderr.flush()
+        os._exit(1)
+
+
 def install_template():
     if not os.path.isdir(TEMPLATE_DIR):
         return
     sitedir = os.path.join(TEMPLATE_DIR, "site")
     if os.path.isdir(sitedir):
         site.addsitedir(sitedir)
+    archive = os.path.join(TEMPLATE_DIR, "workspace.tar")
+    if os.path.isfile(archive):
+        restore_snapshot(archive)
     home = os.path.join(TEMPLATE_DIR, "home")
     if os.path.isdir(home):
         import shutil

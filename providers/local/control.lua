@@ -3,7 +3,7 @@
 -- The workspace primitives, uploads and downloads promise confinement and byte counts. The code in
 -- the sandbox runs in the agent's process and could replace any handler of the agent, so these do
 -- not go through the agent: the supervisor (outside every namespace of the sandbox) runs each call
--- as `glsb-confine write|run|read` in a confined child of its own and relays its output on fd 3, a
+-- as `glsb-confine write|run|read|pack` in a confined child of its own and relays its output on fd 3, a
 -- socketpair only the host and the supervisor hold. The same socket carries the supervisor's report
 -- lines (the set-up line, the exit line: REPORT.md), so every read of fd 3 goes through here.
 --
@@ -104,13 +104,15 @@ local function collect(self, id, opts)
         end
         report_line(self, ev)
       elseif ev.id == id then
-        if ev.ev == "stdout" and ev.parts then table.move(ev.parts, 1, #ev.parts, #out + 1, out)
+        if ev.ev == "stdout" and ev.parts and opts.on_stdout then
+          for _, piece in ipairs(ev.parts) do opts.on_stdout(piece) end
+        elseif ev.ev == "stdout" and ev.parts then table.move(ev.parts, 1, #ev.parts, #out + 1, out)
         elseif ev.ev == "stderr" and ev.parts then table.move(ev.parts, 1, #ev.parts, #err_parts + 1, err_parts)
         elseif ev.ev == "exit" or ev.ev == "error" then
           return {
             -- opts.parts: the stdout as its pieces (stdout_parts), not joined: a caller that takes
             -- a header off the front joins the rest once (a 100 MB download is not copied twice)
-            stdout = not opts.parts and not opts.sink and table.concat(out) or nil,
+            stdout = not opts.parts and not opts.sink and not opts.on_stdout and table.concat(out) or nil,
             stdout_parts = opts.parts and out or nil,
             stderr = table.concat(err_parts), stdout_over = over,
             code = math.tointeger(ev.code), signal = math.tointeger(ev.signal), oom_kills = ev.oom_kills,
@@ -142,7 +144,10 @@ end
 -- (what the caller can need: beyond it the stdout is dropped and stdout_over set), on_progress(sent,
 -- received) (stdin bytes written, or stdout bytes read, the other nil: a progress line), parts (the result has
 -- stdout_parts, the stdout's pieces in order, instead of stdout), sink (a glsb.process.buffer the stdout
--- is read into, with room for max_stdout: the result has no stdout; for bulk reads).
+-- is read into, with room for max_stdout: the result has no stdout; for bulk reads), on_stdout (called
+-- with each piece of the stdout kept, in order, as it comes: the result has no stdout; for a stream
+-- of any length, such as a snapshot's archive, that the caller writes out as it comes; it must not
+-- raise: the call goes on to its end either way).
 function Control:call(args, stdin, opts)
   opts = opts or {}
   if self.broken then return nil, "broken" end

@@ -154,7 +154,6 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
   -- glsb.kill reach it all the same: listing.lua)
   attach_unsupported = "local sandboxes belong to the process that created them",
   pause_on_timeout_unsupported = "a local sandbox ends with its lease",
-  snapshot_unsupported = "the local provider has no snapshots of a running sandbox",
   -- what a failed install that reads like "no network" suggests (glsb.sandbox failure_summary)
   network_hint = "pass network = true (a local sandbox is offline by default), or pip_find_links = <a directory "
     .. "of wheels>",
@@ -195,6 +194,10 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("local", {
         .. "sends, no more is kept)", default = "268435456" },
       cache_dir = { "string", "where `template` layers are looked up (as the builder's)",
         default = "$XDG_CACHE_HOME/glsb or ~/.cache/glsb" },
+    },
+    snapshot = {
+      timeout = { "seconds", "the whole snapshot (archiving the files, making the layer); `<= 0`: none",
+        default = "300" },
     },
   },
 })
@@ -238,9 +241,12 @@ local function arm_lease(self, seconds)
 end
 
 local function resolve_template(opts)
-  if opts.template == nil then return nil end
+  local t = opts.template
+  if t == nil then return nil end
+  -- a ref (builder:ensure's res.ref, sb:snapshot's) names its layer by id, else by name
+  if type(t) == "table" then t = t.template_id or t.name end
   local tmpl = require "glsb.providers.local.template"
-  local dir, err = tmpl.resolve(opts.template, opts)
+  local dir, err = tmpl.resolve(t, opts)
   if not dir then error(layout.start_error(err), 0) end
   return dir
 end
@@ -304,6 +310,7 @@ function Sandbox:_start(opts)
     for k, v in pairs(tmeta and tmeta.env or {}) do env[k] = v end
     if tmeta and tmeta.workdir then env.GLSB_WORKDIR = tmeta.workdir end
     self.template_id = tmeta and tmeta.id
+    self._template_dir = template_dir
   end
   if opts.pip_find_links then
     ro[#ro + 1] = { opts.pip_find_links, M.FIND_LINKS_DIR }
@@ -645,6 +652,23 @@ function Sandbox:_attach(ref, opts)
   arm_lease(self, lease)
   listing.write(self._base, self, "running", lease or false)
 end
+
+---------------------------------------------------------------------------
+-- Snapshots (snapshot.lua): the sandbox's files as a template layer; processes are not kept
+---------------------------------------------------------------------------
+
+-- snapshot{name}: a name is a template name (names/<name> in the cache), checked here, at the caller's
+-- line, before anything is archived.
+function Sandbox:snapshot(opts)
+  local name = type(opts) == "table" and opts.name or nil
+  if type(name) == "string" and (not name:match("^[%w][%w._-]*$") or (#name == 64 and name:match("^%x+$"))) then
+    options.arg_error("snapshot: name %q must be letters, digits, '.', '_' or '-' (starting with a letter or "
+      .. "digit), and not 64 hex digits (an id)", name)
+  end
+  return sandbox.CodeInterpreterSandbox.snapshot(self, opts)
+end
+
+Sandbox._snapshot = require("glsb.providers.local.snapshot").snapshot
 
 ---------------------------------------------------------------------------
 -- The lease, the workspace hooks, packages

@@ -21,7 +21,7 @@
 -- template cache's tmp for builds. A root is glsb's own when it is a directory (not a symlink) owned by
 -- our effective uid that nobody else may write to; another is refused, never swept (and a create in it
 -- fails). In it, an entry is taken only when its name is one of ours (glsb-local-*, build-*, import-*,
--- delete-*), it is a directory owned by us, and its record is a regular file of ours of at most
+-- delete-*, snapshot-*), it is a directory owned by us, and its record is a regular file of ours of at most
 -- RECORD_MAX bytes in exactly the format above, read without following a symlink or waiting on a FIFO
 -- (fs.read_own_file). Anything else is left alone: another version of glsb, one being created, or
 -- something planted.
@@ -35,7 +35,7 @@ local M = {}
 
 M.RECORD = "glsb-owner"
 M.RECORD_MAX = 4096
-M.PREFIXES = { "glsb-local-", "build-", "import-", "delete-" }
+M.PREFIXES = { "glsb-local-", "build-", "import-", "delete-", "snapshot-" }
 
 -- Start time of a process (clock ticks since boot), or nil when there is no such process (a zombie
 -- counts as none: a killed supervisor stays one until whoever inherited it reaps it).

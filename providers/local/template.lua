@@ -130,6 +130,80 @@ function M.resolve(name, opts)
 end
 
 ---------------------------------------------------------------------------
+-- Snapshots (sb:snapshot: snapshot.lua captures the sandbox's files, this makes the layer)
+---------------------------------------------------------------------------
+
+-- A snapshot is a layer like a build's: local/templates/<hash>/ with meta.json, the parent template's
+-- site/ (hard links: a layer is never modified once in place) and workspace.tar, what the sandbox
+-- could write (its /home/user, /files and /tmp) as `glsb-confine pack` archived it. The host never
+-- unpacks it: a sandbox started from the layer does (agent.py, as the sandbox user, inside). <hash>
+-- covers the archive's bytes and the parent's id: the same files snapshotted twice are one layer.
+-- meta.json: {id, name, env, workdir, packages, built_at, base_template (the parent's id, or none),
+-- snapshot = {sandbox_id, bytes}}; env, workdir and packages are the parent's.
+M.SNAPSHOT_ARCHIVE = "workspace.tar"
+
+-- names/<name>: the hash the name points to from now on.
+local function record_name(d, name, hash)
+  if name then fs.write_file_atomic(d.names .. "/" .. name, hash .. "\n") end
+end
+
+local function snapshot_fail(message) error("snapshot: " .. message, 0) end
+
+-- M.snapshot(opts, source, capture) -> {template_id, name}. opts: the sandbox's create options (its
+-- cache_dir); source: {sandbox_id, template_dir (the layer it started from, or nil), name};
+-- capture(path) writes the archive to path and returns its sha256 (hex), or raises.
+function M.snapshot(opts, source, capture)
+  local d = dirs(opts)
+  ensure_dirs(d)
+  local scratch = scratch_dir(d, "snapshot-")
+  require("glsb.providers.local.reaper").record(scratch)
+  local ok, res = pcall(function()
+    local archive = scratch .. "/" .. M.SNAPSHOT_ARCHIVE
+    local digest = capture(archive)
+    local pmeta = source.template_dir and M.read_meta(source.template_dir)
+    if source.template_dir and not pmeta then
+      snapshot_fail("the template the sandbox started from is gone: " .. source.template_dir)
+    end
+    local id = codec.sha256("glsb-local-snapshot 1\n" .. digest .. "\n"
+      .. tostring(pmeta and pmeta.id or "") .. "\n")
+    local final = d.templates .. "/" .. id
+    if M.read_meta(final) then return id end
+    local layer = scratch .. "/layer"
+    local mok, merr = run({ "mkdir", "-m", "0755", layer })
+    if not mok then snapshot_fail("cannot create " .. layer .. ": " .. merr) end
+    local rok, rerr = os.rename(archive, layer .. "/" .. M.SNAPSHOT_ARCHIVE)
+    if not rok then snapshot_fail("cannot move the archive: " .. tostring(rerr)) end
+    run({ "chmod", "0644", layer .. "/" .. M.SNAPSHOT_ARCHIVE })
+    local site = source.template_dir and source.template_dir .. "/site"
+    if site and fs.lstat(site) and fs.lstat(site).type == "dir" then
+      -- hard links where the cache's file system takes them, else a copy (symlinks stay symlinks)
+      local cok = run({ "cp", "-a", "-l", "--", site, layer .. "/site" }, 600)
+      if not cok then
+        fs.rmtree(layer .. "/site")
+        local cok2, cerr = run({ "cp", "-a", "--", site, layer .. "/site" }, 600)
+        if not cok2 then snapshot_fail("cannot copy the template's packages: " .. cerr) end
+      end
+    end
+    local st = fs.lstat(layer .. "/" .. M.SNAPSHOT_ARCHIVE)
+    local meta = {
+      id = id, name = source.name, env = pmeta and pmeta.env, workdir = pmeta and pmeta.workdir,
+      packages = pmeta and pmeta.packages, built_at = os.time(), base_template = pmeta and pmeta.id,
+      snapshot = { sandbox_id = source.sandbox_id, bytes = st and st.size },
+    }
+    local wok, werr = fs.write_file_atomic(layer .. "/meta.json", cjson.encode(meta), 420)
+    if not wok then snapshot_fail("cannot write meta.json: " .. tostring(werr)) end
+    if not os.rename(layer, final) and not M.read_meta(final) then
+      snapshot_fail("cannot move the layer into " .. final)
+    end
+    return id
+  end)
+  fs.rmtree(scratch)
+  if not ok then error(res, 0) end
+  record_name(d, source.name, res)
+  return { template_id = res, name = source.name }
+end
+
+---------------------------------------------------------------------------
 -- The builder
 ---------------------------------------------------------------------------
 
@@ -157,10 +231,6 @@ function Template:_init(opts)
   self.dirs = dirs(opts)
 end
 
-local function record_name(self, name, hash)
-  if name then fs.write_file_atomic(self.dirs.names .. "/" .. name, hash .. "\n") end
-end
-
 -- builder:ensure(spec): the base class's, after base_template is replaced by
 -- the id its name or id resolves to now (so the hash covers the parent's
 -- content, not a name that can be re-pointed).
@@ -184,7 +254,7 @@ function Template:_find(spec, hash)
   local dir = self.dirs.templates .. "/" .. hash
   if M.read_meta(dir) then
     ensure_dirs(self.dirs)
-    record_name(self, spec.name, hash)
+    record_name(self.dirs, spec.name, hash)
     return { template_id = hash, name = spec.name, path = dir }
   end
   return nil
@@ -208,6 +278,10 @@ local function parent_of(self, spec)
   local dir = self.dirs.templates .. "/" .. id
   local meta = M.read_meta(dir)
   if not meta then fail("local: base_template " .. id .. " not found in " .. self.dirs.base) end
+  if meta.snapshot then
+    fail("local: base_template " .. id .. " is a snapshot (sb:snapshot): a build starts from a template "
+      .. "(its files are an archive only a sandbox unpacks); create a sandbox from the snapshot instead")
+  end
   return dir, meta
 end
 
@@ -403,7 +477,7 @@ function Template:_build(spec, hash)
   end)
   fs.rmtree(scratch)
   if not ok then error(res, 0) end
-  record_name(self, spec.name, hash)
+  record_name(self.dirs, spec.name, hash)
   return { template_id = hash, name = spec.name, path = res }
 end
 
@@ -546,7 +620,7 @@ function Template:import(path)
     ensure_dirs(d)
     local final = d.templates .. "/" .. meta.id
     if M.read_meta(final) then
-      record_name(self, meta.name, meta.id)
+      record_name(self.dirs, meta.name, meta.id)
       return { template_id = meta.id, name = meta.name, path = final, imported = false }
     end
     local scratch = scratch_dir(d, "import-")
@@ -585,7 +659,7 @@ function Template:import(path)
     end)
     fs.rmtree(scratch)
     if not ok then error(res, 0) end
-    record_name(self, meta.name, meta.id)
+    record_name(self.dirs, meta.name, meta.id)
     return { template_id = meta.id, name = meta.name, path = final, imported = true }
   end
   return as_template_op(body)

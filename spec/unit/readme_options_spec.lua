@@ -14,7 +14,7 @@ describe("README option tables #unit", function()
     ["docs/lm.md"] = { "lm request", "lm invoke", "lm openai", "lm anthropic" },
     ["docs/interpreter.md"] = { "interpreter new", "interpreter execute" },
     ["providers/e2b/README.md"] = { "e2b provider", "e2b create", "e2b connect", "e2b template" },
-    ["providers/local/README.md"] = { "local provider", "local create", "local template" },
+    ["providers/local/README.md"] = { "local provider", "local create", "local template", "local snapshot" },
     ["providers/opensandbox/README.md"] = { "opensandbox provider", "opensandbox create", "opensandbox template" },
     ["providers/bedrock/README.md"] = { "bedrock provider", "bedrock create", "bedrock template" },
   }
