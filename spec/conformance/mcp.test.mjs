@@ -192,7 +192,6 @@ describe(`MCP, official client @modelcontextprotocol/sdk ${SDK_VERSION} (v1, std
         { onprogress: (p) => stages.push(p.message) });
       const id = made.structuredContent.sandbox_id;
       assert.ok(stages.includes('creating a local sandbox'), stages.join(' | '));
-      assert.ok(stages.some((m) => /^sandbox \S+ is ready$/.test(m)), stages.join(' | '));
       const seen = [];
       const r = await client.callTool({ name: 'execute_code', arguments: { sandbox_id: id,
         code: 'import time\nfor i in range(6):\n    print("step", i, flush=True)\n    time.sleep(0.5)' } },

@@ -325,7 +325,11 @@ function M.build(cfg)
       for k, v in pairs(a.metadata or {}) do md[k] = tostring(v) end
       md.glsb_mcp_session = s.tag
       opts.metadata = md
-      opts.on_progress = function(event) ctx.progress(event.message) end
+      -- "ready" is said by the result itself, which follows at once: the official client drops a progress
+      -- notification that reaches it in the same read as the answer (docs/protocols/mcp.md §6)
+      opts.on_progress = function(event)
+        if event.stage ~= "ready" then ctx.progress(event.message) end
+      end
       ctx.progress("creating a " .. provider .. " sandbox")
       local ok, sb = attempt("sandbox_create", glsb.create, provider, opts)
       if not ok then return sb end
