@@ -59,55 +59,43 @@ local function cgroup_text(d)
   return "no", "optional: limits fall back to rlimits (RLIMIT_DATA, RLIMIT_NPROC) only"
 end
 
--- M.report([opts]) -> text, ready (bool). opts.live = false skips the live check.
-function M.report(opts)
+-- M.check([opts]) -> what the doctor finds, as data (`glsb doctor --json`): {helper, helper_error, python,
+-- python_version, node, node_version, features = {{name, here (bool), reason, does}}, landlock_abi,
+-- cgroup, cgroup_does, ready (bool), live = {ok, ms, error} | nil, verdict}. opts.live = false skips the
+-- live check (create, print(1), terminate).
+function M.check(opts)
   opts = opts or {}
-  local lines = {}
-  local function add(s) lines[#lines + 1] = s end
+  local t = { features = {} }
   local lp = require("glsb.registry").get("local")
-  add("glsb doctor: what the local provider can do on this machine")
   local helper, herr = lp.find_helper(opts.confine)
+  t.helper, t.helper_error = helper, herr
   if not helper then
-    add("  helper   MISSING: " .. herr)
-    return table.concat(lines, "\n") .. "\n", false
+    t.ready, t.verdict = false, "the glsb-confine helper is missing"
+    return t
   end
-  add("  helper   " .. helper)
   local python = opts.python or "/usr/bin/python3"
   local pyok = io.open(python, "rb")
   if pyok then pyok:close() end
-  add("  python   " .. (pyok and (python .. " " .. program_version(python, "--version") .. " (the code kernel)")
-    or (python .. " MISSING: python sandboxes cannot start")))
+  t.python, t.python_version = python, pyok and program_version(python, "--version") or nil
   local node = lp.find_in_sandbox_path("node")
-  add("  node     " .. (node and (node .. " " .. program_version(node, "--version") .. " (language = \"javascript\")")
-    or "not installed: language = \"javascript\" fails at create"))
+  t.node, t.node_version = node, node and program_version(node, "--version") or nil
   local d, derr = run_doctor(helper)
   if not d then
-    add("  " .. derr)
-    return table.concat(lines, "\n") .. "\n", false
+    t.ready, t.verdict = false, derr
+    return t
   end
-  add("")
-  add(string.format("  %-18s %-22s %s", "feature", "here", "local provider"))
   local reasons = type(d.reasons) == "table" and d.reasons or {}
   for _, row in ipairs(ROWS) do
-    local v = d[row[2]]
-    local here = yes(v)
-    if not v and reasons[row[2]] then here = "no (" .. tostring(reasons[row[2]]) .. ")" end
-    add(string.format("  %-18s %-22s %s", row[1], here, row[3]))
+    local v = d[row[2]] and true or false
+    t.features[#t.features + 1] = { name = row[1], here = v,
+      reason = not v and reasons[row[2]] and tostring(reasons[row[2]]) or nil, does = row[3] }
   end
-  local abi = math.tointeger(tonumber(d.landlock_abi) or 0) or 0
-  add(string.format("  %-18s %-22s %s", "landlock", abi > 0 and ("ABI " .. abi) or "no",
-    abi > 0 and ("required: read/exec on the system, read/write on home, /files, /tmp"
-      .. (abi >= 6 and "; signals and abstract sockets scoped" or ""))
-      or "required: sandboxes fail closed (allow_degraded = true accepts less)"))
-  local cg, cgwhat = cgroup_text(d)
-  add(string.format("  %-18s %-22s %s", "cgroup limits", cg, cgwhat))
-  add(string.format("  %-18s %-22s %s", "rlimits", "yes",
-    "cpu_seconds, memory_mb (data), max_file_mb, max_open_files, max_processes"))
-  add("")
-  local ready = d.sandbox_ready == true
-  if not ready then
-    add("  verdict: NOT READY - glsb.create(\"local\") fails closed here; allow_degraded = true starts with less.")
-    return table.concat(lines, "\n") .. "\n", false
+  t.landlock_abi = math.tointeger(tonumber(d.landlock_abi) or 0) or 0
+  t.cgroup, t.cgroup_does = cgroup_text(d)
+  t.ready = d.sandbox_ready == true
+  if not t.ready then
+    t.verdict = "NOT READY - glsb.create(\"local\") fails closed here; allow_degraded = true starts with less."
+    return t
   end
   if opts.live ~= false then
     local loop = require "glsb.loop"
@@ -121,15 +109,55 @@ function M.report(opts)
     end)
     local ms = (loop.now() - started) * 1000
     if ok and res.status == "success" and res.stdout == "1\n" then
-      add(string.format("  verdict: ready - live check create -> execute_code(\"print(1)\") -> terminate: %.0f ms", ms))
+      t.live = { ok = true, ms = ms }
+      t.verdict = string.format("ready - live check create -> execute_code(\"print(1)\") -> terminate: %.0f ms", ms)
     else
-      add("  verdict: the features are there but the live check failed: " .. tostring(ok and res or res))
-      return table.concat(lines, "\n") .. "\n", false
+      t.live = { ok = false, ms = ms, error = tostring(ok and res or res) }
+      t.ready, t.verdict = false, "the features are there but the live check failed: " .. t.live.error
     end
   else
-    add("  verdict: ready")
+    t.verdict = "ready"
   end
-  return table.concat(lines, "\n") .. "\n", true
+  return t
+end
+
+-- M.report([opts]) -> text, ready (bool): check()'s findings for a person. opts as check's.
+function M.report(opts)
+  local t = M.check(opts)
+  local lines = {}
+  local function add(s) lines[#lines + 1] = s end
+  add("glsb doctor: what the local provider can do on this machine")
+  if not t.helper then
+    add("  helper   MISSING: " .. tostring(t.helper_error))
+    return table.concat(lines, "\n") .. "\n", false
+  end
+  add("  helper   " .. t.helper)
+  add("  python   " .. (t.python_version and (t.python .. " " .. t.python_version .. " (the code kernel)")
+    or (t.python .. " MISSING: python sandboxes cannot start")))
+  add("  node     " .. (t.node and (t.node .. " " .. t.node_version .. " (language = \"javascript\")")
+    or "not installed: language = \"javascript\" fails at create"))
+  if #t.features == 0 then
+    add("  " .. tostring(t.verdict))
+    return table.concat(lines, "\n") .. "\n", false
+  end
+  add("")
+  add(string.format("  %-18s %-22s %s", "feature", "here", "local provider"))
+  for _, f in ipairs(t.features) do
+    local here = yes(f.here)
+    if not f.here and f.reason then here = "no (" .. f.reason .. ")" end
+    add(string.format("  %-18s %-22s %s", f.name, here, f.does))
+  end
+  local abi = t.landlock_abi
+  add(string.format("  %-18s %-22s %s", "landlock", abi > 0 and ("ABI " .. abi) or "no",
+    abi > 0 and ("required: read/exec on the system, read/write on home, /files, /tmp"
+      .. (abi >= 6 and "; signals and abstract sockets scoped" or ""))
+      or "required: sandboxes fail closed (allow_degraded = true accepts less)"))
+  add(string.format("  %-18s %-22s %s", "cgroup limits", t.cgroup, t.cgroup_does))
+  add(string.format("  %-18s %-22s %s", "rlimits", "yes",
+    "cpu_seconds, memory_mb (data), max_file_mb, max_open_files, max_processes"))
+  add("")
+  add("  verdict: " .. tostring(t.verdict))
+  return table.concat(lines, "\n") .. "\n", t.ready
 end
 
 function M.main()

@@ -226,40 +226,53 @@ local function gc_root(dir)
   return root
 end
 
--- `glsb-lua --gc [DIR...]`: sweeps the workspaces in each DIR (a host_workspace_dir, or the glsb-<uid>
--- folder in it), or in the default one ($TMPDIR or /tmp) and the template cache's scratch; prints what
--- it removed. A folder that is not glsb's own is refused: said on stderr, and the exit status is 1.
--- Returns the number removed. name: how the messages name the command (default "glsb-lua --gc").
-function M.main(args, name)
-  name = name or "glsb-lua --gc"
-  local roots, refused = {}, 0
-  for i = 1, #(args or {}) do
-    local root = gc_root(args[i])
-    if root then roots[#roots + 1] = root
-    else print(name .. ": nothing of glsb's in " .. args[i] .. " (no " .. M.root_name() .. " in it)") end
+-- gc(dirs) -> {removed = {dir...}, failed = {message...}, refused = {message...}, empty = {dir...}}: sweeps
+-- the workspaces in each DIR (a host_workspace_dir, or the glsb-<uid> folder in it), or in the default one
+-- ($TMPDIR or /tmp) and the template cache's scratch when dirs is empty. refused: a folder that is not
+-- glsb's own (nothing in it was touched); empty: a DIR with no glsb-<uid> in it.
+function M.gc(dirs)
+  local out = { removed = {}, failed = {}, refused = {}, empty = {} }
+  local roots = {}
+  for i = 1, #(dirs or {}) do
+    local root = gc_root(dirs[i])
+    if root then roots[#roots + 1] = root else out.empty[#out.empty + 1] = dirs[i] end
   end
-  if #(args or {}) == 0 then
+  if #(dirs or {}) == 0 then
     local tmp = os.getenv("TMPDIR")
     roots[1] = gc_root((tmp and tmp ~= "") and tmp or "/tmp")
     local cache_tmp = require("glsb.providers.local.layout").cache_dir() .. "/local/tmp"
     if fs.lstat(cache_tmp) then roots[#roots + 1] = cache_tmp end
   end
-  local n = 0
   for _, root in pairs(roots) do
     local removed, failed = M.sweep(root)
     if not removed then
-      refused = refused + 1
-      io.stderr:write(name, ": refused: ", tostring(failed), " (not glsb's own: nothing in it was touched)\n")
+      out.refused[#out.refused + 1] = tostring(failed)
+    else
+      for _, r in ipairs(removed) do out.removed[#out.removed + 1] = r end
+      for _, f in ipairs(failed) do out.failed[#out.failed + 1] = f end
     end
-    for _, r in ipairs(removed or {}) do
-      print("removed " .. r)
-      n = n + 1
-    end
-    for _, f in ipairs(removed and failed or {}) do io.stderr:write(name, ": ", f, "\n") end
   end
+  return out
+end
+
+-- `glsb-lua --gc [DIR...]`: gc(args), printed: what it removed, and why a folder was refused (on stderr,
+-- and the exit status is 1). Returns the number removed. name: how the messages name the command
+-- (default "glsb-lua --gc").
+function M.main(args, name)
+  name = name or "glsb-lua --gc"
+  local r = M.gc(args)
+  for _, d in ipairs(r.empty) do
+    print(name .. ": nothing of glsb's in " .. d .. " (no " .. M.root_name() .. " in it)")
+  end
+  for _, why in ipairs(r.refused) do
+    io.stderr:write(name, ": refused: ", why, " (not glsb's own: nothing in it was touched)\n")
+  end
+  for _, d in ipairs(r.removed) do print("removed " .. d) end
+  for _, f in ipairs(r.failed) do io.stderr:write(name, ": ", f, "\n") end
+  local n = #r.removed
   print(string.format("%s: %d stale sandbox director%s removed", name, n, n == 1 and "y" or "ies"))
-  if refused > 0 then
-    error(string.format("%s: %d folder%s refused", name, refused, refused == 1 and "" or "s"), 0)
+  if #r.refused > 0 then
+    error(string.format("%s: %d folder%s refused", name, #r.refused, #r.refused == 1 and "" or "s"), 0)
   end
   return n
 end

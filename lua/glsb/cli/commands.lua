@@ -529,15 +529,29 @@ end
 -- doctor, gc, mcp
 ---------------------------------------------------------------------------
 
-local function doctor_cmd(_ctx, _fl, pos)
+local function doctor_cmd(_ctx, fl, pos)
   if #pos > 0 then args.usage("takes no arguments, got '%s'", pos[1]) end
-  local text, ready = require("glsb.doctor").report()
+  local doctor = require "glsb.doctor"
+  if fl.json then
+    local t = doctor.check()
+    json_line(t)
+    return t.ready and CODE.OK or CODE.FAILED
+  end
+  local text, ready = doctor.report()
   io.stdout:write(text)
   return ready and CODE.OK or CODE.FAILED
 end
 
-local function gc_cmd(_ctx, _fl, pos)
-  local ok, err = pcall(require("glsb.providers.local.reaper").main, pos, "glsb gc")
+local function gc_cmd(_ctx, fl, pos)
+  local reaper = require "glsb.providers.local.reaper"
+  if fl.json then
+    local r = reaper.gc(pos)
+    for _, d in ipairs(r.removed) do json_line({ removed = d }) end
+    for _, f in ipairs(r.failed) do json_line({ failed = f }) end
+    for _, why in ipairs(r.refused) do json_line({ refused = why }) end
+    return #r.refused == 0 and CODE.OK or CODE.FAILED
+  end
+  local ok, err = pcall(reaper.main, pos, "glsb gc")
   if ok then return CODE.OK end
   if render.is_interrupt(err) then error(err, 0) end
   io.stderr:write(tostring(err), "\n")
@@ -695,8 +709,8 @@ M.LIST = {
     summary = "what the local provider can do on this machine",
     help = "Lists the confinement features this machine offers the local provider and what it does about each, "
       .. "then creates a sandbox, runs print(1) and terminates it. Exits 126 when local sandboxes cannot start.",
-    flags = flags("quiet", "help"),
-    examples = { { "glsb doctor", "" } },
+    flags = flags("json", "quiet", "help"),
+    examples = { { "glsb doctor", "" }, { "glsb doctor --json", "the findings as one JSON object" } },
   },
   {
     name = "gc", run = gc_cmd, args = "[DIR...]", complete_args = "dir",
@@ -704,8 +718,10 @@ M.LIST = {
     help = "Removes the workspaces and cgroup leaves of local sandboxes whose owner and supervisor were both "
       .. "killed, in DIR (a host_workspace_dir) or in $TMPDIR (else /tmp) and the template cache's scratch. Only "
       .. "glsb's own folders are touched; a sandbox whose owner lives is never.",
-    flags = flags("quiet", "help"),
-    examples = { { "glsb gc", "the default places" }, { "glsb gc /var/tmp", "a host_workspace_dir of yours" } },
+    flags = flags({ name = "json", help = "one JSON object per line: {removed}, {failed}, {refused}" },
+      "quiet", "help"),
+    examples = { { "glsb gc", "the default places" }, { "glsb gc /var/tmp", "a host_workspace_dir of yours" },
+      { "glsb gc --json", "what it removed, as JSON lines" } },
   },
   {
     name = "mcp", run = mcp_cmd, pass_through = true, available = mcp_available,
