@@ -58,6 +58,28 @@ describe("glsb-lua --mcp (raw JSON-RPC)", function()
     assert.same({}, c:call("logging/setLevel", { level = "info" }).result)
   end)
 
+  it("refuses a bad command line or config file at start, saying why, before it serves anything", function()
+    local bad = tmp .. "/bad.lua"
+    assert(fs.write_file_atomic(bad, "return { limits = { max_result_chars = 'many' } }"))
+    local typo = tmp .. "/typo.lua"
+    assert(fs.write_file_atomic(typo, "return { provder = 'e2b' }"))
+    local cases = {
+      { { "--provider", "nowhere" }, "unknown provider 'nowhere' (known: " },
+      { { "--bogus" }, "unknown argument '--bogus' (usage: glsb-lua --mcp [--provider NAME] [--config FILE])" },
+      { { "--config" }, "--config needs a value" },
+      { { "--config", tmp .. "/none.lua" }, "cannot load the config file" },
+      { { "--config", bad }, "config.limits: option 'max_result_chars' must be a positive integer" },
+      { { "--config", typo }, "config: unknown option 'provder' (did you mean 'provider'?)" },
+    }
+    for _, case in ipairs(cases) do
+      c = client.start { tmpdir = tmp, args = case[1] }
+      local st = c:close(10)
+      assert.equal(2, st.code, table.concat(case[1], " "))
+      assert.truthy(c:stderr():find(case[2], 1, true), c:stderr())
+    end
+    c = nil
+  end)
+
   it("is dual-era: server/discover, per-request _meta, resultType, -32022 for a revision it lacks", function()
     c = client.start { tmpdir = tmp }
     -- an unknown method before initialize: -32601, which makes a dual-era client fall back
