@@ -149,7 +149,7 @@ end
 -- serve(cfg, fds) -> when the input ends (or a TERM/INT/HUP arrives): every request in flight cancelled and
 -- every sandbox of the session ended (but those made with keep_alive), within cfg.limits.shutdown seconds.
 function M.serve(cfg, fds)
-  local scrub = M.scrubber(cfg)
+  local scrub = fds.scrub or M.scrubber(cfg)
   local session = session_mod.new { store_bytes = cfg.limits.store_bytes,
     part_bytes = cfg.limits.max_message_bytes // 2 }
   local tools = tools_mod.build(cfg)
@@ -211,7 +211,14 @@ function M.main(arg)
     os.exit(1)
   end
   local signals = core.signal_fd({ "TERM", "INT", "HUP" })
-  M.serve(cfg, { input = input, output = output, signals = signals })
+  local scrub = M.scrubber(cfg)
+  local served, err = pcall(M.serve, cfg, { input = input, output = output, signals = signals, scrub = scrub })
+  if not served then
+    -- what ends the server unexpectedly is said on stderr, like every other line of it: without secrets
+    io.stderr:write("glsb --mcp: ", scrub(tostring(err)), "\n")
+    require("glsb.sandbox").close_all()
+    os.exit(1)
+  end
 end
 
 return M
