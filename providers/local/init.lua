@@ -472,8 +472,9 @@ end
 function M.guard(p, workspace)
   return setmetatable({}, { __gc = function(g)
     if g.done then return end
-    -- a paused sandbox is thawed first: a frozen task cannot act on SIGHUP (nor die, on cgroup v1)
-    if g.frozen then pcall(g.frozen.remove) end
+    -- a paused sandbox is thawed first (no wait: M.thaw writes the state only): a frozen task cannot
+    -- die on cgroup v1; its v1 freezer leaf goes once empty (else the next sweep of a dead owner's)
+    if g.frozen then pcall(freeze.thaw, g.frozen.path) end
     pcall(function()
       if not p.proc:poll() then
         p:kill("HUP")
@@ -482,6 +483,9 @@ function M.guard(p, workspace)
       end
       p:close()
     end)
+    if g.frozen and g.frozen.path:sub(1, #freeze.V1_ROOT + 1) == freeze.V1_ROOT .. "/" then
+      os.remove(g.frozen.path)
+    end
     pcall(fs.rmtree, workspace)
   end })
 end
@@ -618,7 +622,7 @@ local paused = {}
 function Sandbox:_pause()
   local why = agent.unusable(self)
   if why then error("pause: " .. why, 0) end
-  local group, err = freeze.freeze(self.confinement, self.sandbox_id, loop)
+  local group, err = freeze.freeze(self.confinement, self.sandbox_id, loop, reaper.me())
   if not group then error("local: cannot pause: " .. err, 0) end
   cancel_lease(self)
   self._freezer = group

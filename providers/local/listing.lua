@@ -17,6 +17,7 @@ local process = require "glsb.process"
 local loop = require "glsb.loop"
 local time = require "glsb.time"
 local reaper = require "glsb.providers.local.reaper"
+local freeze = require "glsb.providers.local.freeze"
 
 local M = {}
 
@@ -128,6 +129,11 @@ function M.kill(root, id, timeout)
     fs.rmtree(e.dir)
     return true
   end
+  -- a paused sandbox is thawed first: frozen, it could not die, and its supervisor would wait on it
+  for _, leaf in ipairs(freeze.leaves()) do
+    if leaf.sandbox_id == id then freeze.thaw(leaf.path) end
+  end
+  for _, cg in ipairs(e.record.cgroup_dirs or {}) do freeze.thaw(cg) end
   process.signal(sup.pid, sup.start, "HUP")
   local deadline = loop.deadline(timeout)
   while reaper.alive(sup) and not loop.expired(deadline) do loop.sleep(0.02) end

@@ -27,9 +27,12 @@
 -- something planted.
 --
 -- When: the first local sandbox (or template build) of a process sweeps its root once; `glsb-lua --gc
--- [DIR...]` sweeps the default places (or the DIRs) now.
+-- [DIR...]` sweeps the default places (or the DIRs) now. Both also release the freezer leaves of dead
+-- owners (sweep_freezers: a sandbox paused when its owner died).
 local fs = require "glsb.fs"
+local loop = require "glsb.loop"
 local process = require "glsb.process"
+local freeze = require "glsb.providers.local.freeze"
 
 local M = {}
 
@@ -67,6 +70,8 @@ local function me()
   local pid = process.getpid()
   return { pid = pid, start = M.start_time(pid) }
 end
+-- me() -> {pid, start} of this process (what record writes as the owner).
+M.me = me
 
 -- record(dir, fields) writes dir/glsb-owner: the calling process as owner, plus fields (supervisor =
 -- pid of the sandbox's supervisor, cgroup_dirs). Called again as more is known; never raises. Not
@@ -196,6 +201,7 @@ function M.sweep(root)
     if rec and not alive(rec.owner) and not alive(rec.supervisor) then
       for _, cg in ipairs(rec.cgroup_dirs) do
         if own_leaf(cg, rec.supervisor) then
+          freeze.thaw(cg) -- cgroup v2: a pause froze the leaf itself
           os.remove(cg) -- rmdir: fails on a leaf that still has processes; gone if collected already
         end
       end
@@ -206,11 +212,36 @@ function M.sweep(root)
   return removed, failed
 end
 
-local swept = {}
+-- sweep_freezers() -> array of the freezer leaves removed, array of failures. A paused sandbox whose owner
+-- died stays frozen: its supervisor got SIGHUP and killed it, but a frozen task dies only once thawed
+-- (cgroup v1), so the supervisor waits on it with its workspace, and nothing else would ever thaw it. Each
+-- leaf freeze.lua named after a dead owner is thawed (the supervisor then ends the sandbox and removes its
+-- workspace, as it would have), what is still in it after that is killed (owner and supervisor died
+-- together), and the leaf goes. A leaf of a living owner is never touched.
+function M.sweep_freezers()
+  local removed, failed = {}, {}
+  for _, leaf in ipairs(freeze.leaves()) do
+    if not alive(leaf.owner) then
+      local ok, err = freeze.release(leaf.path, loop, function(pid)
+        local start = pid and M.start_time(pid)
+        if start then process.signal(pid, start, "KILL") end
+      end)
+      if ok then removed[#removed + 1] = leaf.path else failed[#failed + 1] = err end
+    end
+  end
+  return removed, failed
+end
 
--- sweep_once(root): the first call per root in this process sweeps it; never raises (a sandbox start
--- must not fail because of what another process left).
+local swept, freezers_swept = {}, false
+
+-- sweep_once(root): the first call per root in this process sweeps it (and the first call of all, the
+-- freezer leaves of dead owners, first: a frozen sandbox holds its workspace); never raises (a sandbox
+-- start must not fail because of what another process left).
 function M.sweep_once(root)
+  if not freezers_swept then
+    freezers_swept = true
+    pcall(M.sweep_freezers)
+  end
   if swept[root] then return end
   swept[root] = true
   pcall(M.sweep, root)
@@ -226,10 +257,11 @@ local function gc_root(dir)
   return root
 end
 
--- gc(dirs) -> {removed = {dir...}, failed = {message...}, refused = {message...}, empty = {dir...}}: sweeps
--- the workspaces in each DIR (a host_workspace_dir, or the glsb-<uid> folder in it), or in the default one
--- ($TMPDIR or /tmp) and the template cache's scratch when dirs is empty. refused: a folder that is not
--- glsb's own (nothing in it was touched); empty: a DIR with no glsb-<uid> in it.
+-- gc(dirs) -> {removed = {dir...}, freezers = {leaf...}, failed = {message...}, refused = {message...},
+-- empty = {dir...}}: sweeps the workspaces in each DIR (a host_workspace_dir, or the glsb-<uid> folder in
+-- it), or in the default one ($TMPDIR or /tmp) and the template cache's scratch when dirs is empty, after
+-- the freezer leaves of dead owners (sweep_freezers: freezers). refused: a folder that is not glsb's own
+-- (nothing in it was touched); empty: a DIR with no glsb-<uid> in it.
 function M.gc(dirs)
   local out = { removed = {}, failed = {}, refused = {}, empty = {} }
   local roots = {}
@@ -243,6 +275,8 @@ function M.gc(dirs)
     local cache_tmp = require("glsb.providers.local.layout").cache_dir() .. "/local/tmp"
     if fs.lstat(cache_tmp) then roots[#roots + 1] = cache_tmp end
   end
+  -- first: a paused sandbox of a dead owner holds its workspace until its freezer leaf is released
+  out.freezers, out.failed = M.sweep_freezers()
   for _, root in pairs(roots) do
     local removed, failed = M.sweep(root)
     if not removed then
@@ -267,6 +301,7 @@ function M.main(args, name)
   for _, why in ipairs(r.refused) do
     io.stderr:write(name, ": refused: ", why, " (not glsb's own: nothing in it was touched)\n")
   end
+  for _, l in ipairs(r.freezers) do print("removed the freezer cgroup " .. l .. " (its owner is gone)") end
   for _, d in ipairs(r.removed) do print("removed " .. d) end
   for _, f in ipairs(r.failed) do io.stderr:write(name, ": ", f, "\n") end
   local n = #r.removed

@@ -3,7 +3,8 @@
 -- kill -9 of the owner's process group still ends the sandbox, and the supervisor cleans up. When
 -- the owner and the supervisor are killed together (kill -9 of both groups), nobody cleans up: the
 -- workspace and the cgroup leaves stay; the next local sandbox in the same root removes them, and so
--- does `glsb-lua --gc`. A sandbox whose owner is alive is never touched.
+-- does `glsb-lua --gc`. A sandbox whose owner is alive is never touched. A paused one (cgroup v1 freezer)
+-- whose owner died cannot die frozen: the next sandbox of any process, or --gc, thaws it (issue 24).
 local glsb = require "glsb"
 local loop = require "glsb.loop"
 local helper = require "local.helper"
@@ -19,8 +20,26 @@ io.stdout:flush()
 require("glsb.loop").sleep(600)
 ]]
 
+-- A paused owner: a sandbox with a process running, paused (its processes in a freezer cgroup of their
+-- own on cgroup v1: providers/local/freeze.lua), then the same line plus the freezer leaf.
+local PAUSED_OWNER = [[
+local glsb = require "glsb"
+local sb = glsb.create("local", { host_workspace_dir = arg[1] })
+sb:start_command("while true; do sleep 0.05; done")
+local cg = table.concat(sb.confinement and sb.confinement.cgroup_dirs or {}, " ")
+local supervisor, init, ws = sb._proc.pid, sb.host_pid, sb.workspace
+sb:pause()
+local leaf = "-"
+for _, l in ipairs(require("glsb.providers.local.freeze").leaves()) do
+  if l.sandbox_id == sb.sandbox_id then leaf = l.path end
+end
+io.stdout:write(supervisor, " ", init, " ", ws, " ", leaf, " ", sb.sandbox_id, " ", cg, "\n")
+io.stdout:flush()
+require("glsb.loop").sleep(600)
+]]
+
 describe("workspaces of killed owners #security #local", function()
-  local tmp, root, script
+  local tmp, root, script, paused_script
 
   setup(function()
     tmp = helper.private_tmp()
@@ -28,6 +47,8 @@ describe("workspaces of killed owners #security #local", function()
     script = tmp .. "/owner.lua"
     os.execute("mkdir " .. helper.q(root))
     helper.write(script, OWNER)
+    paused_script = tmp .. "/paused_owner.lua"
+    helper.write(paused_script, PAUSED_OWNER)
   end)
   teardown(function() helper.rm_rf(tmp) end)
 
@@ -41,10 +62,11 @@ describe("workspaces of killed owners #security #local", function()
   end
 
   -- Starts an owner in its own process group; -> {pgid, supervisor, init, workspace, cgroups}
-  local function start_owner(name)
+  local function start_owner(name, owner_script)
     local out = tmp .. "/" .. name .. ".out"
-    local pgid = helper.sh("cd " .. helper.q(helper.repo) .. " && setsid build/glsb-lua " .. helper.q(script) .. " "
-      .. helper.q(root) .. " > " .. helper.q(out) .. " 2>&1 & echo $!"):match("%d+")
+    local pgid = helper.sh("cd " .. helper.q(helper.repo) .. " && setsid build/glsb-lua "
+      .. helper.q(owner_script or script) .. " " .. helper.q(root) .. " > " .. helper.q(out) .. " 2>&1 & echo $!")
+      :match("%d+")
     assert.truthy(wait_for(function() return (helper.read(out) or ""):find("\n") end, 30),
       "the owner did not start: " .. tostring(helper.read(out)))
     local words = {}
@@ -109,4 +131,87 @@ describe("workspaces of killed owners #security #local", function()
     assert.is_true(gone(dead))
     assert.are.same({}, helper.list_dir(helper.workspace_root(root)))
   end)
+
+  -- A paused owner (start_owner's fields, and leaf: its v1 freezer leaf, id: the sandbox id); pending when
+  -- this machine pauses without a v1 freezer leaf (cgroup v2 freezes the sandbox's own leaf).
+  local function start_paused(name)
+    local o = start_owner(name, paused_script)
+    local words = {}
+    for w in helper.read(tmp .. "/" .. name .. ".out"):gmatch("%S+") do words[#words + 1] = w end
+    o.leaf, o.id, o.cgroups = words[4], words[5], {}
+    for i = 6, #words do o.cgroups[#o.cgroups + 1] = words[i] end
+    return o
+  end
+
+  local function frozen(leaf) return ((helper.read(leaf .. "/freezer.state") or ""):match("^FROZEN")) ~= nil end
+  local function no_v1_freezer()
+    return not helper.exists("/sys/fs/cgroup/freezer/cgroup.procs") and "no cgroup v1 freezer on this machine"
+  end
+
+  it("an owner killed while paused: the next create elsewhere thaws its sandbox; no frozen cgroup, no process left",
+    function()
+      if no_v1_freezer() then return pending(no_v1_freezer()) end
+      local dead = start_paused("paused-dead")
+      local live = start_paused("paused-live")
+      finally(function()
+        os.execute("kill -9 -" .. live.pgid .. " 2>/dev/null")
+        os.execute("kill -9 -" .. dead.pgid .. " 2>/dev/null")
+      end)
+      assert.is_true(frozen(dead.leaf), dead.leaf)
+      assert.matches("/glsb%-" .. dead.id:gsub("%-", "%%-") .. "%-" .. dead.pgid .. "%-%d+$", dead.leaf)
+      os.execute("kill -9 -" .. dead.pgid)
+      assert.truthy(wait_for(function() return not helper.pid_alive(dead.pgid) end, 10))
+      -- the leak this guards against: the supervisor got SIGHUP and killed the sandbox, which cannot die
+      -- frozen; so it waits, with the workspace, for ever
+      loop.sleep(1)
+      assert.is_true(helper.pid_alive(dead.supervisor) and helper.pid_alive(dead.init) and frozen(dead.leaf)
+        and helper.exists(dead.workspace), "the paused sandbox of a dead owner ended by itself")
+      -- the next create, in another process (a process sweeps once), in another root
+      local other = tmp .. "/other"
+      os.execute("mkdir -p " .. helper.q(other))
+      helper.write(tmp .. "/next.lua", "require('glsb').create('local', { host_workspace_dir = arg[1] }):terminate()\n")
+      local out, code = helper.sh("cd " .. helper.q(helper.repo) .. " && build/glsb-lua " .. helper.q(tmp .. "/next.lua")
+        .. " " .. helper.q(other) .. " 2>&1")
+      assert.are.equal(0, code, out)
+      assert.truthy(wait_for(function()
+        return not helper.exists(dead.leaf) and not helper.pid_alive(dead.supervisor)
+          and not helper.pid_alive(dead.init) and gone(dead)
+      end, 10), "left: " .. dead.leaf .. " " .. dead.workspace)
+      -- a living owner's paused sandbox is not touched
+      assert.is_true(frozen(live.leaf) and helper.pid_alive(live.init), "a live owner's paused sandbox was touched")
+      -- glsb.kill from another process ends a paused sandbox (it thaws it first), with everything in it
+      glsb.kill("local", live.id, { host_workspace_dir = root })
+      assert.truthy(wait_for(function()
+        return not helper.pid_alive(live.init) and not helper.pid_alive(live.supervisor)
+          and (helper.read(live.leaf .. "/cgroup.procs") or "") == ""
+      end, 10), "the killed paused sandbox lives on")
+      -- its owner ends (SIGTERM: no clean-up of its own): the empty leaf is a dead owner's, which the
+      -- next sweep removes
+      os.execute("kill -TERM " .. live.pgid)
+      assert.truthy(wait_for(function() return not helper.pid_alive(live.pgid) end, 10))
+      out, code = helper.sh("cd " .. helper.q(helper.repo) .. " && build/glsb-lua " .. helper.q(tmp .. "/next.lua")
+        .. " " .. helper.q(other) .. " 2>&1")
+      assert.are.equal(0, code, out)
+      assert.truthy(wait_for(function() return not helper.exists(live.leaf) and gone(live) end, 10), live.leaf)
+    end)
+
+  it("owner and supervisor killed together while paused: glsb-lua --gc releases the freezer leaf and the workspace",
+    function()
+      if no_v1_freezer() then return pending(no_v1_freezer()) end
+      local dead = start_paused("paused-both")
+      finally(function() os.execute("kill -9 -" .. dead.pgid .. " 2>/dev/null") end)
+      os.execute("kill -9 -" .. dead.pgid .. " -" .. dead.supervisor)
+      assert.truthy(wait_for(function() return not helper.pid_alive(dead.pgid)
+        and not helper.pid_alive(dead.supervisor) end, 10))
+      loop.sleep(0.5)
+      assert.is_true(helper.pid_alive(dead.init) and frozen(dead.leaf), "the frozen sandbox died by itself: "
+        .. tostring(helper.read("/proc/" .. dead.init .. "/stat")) .. " " .. tostring(helper.read(dead.leaf .. "/freezer.state")))
+      local out, code = helper.sh("cd " .. helper.q(helper.repo) .. " && build/glsb-lua --gc " .. helper.q(root) .. " 2>&1")
+      assert.are.equal(0, code, out)
+      assert.truthy(out:find("removed the freezer cgroup " .. dead.leaf, 1, true), out)
+      assert.truthy(out:find("removed " .. dead.workspace, 1, true), out)
+      assert.is_false(helper.exists(dead.leaf))
+      assert.is_false(helper.pid_alive(dead.init))
+      assert.is_true(gone(dead))
+    end)
 end)

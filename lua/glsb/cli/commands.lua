@@ -546,6 +546,7 @@ local function gc_cmd(_ctx, fl, pos)
   local reaper = require "glsb.providers.local.reaper"
   if fl.json then
     local r = reaper.gc(pos)
+    for _, d in ipairs(r.freezers) do json_line({ removed = d }) end -- a dead owner's paused sandbox's
     for _, d in ipairs(r.removed) do json_line({ removed = d }) end
     for _, f in ipairs(r.failed) do json_line({ failed = f }) end
     for _, why in ipairs(r.refused) do json_line({ refused = why }) end
