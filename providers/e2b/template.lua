@@ -303,8 +303,18 @@ function Template:_upload(tid, up)
 end
 
 
--- Polls the build until it is ready (returns) or failed (raises), streaming log entries.
-function Template:_wait(name, tid, bid)
+-- The progress line's words for a log entry: the step it names out of the plan's (E2B's steps are the
+-- plan's numbers, "1".."N", or a phase: "base", "finalize"), else the build's status.
+local function step_status(name, total, status)
+  local i = tonumber(name)
+  if i and total and total > 0 then return string.format("step %d/%d", i, total) end
+  if type(name) == "string" and name ~= "" then return name end
+  return status
+end
+
+-- Polls the build until it is ready (returns) or failed (raises), streaming log entries. total: the
+-- plan's number of steps (the progress line's counter).
+function Template:_wait(name, tid, bid, total)
   local deadline = loop.deadline(self.build_timeout)
   local offset, status, last = 0, "waiting", {}
   local path = "/templates/" .. http.escape(tid) .. "/builds/" .. http.escape(bid) .. "/status?logsOffset="
@@ -319,8 +329,9 @@ function Template:_wait(name, tid, bid)
     local entries = type(j.logEntries) == "table" and j.logEntries or {}
     for _, e in ipairs(entries) do
       if type(e) == "table" then
+        local at = e.step ~= http.json_null and e.step or nil
         self:_log({ timestamp = e.timestamp, level = e.level, message = e.message,
-          step = e.step ~= http.json_null and e.step or nil, status = status })
+          step = at, status = step_status(at, total, status) })
         if e.step ~= nil and e.step ~= http.json_null then steps:step(e.step) end
         if type(e.message) == "string" then
           last[#last + 1] = e.message
@@ -376,7 +387,7 @@ function Template:_build(spec, hash)
   res = api.request(self._cfg, "POST", "/v2/templates/" .. http.escape(tid) .. "/builds/" .. http.escape(bid), nil,
     { raw_body = body, content_type = "application/json" })
   check(res, "E2B build start failed")
-  self:_wait(name, tid, bid)
+  self:_wait(name, tid, bid, #plan.body.steps)
   return { template_id = tid, build_id = bid, name = name .. ":" .. tag, uploaded = uploaded }
 end
 

@@ -116,9 +116,11 @@ function Template:_init(opts)
   self.step_timeout = require("glsb.options").timeout(opts.step_timeout, 1800)
 end
 
--- One build log entry: to on_log and the progress line (the base class's _log).
+-- One build log entry: to on_log and the progress line (the base class's _log), with the step it belongs
+-- to and the progress line's words for it ("step 2/5: title", set by _step).
 function Template:_say(message, level, step)
-  self:_log { timestamp = time.iso(time.wall()), level = level or "info", message = message, step = step }
+  self:_log { timestamp = time.iso(time.wall()), level = level or "info", message = message, step = step,
+    status = self._status }
 end
 
 -- The newest Ready snapshot built from exactly this content.
@@ -166,7 +168,8 @@ end
 
 -- Runs one step in the build sandbox; raises TemplateBuildError naming it when it fails.
 function Template:_step(sb, i, n, step)
-  self:_say(string.format("step %d/%d: %s", i, n, step.title), "info", i)
+  self._status = string.format("step %d/%d: %s", i, n, step.title)
+  self:_say(self._status, "info", i)
   if step.files then
     local ok, err = pcall(files.upload, sb._conn, step.files,
       { timeout = self.step_timeout, class = errors.TemplateBuildError, stage = Stage.TEMPLATE_BUILD })
@@ -191,11 +194,13 @@ function Template:_build(spec, hash)
   unsupported(spec)
   local name = M.snapshot_name(spec.name, hash)
   local steps = M.steps(spec)
+  self._status = "starting the build sandbox"
   self:_say("starting the build sandbox")
   local sb = self:_build_sandbox(spec)
   self:_say("build sandbox " .. tostring(sb.sandbox_id))
   local ok, res = pcall(function()
     for i, step in ipairs(steps) do self:_step(sb, i, #steps, step) end
+    self._status = "snapshot"
     local snap = snapshot.create(self._cfg, sb.sandbox_id, name, errors.TemplateBuildError, Stage.TEMPLATE_BUILD)
     self:_say("snapshot " .. snap.id .. " " .. name)
     snapshot.wait_ready(self._cfg, snap.id, M.SNAPSHOT_TIMEOUT, errors.TemplateBuildError, Stage.TEMPLATE_BUILD,
@@ -205,6 +210,7 @@ function Template:_build(spec, hash)
   -- the build sandbox goes, whatever happened (a snapshot outlives its source)
   local tok, terr = pcall(sb.terminate, sb)
   if not tok then self:_say("could not delete the build sandbox: " .. errors.describe(terr), "error") end
+  self._status = nil
   if not ok then error(res, 0) end
   self:_say("ready: " .. res.template_id)
   return res

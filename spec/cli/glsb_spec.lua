@@ -25,11 +25,13 @@ local function glsb(words, opts)
   return st.code or (128 + (st.signal or 0)), out, err
 end
 
--- On a pseudo-terminal: everything it wrote (stdout and stderr are the terminal).
-local function on_tty(words, env)
+-- On a pseudo-terminal: everything it wrote (stdout and stderr are the terminal). steps: what a person
+-- types meanwhile (pty_session.py's steps: "until:TEXT", "y\\r", ...).
+local function on_tty(words, env, steps)
   local cmd = {}
   for k, v in pairs(env or {}) do cmd[#cmd + 1] = k .. "=" .. shell.q(v) end
-  cmd[#cmd + 1] = "/usr/bin/python3 " .. shell.q(PTY) .. " " .. shell.q(GLSB) .. " " .. shell.join(words) .. " --"
+  cmd[#cmd + 1] = "/usr/bin/python3 " .. shell.q(PTY) .. " " .. shell.q(GLSB) .. " " .. shell.join(words) .. " -- "
+    .. shell.join(steps or {})
   return (shell.sh(table.concat(cmd, " ") .. " 2>&1"))
 end
 
@@ -379,6 +381,10 @@ describe("glsb #cli", function()
         assert.are.equal(2, code, err)
         assert.matches("pass %-%-yes", err)
         assert.are.equal("", out)
+        -- on a terminal it asks; "n" kills nothing
+        local asked = on_tty(all, env, { "until:[y/N]", "n\\r", "wait:1" })
+        assert.matches("kill 2 " .. name .. " sandboxes", asked, 1, true)
+        assert.matches("nothing killed", asked, 1, true)
         code, out = glsb({ "ls", "-p", name, "--ids" }, { env = env })
         assert.are.equal(0, code)
         assert.matches(id, out, 1, true)
@@ -396,6 +402,36 @@ describe("glsb #cli", function()
         assert.is_true(one_line(err), err)
       end)
 
+      it("template build (a step counter on a terminal), ls, run from it, rm", function()
+        local spec = tmp .. "/" .. name .. "-tpl.lua"
+        write(spec, features.template)
+        local code, out, err = glsb({ "template", "build", "-p", name, spec }, { env = env })
+        assert.are.equal(0, code, err)
+        local id = out:match("^(%S+)\n$")
+        assert.is_string(id, out)
+        code, out = glsb({ "template", "ls", "-p", name, "--json" }, { env = env })
+        assert.are.equal(0, code)
+        local listed
+        for line in out:gmatch("[^\n]+") do
+          if assert(cjson.decode(line), line).template_id == id then listed = true end
+        end
+        assert.is_true(listed, out)
+        if features.template_check then
+          code, out, err = glsb({ "run", "-p", name, "-t", id, "-" }, { env = env, input = features.template_check[1] })
+          assert.are.equal(0, code, err)
+          assert.are.equal(features.template_check[2], out)
+          local tty = on_tty({ "template", "build", "-p", name, "--name", "cli-tty-" .. name, spec }, env)
+          assert.matches("[" .. name .. " template cli-tty-" .. name .. "] step 2/2", tty, 1, true)
+          glsb({ "template", "rm", "-p", name, "cli-tty-" .. name }, { env = env })
+        end
+        code, out = glsb({ "template", "rm", "-p", name, id }, { env = env })
+        assert.are.equal(0, code)
+        assert.are.equal("deleted " .. id .. "\n", out)
+        code, _, err = glsb({ "template", "rm", "-p", name, id }, { env = env })
+        assert.are.equal(126, code)
+        assert.matches("no " .. name .. " template named", err, 1, true)
+      end)
+
       it("a run's exit statuses and its streamed output", function()
         local code, out, err = glsb({ "run", "-p", name, "-" }, { env = env,
           input = "import sys\nprint('one')\nprint('two', file=sys.stderr)\nraise KeyError('k')" })
@@ -409,20 +445,25 @@ describe("glsb #cli", function()
     end)
   end
 
+  local REMOTE_TEMPLATE = "return { name = 'cli-remote', files = { { path = 'notes.txt', data = 'from the template' } }, "
+    .. "run = { 'echo ready > /tmp/stamp' } }"
+  local REMOTE_CHECK = { "open('notes.txt').read()", "from the template\n" }
+
   round_trip("e2b", function() return require("e2b.emulator").start() end, function(emu)
     return { E2B_API_KEY = emu.api_key, E2B_API_URL = emu.base, E2B_SANDBOX_URL = emu.base }
-  end, { metadata = true })
+  end, { metadata = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK })
 
   round_trip("opensandbox", function() return require("opensandbox.emulator").start() end, function(emu)
     return { OPEN_SANDBOX_DOMAIN = emu.base, OPEN_SANDBOX_API_KEY = emu.api_key }
-  end, { metadata = true })
+  end, { metadata = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK })
 
   round_trip("bedrock", function() return require("bedrock.emulator").start() end, function(emu)
     local e = require "bedrock.emulator"
     return { BEDROCK_AGENTCORE_DP_ENDPOINT = emu.base, BEDROCK_AGENTCORE_CP_ENDPOINT = emu.base,
       AWS_ACCESS_KEY_ID = e.ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY = e.SECRET_ACCESS_KEY, AWS_REGION = e.REGION,
       AWS_CONFIG_FILE = "/dev/null", AWS_SHARED_CREDENTIALS_FILE = "/dev/null", AWS_EC2_METADATA_DISABLED = "true" }
-  end, { metadata = false })
+    -- an AgentCore custom code interpreter has no image: a name (and packages) is all a spec says
+  end, { metadata = false, template = "return { name = 'cli-bedrock' }" })
 
   describe("completion and docs", function()
     it("the bash completion loads and completes commands, flags, subcommands and providers", function()
