@@ -153,6 +153,25 @@ describe("glsb #cli", function()
       assert.matches("^glsb run: .*no%-such%-template.*%(SandboxStartError, stage create%)\n$", err)
     end)
 
+    it("counts the steps before the code starts on a terminal: create, the package install, each upload", function()
+      local wheels = tmp .. "/wheels"
+      assert(fs.mkdir(wheels, 493))
+      require("local.helper").make_wheel(wheels, "clilib", "1.0", "VALUE = 'from the wheel'\n")
+      write(tmp .. "/uses.py", "import clilib\nprint(clilib.VALUE)\n")
+      write(tmp .. "/up.txt", "x")
+      local tty = on_tty({ "run", "--package", "clilib", "-o", "pip_find_links=" .. wheels, "-f", tmp .. "/up.txt",
+        tmp .. "/uses.py" })
+      assert.matches("step 1/3: creating a local sandbox", tty, 1, true)
+      assert.matches("step 2/3: installing clilib", tty, 1, true)
+      assert.matches("step 3/3: uploading /files/up.txt (1 B)", tty, 1, true)
+      assert.matches("\27[Kfrom the wheel\r\n", tty, 1, true)
+      -- in a pipe: the program's output only
+      local code, out, err = glsb({ "run", "--package", "clilib", "-o", "pip_find_links=" .. wheels, tmp .. "/uses.py" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("from the wheel\n", out)
+      assert.are.equal("", err)
+    end)
+
     it("uploads --file files first and writes rich results to --out", function()
       write(tmp .. "/data.csv", "a,b\n1,2\n")
       local code, out, err = glsb({ "run", "-f", tmp .. "/data.csv", "-f", tmp .. "/data.csv:/tmp/again.csv",
