@@ -222,6 +222,12 @@ describe("glsb #cli", function()
         code, out = glsb({ "ls", "--ids", "-m", "job=other", "-o", where })
         assert.are.equal(0, code)
         assert.are.equal("", out)
+        -- bash completes its id for kill (glsb ls --ids, with the -o on the line)
+        local script = tmp .. "/complete.bash"
+        write(script, select(2, glsb({ "completion", "bash" })))
+        local probe = "source " .. shell.q(script) .. "; COMP_WORDS=(" .. shell.join({ GLSB, "kill", "-o", where, "" })
+          .. "); COMP_CWORD=4; _glsb; printf '%s\\n' \"${COMPREPLY[@]}\""
+        assert.are.equal(id .. "\n", (shell.sh("bash -c " .. shell.q(probe))))
         code, out = glsb({ "info", "--json", "-o", where, id })
         assert.are.equal(0, code)
         assert.are.equal("running", cjson.decode(out).state)
