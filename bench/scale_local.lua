@@ -14,7 +14,8 @@
 --             PSS splits each shared page among the processes that map it, so COUNT live sandboxes
 --             share the Python binary and libraries the way a real fleet would.
 --   calls     one execute_code("print(1)") on every sandbox at once: p50/p99.
---   teardown  terminating all COUNT (CONCURRENCY at a time): throughput, and what is left (processes).
+--   teardown  terminating all COUNT (CONCURRENCY at a time): throughput, and what is left of them
+--             (their supervisors, processes of their host uids, their workspace folders).
 -- Writes bench/results/scale_local.{json,md}.
 package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
@@ -111,12 +112,6 @@ local function mean_memory(roots)
   return { pss_kb = sum.pss / n, rss_kb = sum.rss / n, processes = sum.procs / n, pss_kb_by_process = by_name }
 end
 
-local function count_processes(name)
-  local p = assert(io.popen("pgrep -c -x " .. name))
-  local n = tonumber(p:read("l")) or 0
-  p:close()
-  return n
-end
 
 local results = { count = COUNT, concurrency = CONCURRENCY, date = os.date("!%Y-%m-%dT%H:%M:%SZ") }
 
@@ -127,7 +122,6 @@ glsb.run(function()
     sb:execute_code("print(1)")
     sb:terminate()
   end
-  local confine_before = count_processes("glsb-confine")
 
   -- glsb: create COUNT, CONCURRENCY at a time
   -- a create that fails is counted and named in the results, not the end of the bench
@@ -153,13 +147,32 @@ glsb.run(function()
   end
   loop.gather(tasks)
   results.glsb_used = mean_memory(roots)
+  -- what terminate must leave nothing of: each sandbox's supervisor, the processes of its host uid
+  -- (the sandbox user's, as root: one uid per sandbox) and its workspace folder
+  local supervisors, uids, workspaces = {}, {}, {}
+  for i, sb in ipairs(sbs) do
+    supervisors[i] = sb._proc.pid
+    uids[i] = sb.confinement and math.tointeger(sb.confinement.host_uid)
+    workspaces[i] = sb.workspace
+  end
   local stop_ms, stop_wall = pooled(#sbs, CONCURRENCY, function(i) sbs[i]:terminate() end)
+  local left = { supervisors = 0, processes = 0, workspaces = 0 }
+  for i = 1, #sbs do
+    if io.open("/proc/" .. supervisors[i] .. "/stat") then left.supervisors = left.supervisors + 1 end
+    if io.open(workspaces[i]) then left.workspaces = left.workspaces + 1 end
+  end
+  local by_uid = {}
+  for _, u in ipairs(uids) do by_uid[u] = true end
+  local ps = assert(io.popen("ps -e -o uid="))
+  for line in ps:lines() do if by_uid[tonumber(line)] then left.processes = left.processes + 1 end end
+  ps:close()
+  results.left_after_terminate = left
   results.glsb = {
     create = { per_second = #sbs / create_wall * 1000, p50_ms = pct(create_ms, 0.5), p99_ms = pct(create_ms, 0.99),
       wall_ms = create_wall },
     calls = { p50_ms = pct(call_ms, 0.5), p99_ms = pct(call_ms, 0.99) },
     terminate = { per_second = #sbs / stop_wall * 1000, p50_ms = pct(stop_ms, 0.5), p99_ms = pct(stop_ms, 0.99) },
-    left_running = count_processes("glsb-confine") - confine_before,
+    left_running = left.supervisors + left.processes,
   }
 
   -- reference: COUNT bwrap + python3 REPLs, CONCURRENCY started at a time
@@ -221,7 +234,9 @@ local md = {
   ("| terminate throughput | %.1f /s | |"):format(g.terminate.per_second),
   "",
   "PSS per idle sandbox by process (MiB): glsb " .. names(gi) .. "; bwrap " .. names(bi),
-  ("glsb-confine processes left after terminating all: %d"):format(g.left_running),
+  ("left after terminating all: %d supervisors, %d processes of the sandboxes' users, %d workspaces"):format(
+    results.left_after_terminate.supervisors, results.left_after_terminate.processes,
+    results.left_after_terminate.workspaces),
 }
 if #results.create_failures > 0 then
   md[#md + 1] = ("%d of %d creates failed; the first: %s"):format(#results.create_failures, COUNT,

@@ -235,8 +235,8 @@ class LineReader:
     """Reads a pipe (its read end non-blocking), splits it into lines and hands them to the current
     capture: complete lines in bulk (one event for many fast lines; the host splits them again for
     the per-line callbacks), a long line without newline in pieces. Whoever reads holds the lock:
-    this reader's thread when the pipe becomes readable, or Output.sync, which takes everything
-    written so far itself."""
+    the pump thread (both pipes' one) when the pipe becomes readable, or Output.sync, which takes
+    everything written so far itself."""
 
     def __init__(self, fd, stream, owner):
         self.fd, self.stream, self.owner = fd, stream, owner
@@ -244,21 +244,30 @@ class LineReader:
         self.buf = b""           # a line not ended yet
         os.set_blocking(fd, False)
 
-    def start(self):
-        start_thread(self.run)
-
-    def run(self):
+    @staticmethod
+    def pump(readers):
+        """One thread for both pipes (a thread less per sandbox: its stack and its start): reads each
+        as it becomes readable, until both have ended."""
         import select
         poller = select.poll()
-        poller.register(self.fd, select.POLLIN)
-        while True:
+        by_fd = {}
+        for r in readers:
+            poller.register(r.fd, select.POLLIN)
+            by_fd[r.fd] = r
+        while by_fd:
             try:
-                poller.poll()
+                ready = poller.poll()
             except OSError:
-                pass
-            with self.lock:
-                if not self.take(partial=False):
-                    return
+                continue
+            for fd, _ev in ready:
+                r = by_fd.get(fd)
+                if r is None:
+                    continue
+                with r.lock:
+                    more = r.take(partial=False)
+                if not more:
+                    poller.unregister(fd)
+                    del by_fd[fd]
 
     def take(self, partial):
         """Reads what the pipe holds now and hands it on (with partial, the line not ended yet too).
@@ -340,8 +349,8 @@ class DirectOut(io.RawIOBase):
 
 
 class Output:
-    """fds 1 and 2 of the agent are pipes drained by LineReaders (what children and os.write put
-    there); sys.stdout and sys.stderr write to the capture directly (DirectOut)."""
+    """fds 1 and 2 of the agent are pipes drained by LineReaders, in one thread (what children and
+    os.write put there); sys.stdout and sys.stderr write to the capture directly (DirectOut)."""
 
     def __init__(self):
         self.capture = None
@@ -350,9 +359,8 @@ class Output:
             r, w = os.pipe()
             os.dup2(w, fd)
             os.close(w)
-            reader = LineReader(r, stream, self)
-            reader.start()
-            self.readers[stream] = reader
+            self.readers[stream] = LineReader(r, stream, self)
+        start_thread(LineReader.pump, list(self.readers.values()))
         sys.stdout = io.TextIOWrapper(DirectOut(1, 1, self.readers[1], self), encoding="utf-8",
                                       errors="backslashreplace", line_buffering=True)
         sys.stderr = io.TextIOWrapper(DirectOut(2, 2, self.readers[2], self), encoding="utf-8",

@@ -8,8 +8,8 @@
 --   python3 running boot.py, which runs agent.py (both from this directory,
 --   bound read-only one by one at /.glsb/agent: copied in, no host path in
 --   mountinfo; its bytecode, compiled once per machine, at /.glsb/agent.pyc:
---   M.agent_bytecode). The helper itself is bound read-only
---   at /.glsb/glsb-confine so workspace primitives can exec it inside. Every
+--   M.agent_bytecode). The helper is not in the sandbox: workspace primitives
+--   name it by M.HELPER_PATH and run on the control channel. Every
 --   option reaches glsb-confine on its stdin (--config-fd 0), none in argv.
 --   The workspace is <host_workspace_dir>/glsb-<uid>/glsb-local-XXXXXX on the host
 --   (home -> /home/user, files -> /files); --cleanup makes the supervisor
@@ -302,8 +302,10 @@ function Sandbox:_start(opts)
   -- the agent's files one by one, not its directory: small files bound read-only are copied in, so
   -- /proc/self/mountinfo inside names no host path of ours (a directory bind would show it)
   local dir = M.agent_dir()
+  -- (the helper itself is not: workspace primitives, uploads and sb.files run it on the control channel,
+  -- never inside; a copy of its 270 KB in every sandbox's memory served nothing)
   local ro = { { dir .. "/boot.py", M.AGENT_DIR .. "/boot.py" }, { dir .. "/agent.py", M.AGENT_DIR .. "/agent.py" },
-    { dir .. "/display.py", M.AGENT_DIR .. "/display.py" }, { helper, M.HELPER_PATH } }
+    { dir .. "/display.py", M.AGENT_DIR .. "/display.py" } }
   if template_dir then
     ro[#ro + 1] = { template_dir, M.TEMPLATE_DIR }
     local tmeta = require("glsb.providers.local.template").read_meta(template_dir)

@@ -2,8 +2,9 @@
 -- provider (init.lua) and the template builder (template.lua), which start sandboxes the same way.
 --
 -- Inside a sandbox: the agent's files at AGENT_DIR (boot.py, agent.py, bound read-only one by one),
--- its bytecode at AGENT_BYTECODE, the helper at HELPER_PATH, pip's wheels at FIND_LINKS_DIR, a
--- template layer at TEMPLATE_DIR. On the host: the helper (glsb.confine_helper), the agent's
+-- its bytecode at AGENT_BYTECODE, pip's wheels at FIND_LINKS_DIR, a template layer at TEMPLATE_DIR.
+-- HELPER_PATH names the helper in the workspace primitives' argv (init.lua's _exec_argv runs them on
+-- the control channel); nothing is there. On the host: the helper (glsb.confine_helper), the agent's
 -- directory (this one), the interpreter (opts.python, else /usr/bin/python3), programs the sandbox's
 -- PATH has, and the folder the workspaces are made in (host_workspace_dir). confine_argv turns a
 -- sandbox's options into glsb-confine's argv and config; read_report / read_exit read what the

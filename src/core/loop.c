@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "codes.h"
@@ -265,4 +266,17 @@ void glsb_open_loop(lua_State *L)
 		{"unwatch", l_unwatch}, {"loop_stats", l_loop_stats},	{NULL, NULL},
 	};
 	luaL_setfuncs(L, fns, 0);
+}
+
+void glsb_raise_fd_limit(void)
+{
+	static int done;
+	struct rlimit rl;
+	if (done)
+		return;
+	done = 1;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }

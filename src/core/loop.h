@@ -43,6 +43,11 @@ void glsb_loop_set_driver(const struct glsb_loop_driver *driver);
 /* Ctrl-C (glsb-lua): glsb_loop_interrupt, async-signal-safe, makes the poll step raise "interrupted!"
  * before it hands out anything (a safe point for the scheduler). glsb_loop_interrupted clears the
  * request and says whether there was one. */
+/* Raises this process's soft RLIMIT_NOFILE to its hard limit, once, as Go's runtime does at start
+ * (1.19+): a transfer holds a socket and a local sandbox five descriptors (its pipes, fd3, pidfd), and
+ * a thousand of either need more than the usual soft limit of 1024. select(2) is used nowhere here. */
+void glsb_raise_fd_limit(void);
+
 void glsb_loop_interrupt(void);
 int glsb_loop_interrupted(void);
 

@@ -186,17 +186,6 @@ static int multi_timeout_ms(void)
 
 static const struct glsb_loop_driver driver = {multi_step, multi_timeout_ms};
 
-/* A socket per transfer: a thousand calls need more fds than the usual soft limit of 1024. Raise it to
- * the hard limit, as Go's runtime does at start (1.19+); select(2) is used nowhere here. */
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 /* The epoll set and the loop's hooks once per process; a multi handle now (and again after a trim). */
 static int multi_init(void)
 {
@@ -212,7 +201,7 @@ static int multi_init(void)
 			epfd = -1;
 			return -1;
 		}
-		raise_fd_limit();
+		glsb_raise_fd_limit(); /* a socket per transfer */
 		glsb_loop_set_driver(&driver);
 	}
 	if (!(multi = curl_multi_init()))

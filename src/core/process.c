@@ -138,6 +138,7 @@ static char **string_array(lua_State *L, const char *what)
 /* spawn(opts) -> process, or nil, message, errno name */
 static int l_spawn(lua_State *L)
 {
+	glsb_raise_fd_limit(); /* a local sandbox holds five of our descriptors */
 	luaL_checktype(L, 1, LUA_TTABLE);
 	lua_getfield(L, 1, "argv");
 	luaL_argcheck(L, lua_istable(L, -1) && luaL_len(L, -1) > 0, 1, "opts.argv must be a non-empty array");
