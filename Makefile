@@ -235,7 +235,13 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/glsb $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_glsb
 
 ONLY ?=
-bench: all
+# The SDK comparisons (bench/*_roundtrip, scale_e2b, pool_e2b, trace, interpreter, mcp_roundtrip) and the
+# emulators they run against load spec/'s pinned npm packages: installed here when missing or older
+# than the lock, as make test does.
+SPEC_NODE_MODULES := spec/node_modules/.package-lock.json
+$(SPEC_NODE_MODULES): spec/package-lock.json
+	cd spec && npm ci --no-audit --no-fund --loglevel=error
+bench: all $(SPEC_NODE_MODULES)
 	$(BUILD)/glsb-lua bench/run.lua $(ONLY)
 
 clean:

@@ -83,6 +83,8 @@ local BENCHES = {
     return { row("HTTP GET round trip, kept-alive loopback", j.glsb.median_ms, "ms", "Node fetch (undici)",
       j.node_fetch.median_ms) }
   end },
+  -- issue 26: a thousand live local sandboxes (and as many bwrap + python3 REPLs), 4 created at a time
+  scale_local = { args = { "1000", "4" } },
   pool_local = { args = { "200", "20", "600" }, rows = function(j)
     local out = { row("pool (local): acquire + execute_code(print(1)), p50", j.warm.p50, "ms",
       "bare python3 -c 'print(1)'", j.bare.p50) }
@@ -111,9 +113,9 @@ local BENCHES = {
   end },
 }
 -- the order they run in: quick and quiet ones first; ones that start their own servers after
-local ORDER = { "startup", "local", "local_command", "local_upload", "http_roundtrip", "e2b_roundtrip",
-  "bedrock_roundtrip", "opensandbox_roundtrip", "pool_local", "pool_e2b", "trace", "scale_http", "scale_e2b",
-  "scale_local" }
+local ORDER = { "startup", "local", "local_command", "local_files", "local_upload", "http_roundtrip",
+  "e2b_roundtrip", "bedrock_roundtrip", "opensandbox_roundtrip", "mcp_roundtrip", "interpreter", "pool_local",
+  "pool_e2b", "trace", "scale_http", "scale_e2b", "scale_local" }
 
 local function scripts_here()
   local found = {}

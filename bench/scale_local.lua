@@ -199,9 +199,10 @@ end)
 
 local g, b = results.glsb, results.bwrap
 local gi, bi = results.glsb_idle, results.bwrap_idle
+local left = results.left_after_terminate
 results.summary = {
   { figure = ("local: %d live sandboxes, PSS per idle sandbox"):format(COUNT), value = gi.pss_kb / 1024, unit = "MiB",
-    reference = "goal (issue 16)", reference_value = 10 },
+    reference = "goal (issue 26)", reference_value = 3.5 },
   { figure = ("local: %d live sandboxes, PSS per idle sandbox"):format(COUNT), value = gi.pss_kb / 1024, unit = "MiB",
     reference = "bwrap + python3 REPL, same count", reference_value = bi.pss_kb / 1024 },
   { figure = ("local: create throughput, %d at a time (2 cores)"):format(CONCURRENCY), value = g.create.per_second,
@@ -211,6 +212,9 @@ results.summary = {
     unit = "ms", reference = "p50 of the same calls", reference_value = g.calls.p50_ms },
   { figure = "local: creates that failed", value = #results.create_failures, unit = "creates",
     reference = "creates made", reference_value = COUNT },
+  { figure = "local: left after terminating all (supervisors + processes + workspaces)",
+    value = left.supervisors + left.processes + left.workspaces, unit = "", reference = "sandboxes terminated",
+    reference_value = #results.create_failures < COUNT and COUNT - #results.create_failures or 0 },
 }
 
 local function names(m)

@@ -240,6 +240,20 @@ describe("glsb.loop #core #unit", function()
 end)
 
 describe("glsb.process #core #unit", function()
+  it("raises the soft descriptor limit to the hard one at the first spawn (a local sandbox holds five)", function()
+    -- a fresh glsb-lua under a soft limit of 256 (hard left as it is), before and after one spawn
+    local script = [[
+      local function soft() return io.open("/proc/self/limits"):read("a"):match("Max open files%s+(%d+)") end
+      local before = soft()
+      require("glsb.process").run({ "true" })
+      io.write(before, " ", soft(), " ", io.open("/proc/self/limits"):read("a"):match("Max open files%s+%d+%s+(%S+)"))
+    ]]
+    local out, err = process.run({ "sh", "-c", 'ulimit -S -n 256 && exec "$0" -e "$1"', "build/glsb-lua", script })
+    local before, after, hard = (out or ""):match("^(%d+) (%d+) (%S+)$")
+    assert.equal("256", before, tostring(err))
+    if hard ~= "unlimited" then assert.equal(hard, after) else assert.is_true(tonumber(after) > 256) end
+  end)
+
   it("runs a program and captures stdout, stderr and the exit code", function()
     local out, err, st = process.run({ "sh", "-c", "printf 'a\\nb'; echo e >&2; exit 3" })
     assert.equal("a\nb", out)
