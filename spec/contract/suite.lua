@@ -445,10 +445,12 @@ return function(provider, opts_factory, features)
     local FIGURE = "plt.rcParams['savefig.pad_inches'] = 0\nfig = plt.figure(figsize=(4, 3), dpi=50)\n"
       .. "ax = fig.add_axes([0, 0, 1, 1])\nax.axis('off')\n"
 
-    it("rich results: a figure is one PNG of its size, a DataFrame html, display() in order, none is {}", function()
-      -- matplotlib and pandas must be importable by the python3 that runs the code: this machine's, for the
-      -- local sandbox and the emulators
-      if features.host_python ~= false and not require("support.python").need("matplotlib, pandas") then return end
+    -- matplotlib and pandas must be importable by the python3 that runs the code: this machine's, for the
+    -- local sandbox and the emulators; without them the case is registered pending with the reason
+    local python = require "support.python"
+    local rich_it = (features.host_python == false or python.has("matplotlib, pandas")) and it
+      or function(name) busted.pending(name .. ": " .. python.REASON) end
+    rich_it("rich results: a figure is one PNG of its size, a DataFrame html, display() in order, none is {}", function()
       sb = create()
       -- a figure left open at the end of the cell
       local r = sb:execute_code("import matplotlib.pyplot as plt\n" .. FIGURE .. "_ = ax.hist([10, 20, 20, 30, 40])",

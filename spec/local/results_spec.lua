@@ -136,7 +136,7 @@ IPython.core.display.HTML is HTML
 
   it("matplotlib as the inline backend: plt.show() shows and closes, open figures at the end, also after an error",
     function()
-    if not python.need("matplotlib") then return end
+    python.need("matplotlib", pending)
     local r = sb:execute_code([[
 import matplotlib.pyplot as plt
 plt.plot([1, 2, 3], [4, 5, 6], label="up")
@@ -189,7 +189,7 @@ matplotlib.get_backend()
   end)
 
   it("MPLBACKEND in the sandbox's env is kept: plt.show() does nothing, the open figure is still shown", function()
-    if not python.need("matplotlib") then return end
+    python.need("matplotlib", pending)
     sb:terminate()
     sb = glsb.create("local", { host_workspace_dir = root, env = { MPLBACKEND = "agg" } })
     local r = sb:execute_code("import warnings\nwarnings.simplefilter('ignore')\nimport matplotlib\n"
@@ -201,7 +201,7 @@ matplotlib.get_backend()
   end)
 
   it("a DataFrame gives html and text", function()
-    if not python.need("pandas") then return end
+    python.need("pandas", pending)
     local r = sb:execute_code("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})\ndisplay(df)\ndf",
       { timeout = 120 })
     assert.are.equal(Status.SUCCESS, r.status, tostring(r))

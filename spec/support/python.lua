@@ -1,7 +1,11 @@
 -- spec/support/python.lua: what this machine's python3 can import. The local sandbox and the emulators
 -- run code with it, so the rich results specs need its matplotlib, numpy and pandas.
 --
---   if not python.need("matplotlib, pandas") then return end   -- inside an it(): pending, with the reason
+--   python.need("matplotlib, pandas", pending)   -- inside an it(): the test's own pending, with the reason
+--
+-- The test's own `pending` (the global inside an it()) must be passed in: busted's module-level
+-- require("busted").pending, called inside a running test, registers a phantom pending block whose
+-- function breaks busted's JSON output (scripts/test then reads nothing at all).
 local shell = require "support.shell"
 
 local M = {}
@@ -20,11 +24,10 @@ function M.has(modules)
   return known[modules]
 end
 
--- need(modules) -> true when importable; else marks the running test pending with the reason, false
-function M.need(modules)
-  if M.has(modules) then return true end
-  require("busted").pending(M.REASON)
-  return false
+-- need(modules, pending): returns when importable; else ends the running test as pending with the reason
+function M.need(modules, pending)
+  assert(type(pending) == "function", "python.need: pass the test's pending")
+  if not M.has(modules) then pending(M.REASON) end
 end
 
 return M
