@@ -501,6 +501,29 @@ function Sandbox._list(_cls, opts)
   return refs
 end
 
+-- glsb.kill: DELETE /sandboxes/{id} straight away (a connect first would resume a paused sandbox only to
+-- kill it); 404 is no such sandbox (glsb.kill's SandboxStartError[connect]).
+function Sandbox._kill(_cls, ref, opts)
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  for _, k in ipairs({ "api_url", "domain", "sandbox_url" }) do
+    if o[k] == nil then o[k] = ref[k] end
+  end
+  local cfg = api.config(o)
+  if not cfg.api_key then
+    errors.raise(errors.SandboxStartError, Stage.CONNECT, "E2B needs an API key: pass api_key or set E2B_API_KEY")
+  end
+  local res = api.request(cfg, "DELETE", "/sandboxes/" .. http.escape(ref.sandbox_id), nil,
+    { timeout = options.timeout(opts.timeout, 10) or 0 }) -- 0: none
+  if not res.error and res.status == 404 then
+    errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format(
+      "E2B kill: no sandbox '%s' (it has ended, or it belongs to another team)", ref.sandbox_id),
+      errors.http_failure(res.status, res.headers, res.body))
+  end
+  local e = errors.from_response(errors.SandboxTerminateError, Stage.TERMINATE, res, "E2B kill failed")
+  if e then error(e, 0) end
+end
+
 -- DELETE /sandboxes/{id}: 204, or 404 (already gone) both mean "not running any more".
 function Sandbox:_terminate(opts)
   local res = self:_api("DELETE", "/sandboxes/" .. http.escape(self.sandbox_id), nil, opts.timeout or 0) -- 0: none

@@ -362,6 +362,19 @@ function Sandbox:_snapshot(opts)
 end
 
 -- DELETE /sandboxes/{id}: 204, or 404 (already gone) both mean "not running any more".
+-- glsb.kill: DELETE /sandboxes/{id} straight away (connect resumes a paused sandbox: not to kill it);
+-- 404 is no such sandbox (glsb.kill's SandboxStartError[connect]).
+function Sandbox._kill(_cls, ref, opts)
+  local cfg = lifecycle.config(opts)
+  local res = lifecycle.request(cfg, "DELETE", lifecycle.sandbox_path(ref.sandbox_id), nil,
+    { timeout = options.timeout(opts.timeout, 10) or 0 }) -- 0: none
+  if not res.error and res.status == 404 then
+    errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format("OpenSandbox kill: no sandbox '%s'",
+      ref.sandbox_id), lifecycle.failure(res))
+  end
+  lifecycle.raise_if(errors.SandboxTerminateError, Stage.TERMINATE, res, "OpenSandbox delete failed")
+end
+
 function Sandbox:_terminate(opts)
   local res = self:_api("DELETE", lifecycle.sandbox_path(self.sandbox_id), nil, { timeout = opts.timeout or 0 })
   if not res.error and res.status == 404 then return end

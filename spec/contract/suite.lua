@@ -737,6 +737,18 @@ return function(provider, opts_factory, features)
       assert.is_false(again)
       assert.is_true(errors.is(err, errors.SandboxStartError), tostring(err))
       assert.are.equal(glsb.Stage.CONNECT, err.stage)
+      if features.pause ~= false then
+        -- a paused sandbox is killed as it is (not resumed first)
+        local paused = create()
+        assert.is_true(paused:pause())
+        assert.is_true(glsb.kill(provider, paused.sandbox_id, only("kill")))
+        if features.list ~= false then
+          for _, listed in ipairs(glsb.list(provider, only("list"))) do
+            assert.are_not.equal(paused.sandbox_id, listed.sandbox_id, "a killed paused sandbox is not listed")
+          end
+        end
+        pcall(paused.terminate, paused)
+      end
     end)
 
     it("execute_code takes a language per call where the provider runs it, else refuses clearly", function()
