@@ -457,6 +457,27 @@ describe("glsb #cli", function()
         assert.matches("no " .. name .. " template named", err, 1, true)
       end)
 
+      if features.pause then
+        it("info and kill leave a paused sandbox paused until it is killed (a connect would resume it)", function()
+          local script = tmp .. "/" .. name .. "-pause.lua"
+          write(script, "local sb = require('glsb').create('" .. name .. "', { keep_alive = true })\n"
+            .. "assert(sb:pause()) io.write(sb.sandbox_id)\n")
+          local code, id, err = glsb({ script }, { env = env, program = shell.repo .. "/build/glsb-lua" })
+          assert.are.equal(0, code, err)
+          code, _, err = glsb({ "info", "-p", name, "--json", id }, { env = env })
+          assert.are.equal(0, code, err)
+          local _, out = glsb({ "info", "-p", name, "--json", id }, { env = env })
+          assert.are.equal("paused", cjson.decode(out).state)
+          _, out = glsb({ "ls", "-p", name, "--json" }, { env = env })
+          assert.matches('"state":"paused"', out, 1, true)
+          code, out = glsb({ "kill", "-p", name, id }, { env = env })
+          assert.are.equal(0, code)
+          assert.are.equal("killed " .. id .. "\n", out)
+          _, out = glsb({ "ls", "-p", name, "--ids" }, { env = env })
+          assert.is_nil(out:find(id, 1, true))
+        end)
+      end
+
       it("a run's exit statuses and its streamed output", function()
         local code, out, err = glsb({ "run", "-p", name, "-" }, { env = env,
           input = "import sys\nprint('one')\nprint('two', file=sys.stderr)\nraise KeyError('k')" })
@@ -476,11 +497,11 @@ describe("glsb #cli", function()
 
   round_trip("e2b", function() return require("e2b.emulator").start() end, function(emu)
     return { E2B_API_KEY = emu.api_key, E2B_API_URL = emu.base, E2B_SANDBOX_URL = emu.base }
-  end, { metadata = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK })
+  end, { metadata = true, pause = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK })
 
   round_trip("opensandbox", function() return require("opensandbox.emulator").start() end, function(emu)
     return { OPEN_SANDBOX_DOMAIN = emu.base, OPEN_SANDBOX_API_KEY = emu.api_key }
-  end, { metadata = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK })
+  end, { metadata = true, pause = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK })
 
   round_trip("bedrock", function() return require("bedrock.emulator").start() end, function(emu)
     local e = require "bedrock.emulator"

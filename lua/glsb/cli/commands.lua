@@ -311,16 +311,23 @@ local function ls_cmd(ctx, fl, pos)
   return CODE.OK
 end
 
--- What the provider says of sandbox id: its info() through a handle, or, where no other process can hold
--- one (attach_unsupported: local), its entry in glsb.list.
+-- What the provider says of sandbox id: its info() through a handle when it runs; its entry in glsb.list
+-- when it is paused (a connect would resume it: E2B, OpenSandbox) or where no other process can hold a
+-- handle (attach_unsupported: local).
 local function info_of(ctx, fl, id)
   local cls = glsb().provider(ctx.provider).Sandbox
-  if not cls.attach_unsupported then return connect(ctx, fl, id):info() end
-  for _, r in ipairs(glsb().list(ctx.provider, provider_opts(fl))) do
-    if r.sandbox_id == id then return r end
+  local listed
+  if type(cls._list) == "function" then
+    for _, r in ipairs(glsb().list(ctx.provider, provider_opts(fl))) do
+      if r.sandbox_id == id then listed = r end
+    end
   end
-  require("glsb.errors").raise("SandboxStartError", "connect", string.format("no %s sandbox '%s' (glsb ls -p %s "
-    .. "lists them)", ctx.provider, id, ctx.provider))
+  if listed and (cls.attach_unsupported or listed.state ~= "running") then return listed end
+  if cls.attach_unsupported then
+    require("glsb.errors").raise("SandboxStartError", "connect", string.format("no %s sandbox '%s' (glsb ls -p %s "
+      .. "lists them)", ctx.provider, id, ctx.provider))
+  end
+  return connect(ctx, fl, id):info()
 end
 
 local function info_cmd(ctx, fl, pos)
@@ -628,7 +635,8 @@ M.LIST = {
     name = "info", run = info_cmd, args = "ID", complete_args = "sandbox",
     summary = "show what the provider reports about one sandbox",
     help = "Connects to sandbox ID (it is not terminated) and prints its info(): state, template, labels, "
-      .. "started_at, ends_at and what only that provider reports (local: its entry in glsb ls).",
+      .. "started_at, ends_at and what only that provider reports; a paused sandbox (which a connect would "
+      .. "resume) and a local one are shown as glsb ls has them.",
     flags = flags("provider", "json", "option", "quiet", "help"),
     examples = { { "glsb info -p e2b ixyz123", "one sandbox's fields" },
       { "glsb info -p e2b ixyz123 --json", "as JSON" } },
