@@ -214,8 +214,9 @@ function M.markdown()
     "Every command takes `--help` (with examples); an unknown flag is refused naming the closest one; an error "
       .. "is one line on stderr, its reason first and each cause once, and a non-zero exit status (a stack "
       .. "trace only with `GLSB_LOG=debug`). Progress (a step counter for template builds and for what "
-      .. "a run does before its code starts) shows on stderr when it is a terminal, never in a pipe or with "
-      .. "`--quiet`; `--json` gives listings as one JSON object per line.",
+      .. "a run does before its code starts, a bar with bytes and rate for a transfer of 4 MiB or more) shows "
+      .. "on stderr when it is a terminal, never in a pipe or with `--quiet`; `--json` gives listings as one "
+      .. "JSON object per line.",
     "",
     "## Commands",
     "",
