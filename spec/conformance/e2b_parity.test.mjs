@@ -268,6 +268,53 @@ test('ports: a server started in the sandbox is reached through its port; a traf
   }, { network: { allowPublicTraffic: false } });
 });
 
+test('each sandbox has a localhost of its own: two serve one port at once; the interpreter\'s /health answers inside', async () => {
+  const [a, b] = await Promise.all([BaseSandbox.create('base', opts), BaseSandbox.create('base', opts)]);
+  const ci = await CodeSandbox.create(opts);
+  try {
+    for (const [sbx, name] of [[a, 'A'], [b, 'B']]) {
+      await sbx.files.write('/home/user/www/who', name);
+      await sbx.commands.run('python3 -m http.server 18940', { background: true, cwd: '/home/user/www' });
+    }
+    for (const [sbx, name] of [[a, 'A'], [b, 'B']]) {
+      const get = () => fetch(`${emu.url}/who`, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '18940' } });
+      const res = await until(async () => { const r = await get().catch(() => null); return r && r.status === 200 && r; }, `${name}'s server`);
+      assert.equal(await res.text(), name, 'each sandbox\'s port reaches its own server');
+      assert.equal((await sbx.commands.run('curl -s http://localhost:18940/who')).stdout, name, 'and so does its localhost');
+    }
+    // the interpreter's port inside a code-interpreter sandbox, as its template's ready check asks it
+    // (code-interpreter template.py: wait_for_url("http://localhost:49999/health")), and envd's
+    const health = await ci.commands.run('curl -s -w " %{http_code}" http://localhost:49999/health');
+    assert.equal(health.stdout, 'OK 200');
+    const fromCode = await ci.runCode("import urllib.request\nprint(urllib.request.urlopen('http://localhost:49999/health').read().decode())");
+    assert.deepEqual(fromCode.logs.stdout, ['OK\n'], 'and code in the kernel reaches it too');
+    assert.equal((await ci.commands.run('curl -s -o /dev/null -w "%{http_code}" http://localhost:49983/health')).stdout, '204');
+    // no Jupyter in a base sandbox: nothing answers there
+    await assert.rejects(a.commands.run('curl -s http://localhost:49999/health'), (e) => e.exitCode === 7);
+  } finally {
+    await Promise.all([a.kill(), b.kill(), ci.kill()].map((p) => p.catch(() => {})));
+  }
+});
+
+test('pty resize: the terminal takes the new size and its program gets SIGWINCH; no pty, envd\'s internal error', async () => {
+  await withSandbox(async (sbx) => {
+    let out = '';
+    const enc = (s) => new TextEncoder().encode(s);
+    const h = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += Buffer.from(d).toString(); }, timeoutMs: 15000 });
+    await sbx.pty.sendInput(h.pid, enc("trap 'echo got-winch' WINCH; stty size\n"));
+    await until(() => /24 80\r\n/.test(out), 'the first size');
+    await sbx.pty.resize(h.pid, { cols: 132, rows: 43 });
+    await sbx.pty.sendInput(h.pid, enc('stty size; tput cols; exit\n'));
+    assert.equal((await h.wait()).exitCode, 0);
+    assert.match(out, /43 132\r\n/, out);
+    assert.match(out, /\r\n132\r\n/, 'what programs ask the terminal for');
+    assert.match(out, /got-winch/, 'the shell was told');
+    const bg = await sbx.commands.run('sleep 30', { background: true });
+    await assert.rejects(sbx.pty.resize(bg.pid, { cols: 10, rows: 10 }), /error resizing tty: tty not assigned to process/);
+    await bg.kill();
+  });
+});
+
 test('code contexts: javascript and typescript on node, bash, each with its cwd and env; r refused as the server would', async () => {
   const sbx = await CodeSandbox.create({ ...opts, envs: { SBX_ENV: 'sandbox-wide' } });
   try {

@@ -2,7 +2,8 @@
 -- resume (infra handlers/sandbox_pause.go; the emulator freezes the processes, as a memory snapshot keeps
 -- them), on_timeout = "pause" (the create body's autoPause), snapshots (handlers/snapshot_template_create.go),
 -- code contexts (code-interpreter template/server/main.py /contexts) and the network option as allowOut /
--- denyOut / allow_internet_access (handlers/sandbox_create.go), held to by the emulator's sandboxes. #e2b
+-- denyOut / allow_internet_access (handlers/sandbox_create.go), held to by the emulator's sandboxes; and a
+-- localhost of each sandbox's own (a VM's: spec/emulators/README.md "Ports"). #e2b
 local glsb = require "glsb"
 local emulator = require "e2b.emulator"
 local http = require "glsb.http"
@@ -124,6 +125,30 @@ describe("e2b pause, snapshots, contexts and network #e2b", function()
     assert.equal("context", err.stage)
     assert.matches("The 'r' kernel is not available", tostring(err), 1, true)
   end)
+
+  it("each sandbox has a localhost of its own: two serve one port at once, each reached through its own host",
+    function()
+      local port = 18000 + math.random(0, 999)
+      local a = keep(glsb.create("e2b", emu:opts()))
+      local b = keep(glsb.create("e2b", emu:opts()))
+      for sb, name in pairs({ [a] = "A", [b] = "B" }) do
+        sb.files:write("/home/user/www/who", name)
+        sb:start_command(("cd /home/user/www && python3 -m http.server %d"):format(port))
+      end
+      for sb, name in pairs({ [a] = "A", [b] = "B" }) do
+        -- the sandbox's host (the SDK's getHost: <port>-<id>.<domain>) as the edge proxy routes it
+        local host = sb:get_host(port)
+        local res
+        for _ = 1, 100 do
+          res = http.request({ method = "GET", url = emu.base .. "/who", headers = { Host = host }, timeout = 5 })
+          if res.status == 200 then break end
+          loop.sleep(0.05)
+        end
+        assert.equal(200, res.status, host)
+        assert.equal(name, res.body)
+        assert.equal(name, sb:execute_command(("curl -s http://localhost:%d/who"):format(port)).stdout)
+      end
+    end)
 
   it("network: {allow, deny} is allowOut/denyOut (allow wins), false is no egress; held to in the sandbox", function()
     -- a server on 127.0.0.2 stands for the outside

@@ -263,9 +263,10 @@ async function handle(req, res) {
   return forward(sbx, r, req, res);
 }
 
-// A request for a port the sandbox's own program serves: proxied to it (sandboxes share the emulator's
-// network, so that is this machine's 127.0.0.1:<port>), with the sandbox's maskRequestHost as Host
-// (${PORT} replaced; shared/pkg/proxy/pool/client.go). Nothing listening: the proxy's 502 port_closed.
+// A request for a port the sandbox's own program serves: proxied to it (on the sandbox's own loopback
+// address, where its servers bind: Sandbox.loopback; without one, this machine's 127.0.0.1:<port>), with
+// the sandbox's maskRequestHost as Host (${PORT} replaced; shared/pkg/proxy/pool/client.go). Nothing
+// listening: the proxy's 502 port_closed.
 function forward(sbx, r, req, res) {
   return new Promise((resolve) => {
     // the client's header names as sent (a Go proxy writes them canonical: Host, User-Agent, ...)
@@ -278,7 +279,7 @@ function forward(sbx, r, req, res) {
       const canon = name.toLowerCase().replace(/(^|-)([a-z])/g, (_, d, c) => d + c.toUpperCase());
       headers[canon] = headers[canon] === undefined ? req.rawHeaders[i + 1] : `${headers[canon]}, ${req.rawHeaders[i + 1]}`;
     }
-    const up = http.request({ host: '127.0.0.1', port: r.port, method: req.method, path: req.url, headers }, (ur) => {
+    const up = http.request({ host: sbx.loopback || '127.0.0.1', port: r.port, method: req.method, path: req.url, headers }, (ur) => {
       res.writeHead(ur.statusCode, ur.headers);
       ur.pipe(res);
       ur.on('end', resolve);
@@ -295,6 +296,22 @@ function forward(sbx, r, req, res) {
     req.pipe(up);
   });
 }
+
+// A request made inside the sandbox to its own localhost:49983 (envd) or :49999 (the interpreter, where
+// Jupyter runs): the emulator listens there on the sandbox's loopback (Sandbox.listenInside) and answers
+// as those services do in the VM: no edge proxy (no routing, no traffic token, no injected faults).
+emu.insideHandler = (sbx, port, req, res) => {
+  const url = new URL(req.url, 'http://localhost');
+  sbx.active.add(res);
+  res.on('close', () => sbx.active.delete(res));
+  const ctx = { frameDelayMs: 0 };
+  const served = port === 49983 ? handleEnvd(emu, sbx, req, res, url, ctx) : handleInterp(emu, sbx, req, res, url, ctx);
+  Promise.resolve(served).catch((e) => {
+    log(`error handling ${req.method} ${req.url} inside ${sbx.id}: ${e.stack || e}`);
+    if (!res.headersSent) apiError(res, 500, `emulator error: ${e.message}`);
+    else res.socket?.destroy();
+  });
+};
 
 // --tls-cert/--tls-key: serve HTTPS, as E2B does, so clients can be tested on real host names
 // (<port>-<id>.<domain>) with the name checked against the certificate.

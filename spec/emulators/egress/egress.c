@@ -14,6 +14,16 @@
  * the sidecar's DNS proxy answers NXDOMAIN). 127.0.0.1, ::1 and unix sockets are the sandbox's own and always reachable;
  * other loopback addresses (127.0.0.2...) stand for the outside, so tests have targets. Refused:
  * ECONNREFUSED. A test double: a static binary, or code that makes its own syscalls, is not checked.
+ *
+ * The sandbox's own loopback (GLSB_EMU_LOOPBACK=127.a.b.c, one address per sandbox): the sandboxes
+ * share the machine's network, where a VM (E2B) or a container (OpenSandbox) has a localhost of its
+ * own. So a TCP server of the sandbox that binds the wildcard or 127.0.0.1 (0.0.0.0:P, 127.0.0.1:P, and
+ * for IPv6 sockets :: or ::1, as ::ffff:127.a.b.c) is bound to the sandbox's address instead, port P !=
+ * 0, and two sandboxes can serve the same port; a TCP connect to 127.0.0.1:P (or ::1, ::ffff:127.0.0.1)
+ * goes to the sandbox's address when something listens there on P (/proc/net/tcp, tcp6), else where it
+ * was going (the machine's loopback: the emulator's test targets). The emulator itself listens on the
+ * sandbox's address for the ports the sandbox's own services have (envd's, the interpreter's), and its
+ * proxy forwards a sandbox port there. The address is the sandbox's own: always reachable.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -23,6 +33,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -120,10 +131,24 @@ static int in_list(const struct cidr *list, int n, uint32_t a)
 	return 0;
 }
 
+/* The sandbox's own loopback address (network order), or 0: GLSB_EMU_LOOPBACK, read once. */
+static uint32_t own_addr(void)
+{
+	static int read_it;
+	static uint32_t own;
+	if (!read_it) {
+		struct in_addr a;
+		const char *v = getenv("GLSB_EMU_LOOPBACK");
+		if (v && inet_pton(AF_INET, v, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127) own = a.s_addr;
+		read_it = 1;
+	}
+	return own;
+}
+
 /* 1 when an IPv4 destination (network order) may be reached. */
 static int ipv4_allowed(uint32_t a)
 {
-	if (a == htonl(INADDR_LOOPBACK)) return 1;
+	if (a == htonl(INADDR_LOOPBACK) || (a && a == own_addr())) return 1;
 	if (in_list(allow_rules, n_allow, a)) return 1;
 	for (int i = 0; i < n_learned; i++)
 		if (learned[i] == a) return 1;
@@ -178,6 +203,96 @@ typedef ssize_t (*sendto_fn)(int, const void *, size_t, int, const struct sockad
 typedef ssize_t (*sendmsg_fn)(int, const struct msghdr *, int);
 typedef int (*gai_fn)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
 
+typedef int (*bind_fn)(int, const struct sockaddr *, socklen_t);
+
+static int is_stream(int fd)
+{
+	int type = 0;
+	socklen_t n = sizeof type;
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &n) == 0 && type == SOCK_STREAM;
+}
+
+static int v6only(int fd)
+{
+	int on = 0;
+	socklen_t n = sizeof on;
+	return getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, &n) == 0 && on;
+}
+
+/* Whether a TCP socket listens on the sandbox's address, port (network order): /proc/net/tcp lists
+ * it as ADDR:PORT in hex (the address as the kernel holds it, read as a host-order word), tcp6 as the
+ * v4-mapped address. State 0A is LISTEN. */
+static int listening_on_own(uint16_t port)
+{
+	char want4[32], want6[64], line[512];
+	uint32_t own = own_addr();
+	const unsigned char *b = (const unsigned char *)&own;
+	snprintf(want4, sizeof want4, "%02X%02X%02X%02X:%04X", b[3], b[2], b[1], b[0], ntohs(port));
+	snprintf(want6, sizeof want6, "0000000000000000FFFF0000%02X%02X%02X%02X:%04X", b[3], b[2], b[1], b[0], ntohs(port));
+	const char *files[2] = {"/proc/net/tcp", "/proc/net/tcp6"};
+	const char *wants[2] = {want4, want6};
+	for (int i = 0; i < 2; i++) {
+		FILE *f = fopen(files[i], "re");
+		if (!f) continue;
+		int found = 0;
+		while (!found && fgets(line, sizeof line, f)) {
+			char local[80], remote[80], st[8];
+			if (sscanf(line, "%*s %79s %79s %7s", local, remote, st) == 3 && strcmp(st, "0A") == 0 &&
+			    strcasecmp(local, wants[i]) == 0)
+				found = 1;
+		}
+		fclose(f);
+		if (found) return 1;
+	}
+	return 0;
+}
+
+/* The sandbox's own address in place of the wildcard or 127.0.0.1 (bind), or of 127.0.0.1 when it is
+ * served there (connect): sa copied to out (room for a sockaddr_in6) and 1, or 0 to use sa as it is. */
+static int own_loopback(int fd, const struct sockaddr *sa, socklen_t len, int binding, struct sockaddr_in6 *out)
+{
+	uint32_t own = own_addr();
+	if (!own || !sa || !is_stream(fd)) return 0;
+	if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		uint32_t a = in->sin_addr.s_addr;
+		if (in->sin_port == 0) return 0;
+		if (!(a == htonl(INADDR_LOOPBACK) || (binding && a == htonl(INADDR_ANY)))) return 0;
+		if (!binding && !listening_on_own(in->sin_port)) return 0;
+		struct sockaddr_in *o = (struct sockaddr_in *)out;
+		memcpy(o, in, sizeof *o);
+		o->sin_addr.s_addr = own;
+		return 1;
+	}
+	if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		const struct in6_addr *a6 = &in6->sin6_addr;
+		uint32_t mapped = 0;
+		if (IN6_IS_ADDR_V4MAPPED(a6)) memcpy(&mapped, &a6->s6_addr[12], 4);
+		int local = IN6_IS_ADDR_LOOPBACK(a6) || mapped == htonl(INADDR_LOOPBACK) ||
+			    (binding && (IN6_IS_ADDR_UNSPECIFIED(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && mapped == htonl(INADDR_ANY))));
+		if (in6->sin6_port == 0 || !local || v6only(fd)) return 0;
+		if (!binding && !listening_on_own(in6->sin6_port)) return 0;
+		memcpy(out, in6, sizeof *out);
+		memset(&out->sin6_addr, 0, sizeof out->sin6_addr);
+		out->sin6_addr.s6_addr[10] = 0xff;
+		out->sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&out->sin6_addr.s6_addr[12], &own, 4);
+		out->sin6_scope_id = 0;
+		return 1;
+	}
+	return 0;
+}
+
+int bind(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	static bind_fn real;
+	if (!real) real = (bind_fn)dlsym(RTLD_NEXT, "bind");
+	struct sockaddr_in6 own;
+	if (own_loopback(fd, sa, len, 1, &own)) return real(fd, (const struct sockaddr *)&own, len);
+	return real(fd, sa, len);
+}
+
 int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	static connect_fn real;
@@ -186,6 +301,8 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		errno = ECONNREFUSED;
 		return -1;
 	}
+	struct sockaddr_in6 own;
+	if (own_loopback(fd, sa, len, 0, &own)) return real(fd, (const struct sockaddr *)&own, len);
 	return real(fd, sa, len);
 }
 

@@ -1,5 +1,6 @@
 // Emulator state: sandboxes, their lifetimes, and the template registry.
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { randomId, uuid } from './util.mjs';
 import { rmrf, killTree, liveChildren, makeStateDir, freezeTree, hasBwrap } from './runtime.mjs';
@@ -7,7 +8,7 @@ import { makeVmTree, spawnVm, baseEnv, copyTree, hasIdentities, USERS } from './
 import { Faults } from './faults.mjs';
 import { stopXattrHelper } from './xattr.mjs';
 import { makeFreezer } from './freezer.mjs';
-import { processEnv, rulesEnv, isCidr } from '../../egress/egress.mjs';
+import { processEnv, rulesEnv, isCidr, library, allocLoopback, releaseLoopback } from '../../egress/egress.mjs';
 import { Templates } from './templates.mjs';
 import { startDefaultKernel } from './interp.mjs';
 import { CI_START, CI_READY } from './templates.mjs';
@@ -62,6 +63,31 @@ export class Sandbox {
     this.newBoot();
     // every process of the sandbox is in its freezer cgroup (freezer.mjs), when there is one
     this.freezer = hasBwrap() ? makeFreezer('glsb-e2b-emu-', this.id) : null;
+    // A localhost of its own, as the VM has (../../egress/egress.c): its servers bind this address, its
+    // connects to 127.0.0.1 reach them, the proxy forwards its ports here, and the emulator answers on it
+    // for envd (49983) and, where Jupyter runs, the interpreter (49999). Null without the library (no
+    // C compiler): then the sandbox's ports are the machine's.
+    this.loopback = library(emu.stateDir).error ? null : allocLoopback();
+    this.inside = new Map(); // port -> the emulator's server on this.loopback
+  }
+
+  // The emulator's own service on the sandbox's localhost:port (envd's, the interpreter's), so code in
+  // the sandbox reaches it as it would in the VM (emu.insideHandler: server.mjs).
+  listenInside(port) {
+    if (!this.loopback || !this.emu.insideHandler || this.inside.has(port)) return;
+    const srv = http.createServer((req, res) => this.emu.insideHandler(this, port, req, res));
+    srv.on('error', (e) => this.emu.log(`sandbox ${this.id}: cannot serve ${this.loopback}:${port} inside: ${e.message}`));
+    srv.listen(port, this.loopback);
+    this.inside.set(port, srv);
+  }
+
+  closeInside(port) {
+    for (const [p, srv] of [...this.inside]) {
+      if (port !== undefined && p !== port) continue;
+      srv.close();
+      srv.closeAllConnections?.();
+      this.inside.delete(p);
+    }
   }
 
   // The sandbox's egress rules (infra api/internal/orchestrator/create_instance.go buildNetworkConfig):
@@ -105,7 +131,7 @@ export class Sandbox {
 
   // A process in this sandbox, as `user` (vm.mjs).
   spawn(argv, { user = this.templateUser, cwd, env, stdio } = {}) {
-    const egress = processEnv(this.egress, this.emu.stateDir, hasBwrap());
+    const egress = processEnv(this.egress, this.emu.stateDir, hasBwrap(), this.loopback);
     if (egress.error && !this.egressWarned) { this.egressWarned = true; this.emu.log(`sandbox ${this.id}: egress rules not enforced: ${egress.error}`); }
     return spawnVm(this.root, argv, { user, cwd: cwd || this.templateWorkdir || (USERS[user] || USERS.user).home,
       env: env || this.env(user), setenv: egress.env, stdio, stateDir: this.emu.stateDir, bootFile: this.bootFile,
@@ -245,6 +271,7 @@ export class Emulator {
     });
     sbx.setEgress({ allowOut: network?.allowOut || [], denyOut: network?.denyOut || [], allowInternetAccess });
     this.sandboxes.set(id, sbx);
+    sbx.listenInside(49983);
     sbx.setTimeout(timeoutS);
     if (build.startCmd) this.startStartCmd(sbx, build);
     this.log(`sandbox ${id} created from ${template.templateID}/${build.buildID} (timeout ${timeoutS}s)`);
@@ -276,6 +303,7 @@ export class Emulator {
     let cmd = build.startCmd;
     if (cmd.includes(CI_START)) {
       sbx.jupyter = true;
+      sbx.listenInside(49999);
       startDefaultKernel(sbx);
       cmd = cmd.split(CI_START).join('true');
       if (cmd === 'true') return; // nothing else to run
@@ -305,6 +333,7 @@ export class Emulator {
     } else {
       sbx.stopRuntime();
       sbx.jupyter = false;
+      sbx.closeInside(49999);
       if (sbx.startChild) killTree(sbx.startChild);
       sbx.startChild = null;
       sbx.frozen = false;
@@ -368,6 +397,8 @@ export class Emulator {
     sbx.stopRuntime();
     if (sbx.startChild) killTree(sbx.startChild);
     sbx.state = 'killed';
+    sbx.closeInside();
+    if (sbx.loopback) releaseLoopback(sbx.loopback);
     rmrf(sbx.root);
     rmrf(sbx.bootFile);
     if (sbx.freezer) {

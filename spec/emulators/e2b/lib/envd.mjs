@@ -4,8 +4,9 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import crypto from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { spawnSync } from 'node:child_process';
 import { readBody, parseJson, send, sendJson, randomId } from './util.mjs';
-import { killTree } from './runtime.mjs';
+import { killTree, terminalOf } from './runtime.mjs';
 import { USERS, vmPath as hostPath, resolvePath as normalizeSandboxPath, writeFileAs, ensureDirs, ownerName, evalSymlinks, vmPathResolved } from './vm.mjs';
 import { readMetadata, writeMetadata } from './xattr.mjs';
 import { RpcError, parseEnvelope, unaryError, unaryOk, ServerStream } from './connect.mjs';
@@ -255,7 +256,24 @@ async function processRpc(emu, sbx, method, req, res, ctx) {
     proc.stdinOpen = false;
     return unaryOk(res, {});
   }
-  if (method === 'Update') return unaryOk(res, {});
+  // Update with a pty size resizes the process's terminal, as envd's pty.Setsize on its master does
+  // (infra envd services/process/update.go, handler.go ResizeTty): the kernel then sends SIGWINCH to
+  // the terminal's foreground group. A process without a pty: envd's internal error. The size is set
+  // here on the terminal script(1) made for it (stty -F through /proc/<pid>/fd/0: TIOCSWINSZ).
+  if (method === 'Update') {
+    if (msg.pty) {
+      if (!proc.pty) throw new RpcError('internal', 'error resizing tty: tty not assigned to process');
+      const size = (msg.pty && msg.pty.size) || {};
+      const rows = (Number(size.rows) >>> 0) & 0xffff;
+      const cols = (Number(size.cols) >>> 0) & 0xffff;
+      const tty = terminalOf(proc.child);
+      const r = tty ? spawnSync('stty', ['-F', tty, 'rows', String(rows), 'cols', String(cols)], { encoding: 'utf8' }) : null;
+      if (!r || r.status !== 0) {
+        throw new RpcError('internal', `error resizing tty: ${r ? (r.stderr || '').trim() || `stty exit ${r.status}` : 'the terminal is gone'}`);
+      }
+    }
+    return unaryOk(res, {});
+  }
   if (method === 'StreamInput') throw new RpcError('unimplemented', 'StreamInput needs a bidirectional transport; use SendInput');
   throw new RpcError('unimplemented', `process.Process/${method} is not implemented`);
 }

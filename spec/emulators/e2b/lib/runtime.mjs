@@ -81,6 +81,19 @@ function treePids(child) {
   return out;
 }
 
+// terminalOf(child) -> /proc/<pid>/fd/0 of the first process of the child's tree (parents first) whose
+// stdin is a terminal (a pty's slave, made in the sandbox's own /dev/pts), or null. Opening that magic
+// link reaches the terminal from outside the sandbox's mount namespace.
+export function terminalOf(child) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return null;
+  for (const pid of treePids(child)) {
+    let target = '';
+    try { target = fs.readlinkSync(`/proc/${pid}/fd/0`); } catch { continue; }
+    if (/^\/dev\/(pts\/\d+|tty\w*)$/.test(target)) return `/proc/${pid}/fd/0`;
+  }
+  return null;
+}
+
 // freezeTree(child, true|false): SIGSTOP (or SIGCONT) everything the child started, as `docker pause`
 // and a VM snapshot hold a sandbox: its processes keep their memory and pids, and use no CPU.
 export function freezeTree(child, frozen) {
