@@ -22,7 +22,8 @@ local errors = require "glsb.errors"
 local models = require "glsb.models"
 local constants = require "glsb.constants"
 local retry = require "glsb.retry"
-local packages = require "glsb.packages"
+-- glsb.packages: loaded by the first create that asks for additional_packages (issue 26)
+local function packages() return require "glsb.packages" end
 local log = require "glsb.log"
 local output = require "glsb.output"
 local results = require "glsb.results"
@@ -1148,7 +1149,11 @@ M.CodeInterpreterSandbox = CodeInterpreterSandbox
 -- Validates the create opts that concern the interpreter.
 function CodeInterpreterSandbox._prepare_create(sopts)
   sopts.language = sopts.language or constants.DEFAULT_LANGUAGE
-  local ok, pkgs = pcall(packages.validate, sopts.additional_packages)
+  if sopts.additional_packages == nil then
+    sopts.additional_packages = {}
+    return
+  end
+  local ok, pkgs = pcall(packages().validate, sopts.additional_packages)
   if not ok then options.arg_error("create: %s", tostring(pkgs):gsub("^[^:]*:%d+: ", "")) end
   sopts.additional_packages = pkgs
 end
@@ -1173,7 +1178,7 @@ end
 
 -- Default package install: pip through the code channel (sys.executable).
 function CodeInterpreterSandbox:_install_packages(pkgs, opts)
-  return self:_run_code(packages.python_install_code(pkgs), { timeout = opts.timeout, deadline = M.deadline(opts),
+  return self:_run_code(packages().python_install_code(pkgs), { timeout = opts.timeout, deadline = M.deadline(opts),
     language = "python" })
 end
 

@@ -99,10 +99,7 @@ local control = require "glsb.providers.local.control"
 local mux = require "glsb.providers.local.mux"
 local layout = require "glsb.providers.local.layout"
 local agent = require "glsb.providers.local.agent"
-local freeze = require "glsb.providers.local.freeze"
 local result = require "glsb.providers.local.result"
-local background = require "glsb.providers.local.background"
-local transfer = require "glsb.providers.local.transfer"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
 local errors = require "glsb.errors"
@@ -115,6 +112,11 @@ local output = require "glsb.output"
 local registry = require "glsb.registry"
 local listing = require "glsb.providers.local.listing"
 
+-- Loaded by the first call that needs them (a script that never uploads, starts a background command,
+-- pauses or snapshots does not load them: issue 26, loading what the script touches)
+local function transfer() return require "glsb.providers.local.transfer" end
+local function freeze() return require "glsb.providers.local.freeze" end
+
 local Stage = models.Stage
 local Status = models.ExecutionStatus
 
@@ -123,7 +125,7 @@ local M = { name = "local" }
 M.OUTPUT_CAP = output.CAP
 M.DEFAULT_START_TIMEOUT = 10
 M.DEFAULT_INTERRUPT_GRACE = constants.DEADLINE_GRACE
-M.DEFAULT_MAX_DOWNLOAD = transfer.DEFAULT_MAX_DOWNLOAD
+M.DEFAULT_MAX_DOWNLOAD = layout.DEFAULT_MAX_DOWNLOAD
 
 -- The layout's names (layout.lua), as this module has always exported them.
 M.AGENT_DIR = layout.AGENT_DIR
@@ -476,7 +478,7 @@ function M.guard(p, workspace)
     if g.done then return end
     -- a paused sandbox is thawed first (no wait: M.thaw writes the state only): a frozen task cannot
     -- die on cgroup v1; its v1 freezer leaf goes once empty (else the next sweep of a dead owner's)
-    if g.frozen then pcall(freeze.thaw, g.frozen.path) end
+    if g.frozen then pcall(function() freeze().thaw(g.frozen.path) end) end
     pcall(function()
       if not p.proc:poll() then
         p:kill("HUP")
@@ -485,7 +487,7 @@ function M.guard(p, workspace)
       end
       p:close()
     end)
-    if g.frozen and g.frozen.path:sub(1, #freeze.V1_ROOT + 1) == freeze.V1_ROOT .. "/" then
+    if g.frozen and g.frozen.path:sub(1, #freeze().V1_ROOT + 1) == freeze().V1_ROOT .. "/" then
       os.remove(g.frozen.path)
     end
     pcall(fs.rmtree, workspace)
@@ -558,7 +560,7 @@ end
 
 -- start_command: background.lua (the handle, and the task that pumps the command's events).
 function Sandbox:_start_command(cmd, opts)
-  return background.start(self, cmd, opts)
+  return require("glsb.providers.local.background").start(self, cmd, opts)
 end
 
 ---------------------------------------------------------------------------
@@ -588,14 +590,14 @@ end
 -- Uploads, downloads, sb.files: on the control channel (transfer.lua)
 ---------------------------------------------------------------------------
 
-Sandbox._upload = transfer.upload
-Sandbox._download = transfer.download
-Sandbox._files_write = transfer.files_write
-Sandbox._files_read = transfer.files_read
-Sandbox._files_list = transfer.files_list
-Sandbox._files_exists = transfer.files_exists
-Sandbox._files_make_dir = transfer.files_make_dir
-Sandbox._files_remove = transfer.files_remove
+function Sandbox:_upload(files, opts) return transfer().upload(self, files, opts) end
+function Sandbox:_download(path, opts) return transfer().download(self, path, opts) end
+function Sandbox:_files_write(path, data, opts) return transfer().files_write(self, path, data, opts) end
+function Sandbox:_files_read(path, opts) return transfer().files_read(self, path, opts) end
+function Sandbox:_files_list(path, opts) return transfer().files_list(self, path, opts) end
+function Sandbox:_files_exists(path, opts) return transfer().files_exists(self, path, opts) end
+function Sandbox:_files_make_dir(path, opts) return transfer().files_make_dir(self, path, opts) end
+function Sandbox:_files_remove(path, opts) return transfer().files_remove(self, path, opts) end
 
 ---------------------------------------------------------------------------
 -- Code contexts: a namespace of its own in the agent (python); bash and javascript cells are a process
@@ -624,7 +626,7 @@ local paused = {}
 function Sandbox:_pause()
   local why = agent.unusable(self)
   if why then error("pause: " .. why, 0) end
-  local group, err = freeze.freeze(self.confinement, self.sandbox_id, loop, reaper.me())
+  local group, err = freeze().freeze(self.confinement, self.sandbox_id, loop, reaper.me())
   if not group then error("local: cannot pause: " .. err, 0) end
   cancel_lease(self)
   self._freezer = group
@@ -674,7 +676,7 @@ function Sandbox:snapshot(opts)
   return sandbox.CodeInterpreterSandbox.snapshot(self, opts)
 end
 
-Sandbox._snapshot = require("glsb.providers.local.snapshot").snapshot
+function Sandbox:_snapshot(...) return require("glsb.providers.local.snapshot").snapshot(self, ...) end
 
 ---------------------------------------------------------------------------
 -- The lease, the workspace hooks, packages
@@ -732,7 +734,7 @@ function Sandbox:_exec_argv(argv, opts)
   if argv[1] == M.HELPER_PATH and (argv[2] == "write" or argv[2] == "run") then
     local args = table.move(argv, 2, #argv, 1, {})
     local r, why = self._control:call(args, opts.stdin, { deadline = limit, max_stdout = cap })
-    if not r then error("local: the workspace helper failed: " .. transfer.control_failure(self, why, timeout), 0) end
+    if not r then error("local: the workspace helper failed: " .. transfer().control_failure(self, why, timeout), 0) end
     if r.error then
       error("local: the workspace helper could not run: " .. r.error .. ": " .. tostring(r.message), 0)
     end
@@ -748,7 +750,7 @@ function Sandbox:_exec_argv(argv, opts)
     keep = a.keep, on_event = a.on_event,
   })
   if not done then
-    error("local: running " .. tostring(argv[1]) .. " failed: " .. transfer.control_failure(self, why, timeout), 0)
+    error("local: running " .. tostring(argv[1]) .. " failed: " .. transfer().control_failure(self, why, timeout), 0)
   end
   if done.name then error("local: cannot run " .. tostring(argv[1]) .. ": " .. tostring(done.value), 0) end
   local t1 = a.truncated[1] or (tonumber(done.dropped_stdout) or 0) > 0

@@ -30,6 +30,8 @@ M.AGENT_BYTECODE = "/.glsb/agent.pyc"
 M.HELPER_PATH = "/.glsb/glsb-confine"
 M.FIND_LINKS_DIR = "/.glsb/find-links"
 M.TEMPLATE_DIR = "/opt/glsb/template"
+-- larger downloads return nil (max_download_bytes' default; transfer.lua)
+M.DEFAULT_MAX_DOWNLOAD = 256 * 1024 * 1024
 
 local exists = fs.exists
 

@@ -10,12 +10,13 @@ local process = require "glsb.process"
 local sandbox = require "glsb.sandbox"
 local agent = require "glsb.providers.local.agent"
 local control = require "glsb.providers.local.control"
+local layout = require "glsb.providers.local.layout"
 
 local mark_dead, unusable = agent.mark_dead, agent.unusable
 
 local M = {}
 
-M.DEFAULT_MAX_DOWNLOAD = 256 * 1024 * 1024
+M.DEFAULT_MAX_DOWNLOAD = layout.DEFAULT_MAX_DOWNLOAD
 
 -- Uploads, downloads and the workspace helper go through glsb-confine's control channel (control.lua):
 -- the supervisor runs `glsb-confine write|read|run` in a confined child the code in the sandbox cannot

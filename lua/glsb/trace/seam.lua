@@ -11,8 +11,13 @@
 local M = { on = false }
 
 do
-  local _, wants = require("glsb.trace.config").from_env(os.getenv, function() end)
-  M.on = wants == true
+  -- the environment asks for spans only with one of these set (glsb.trace.config from_env's `wants`):
+  -- without, the config (and the sampler and options it loads) is not loaded at all (issue 26)
+  local function set(name) local v = os.getenv(name) return v ~= nil and v ~= "" end
+  if set("OTEL_TRACES_EXPORTER") or set("OTEL_EXPORTER_OTLP_ENDPOINT") or set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") then
+    local _, wants = require("glsb.trace.config").from_env(os.getenv, function() end)
+    M.on = wants == true
+  end
 end
 
 -- start() -> glsb.trace.instrument once tracing is configured and on, else nil. glsb.trace sets it when it
