@@ -53,6 +53,9 @@ local ok, err = pcall(function()
   assert(core.tar_unpack(core.tar_pack({ { name = "l", type = "symlink", target = "../x" } })) == nil)
   assert(core.b64decode(core.b64encode("\0\1")) == "\0\1")
   assert(#core.sha256("abc") == 64)
+  assert(core.sha256_stream():update("a"):update("bc"):digest() == core.sha256("abc"))
+  assert(not pcall(function() local h = core.sha256_stream() h:digest() h:digest() end))
+  core.sha256_stream():update("dropped unfinished") -- its context freed by __gc
   assert(core.hmac_sha256("Jefe", "what do ya want for nothing?") ==
     "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
   local dir = core.mkdtemp("/tmp/glsb-smoke-XXXXXX")
