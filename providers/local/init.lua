@@ -287,11 +287,9 @@ function Sandbox:_start(opts)
     error(layout.start_error("local: language 'javascript' needs node, which is not installed on this machine"), 0)
   end
   local template_dir = resolve_template(opts)
-  -- what sandboxes of killed owners left in this root goes first (once per process and root)
   -- in glsb's own folder of the host workspace folder, never beside the user's files
   local root, rerr = reaper.workspace_root(layout.host_workspace_dir(opts))
   if not root then error(layout.start_error("local: " .. rerr), 0) end
-  reaper.sweep_once(root)
   local base, merr = fs.mkdtemp(root .. "/glsb-local-")
   if not base then error(layout.start_error("local: cannot create the workspace: " .. tostring(merr)), 0) end
   -- the workspace is the mkdtemp directory itself, so the supervisor's
@@ -337,7 +335,6 @@ function Sandbox:_start(opts)
     setsid = true }
   if not p then error(layout.start_error("local: cannot start glsb-confine: " .. tostring(serr)), 0) end
   self._proc = p
-  reaper.record(base, { supervisor = p.pid })
   self._chan = channel.new(p, function() agent.drain_stderr(self) end)
   self._control = control.new(p)
   self._guard = M.guard(p, base)
@@ -346,6 +343,11 @@ function Sandbox:_start(opts)
   local deadline = loop.deadline(start_timeout)
   -- the options first on the agent's stdin (--config-fd 0), the protocol after them
   local sent, werr = self._chan:write(config, deadline)
+  -- while the sandbox starts (the supervisor has its options: this process would only wait): the
+  -- owner record, then what sandboxes of killed owners left in this root (once per process and root;
+  -- ours has its record, so the sweep leaves it)
+  reaper.record(base, { supervisor = p.pid })
+  reaper.sweep_once(root)
   local ev, err
   if sent then ev, err = agent.read_event(self, deadline) else err = werr == "timeout" and "timeout" or "eof" end
   if not ev or ev.ev ~= "ready" then
