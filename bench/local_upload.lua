@@ -10,7 +10,9 @@
 --   download  glsb: download_file("/files/big.bin")
 --   cp        cp SRC DST of a file with the same bytes (warm page cache), DST removed between runs
 -- The sandbox's copy is removed between uploads as cp's DST is (an upload over the last one paid for
--- freeing its 100 MB, which cp never did), and downloaded first.
+-- freeing its 100 MB, which cp never did), and downloaded first; the downloaded string is freed between
+-- runs too (collectgarbage, untimed: else whether the last one was collected yet decided whether the
+-- next was made in memory already ours or in fresh pages, 40 or 120 ms here).
 -- Writes bench/results/local_upload.json and .md and prints the table. Not a test.
 package.path = "bench/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
@@ -60,7 +62,9 @@ glsb.run(function()
   local up, down, copy = {}, {}, {}
   for _ = 1, N do
     up[#up + 1] = timed(upload)
+    collectgarbage()
     down[#down + 1] = timed(download)
+    collectgarbage()
     remove()
     copy[#copy + 1] = timed(cp)
   end

@@ -356,16 +356,17 @@ static void repl(lua_State *L)
 }
 
 /*
- * Lua's blocks of 4 MiB or more (a download's string, a big table) are mapped on their own, with huge
- * pages asked for: glibc maps such blocks with 4 KiB pages, so a 100 MB string faulted 25,600 times as
- * it was filled (a fifth of a 100 MB download's time). The last one freed (up to 256 MiB) is kept for
- * the next, its pages given back lazily (MADV_FREE): a block made again before the kernel needs them is
- * neither faulted in nor zeroed again (zeroing fresh pages was half of a repeated download's time).
- * Smaller blocks go to Lua's own allocator. Lua passes every block's size back when it frees or resizes
- * it, so a size says how it was made.
+ * Lua's blocks of 4 MiB or more (a download's string, a big table) are mapped on their own, and the last
+ * one freed (up to 256 MiB) is kept for the next, its pages given back lazily (MADV_FREE): a block made
+ * again before the kernel needs them is neither faulted in nor zeroed again. glibc unmaps such blocks at
+ * once, so a 100 MB string made after another was freed faulted 25,600 fresh pages in (60 to 90 ms of a
+ * 100 MB download here, more than the copy). Huge pages were tried and dropped: fewer faults, but on
+ * this machine a fresh 2 MiB page took up to hundreds of milliseconds now and then. Smaller blocks go to
+ * Lua's own allocator. Lua passes every block's size back when it frees or resizes it, so a size says
+ * how it was made.
  */
 #define BIG_BLOCK (4u << 20)
-#define HUGE_PAGE (2u << 20)
+#define BLOCK_ROUND (2u << 20) /* mapped sizes are rounded to this: a block resized a little stays put */
 #define KEEP_MAX ((size_t)256 << 20)
 
 static lua_Alloc base_alloc;
@@ -377,7 +378,7 @@ static struct {
 
 static size_t mapped(size_t n)
 {
-	return (n + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+	return (n + BLOCK_ROUND - 1) & ~(size_t)(BLOCK_ROUND - 1);
 }
 
 static void *map_block(size_t n)
@@ -400,7 +401,6 @@ static void *map_block(size_t n)
 	void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
 		return NULL;
-	madvise(m, want, MADV_HUGEPAGE); /* best effort: THP may be off */
 	return m;
 }
 

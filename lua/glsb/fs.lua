@@ -61,6 +61,14 @@ end
 -- realpath(path) -> the canonical absolute path, or nil, message, errno name.
 function M.realpath(path) return core.realpath(path) end
 
+-- read_into(fd, buffer, max) -> the count of bytes appended to buffer (a glsb.process.buffer; at most max
+-- and its room), 0 at end of file, or nil, message, errno name. One read(2) of a descriptor this process
+-- owns (one glsb-confine passed: a download's file), never waiting on the loop: for regular files.
+function M.read_into(fd, buffer, max) return core.fd_read(fd, max, buffer) end
+
+-- close(fd) -> true, or nil, message, errno name: a descriptor this process owns (read_into's).
+function M.close(fd) return core.close_fd(fd) end
+
 -- tar_pack(entries[, {gzip = bool}]) -> the archive's bytes; entries: {name, data, mode, type = "file" |
 -- "dir" | "symlink" | "hardlink", target}. Deterministic: the same entries give the same bytes.
 function M.tar_pack(entries, opts) return core.tar_pack(entries, opts) end

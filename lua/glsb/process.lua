@@ -86,6 +86,10 @@ function Process:read_into(which, deadline, max, buffer)
   end
 end
 
+-- take_fd() -> the oldest descriptor that came on fd3 (a socket: glsb-confine passes one with an `open`
+-- answer), now the caller's to close (glsb.fs.close), or nil.
+function Process:take_fd() return self.proc:take_fd() end
+
 -- Reads one line (without its "\n"). At EOF returns the last partial line, then nil, "eof".
 -- Pieces are kept in a table until the newline comes: a long line costs linear time.
 function Process:read_line(which, deadline)

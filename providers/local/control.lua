@@ -12,6 +12,7 @@
 -- at its `exit` or `error` frame. One call at a time (a lock; the supervisor answers `busy` else).
 -- What the supervisor relays is bounded by the helper's own limits; the host keeps at most the
 -- caller's max_stdout of it and drops the rest unread, whatever arrives.
+local fs = require "glsb.fs"
 local loop = require "glsb.loop"
 local channel = require "glsb.providers.local.channel"
 
@@ -219,9 +220,10 @@ local function ask(self, verb, arg, want, deadline)
 end
 
 -- control:files(words, data, deadline) -> the file server's answer (its fields: ok, error, message,
--- ...; .data its bytes), or nil, reason as for call ("timeout" too). words: the operation and its
--- arguments (ws_serve.c: exists|list|mkdir|remove PATH, read PATH MAX, write ROOT RELHEX); data: a
--- write's bytes (at most FILES_DATA_MAX). A long-lived server in the sandbox answers, confined as a
+-- ...; .data its bytes; .fd the descriptor an `open` answer passed, the caller's to close), or nil,
+-- reason as for call ("timeout" too). words: the operation and its arguments (ws_serve.c:
+-- exists|list|mkdir|remove PATH, read PATH MAX, open ROOT RELHEX MAX follow|beneath, write ROOT RELHEX);
+-- data: a write's bytes (at most FILES_DATA_MAX). A long-lived server in the sandbox answers, confined as a
 -- call's helper (src/confine/CONTROL.md, "files"): one round trip, no process started per request.
 M.FILES_DATA_MAX = 1024 * 1024
 
@@ -229,7 +231,10 @@ function Control:files(words, data, deadline)
   if self.broken then return nil, "broken" end
   local body = argblob(words) .. (data or "")
   if not self.lock:acquire(deadline) then return nil, "busy" end
+  local proc = self.chan.proc
   local ok, res, why = pcall(function()
+    -- a descriptor still waiting belongs to an answer nobody read (a timeout): never to this one
+    for fd in function() return proc:take_fd() end do fs.close(fd) end
     self.next_id = self.next_id + 1
     local id = self.next_id
     local sent, err = self.chan:write(string.format("files %d %d\n", id, #body) .. body, deadline)
@@ -254,6 +259,8 @@ function Control:files(words, data, deadline)
         end
         report_line(self, ev)
       elseif ev.id == id and (ev.ev == "files" or ev.ev == "error") then
+        -- an `open` answer's descriptor came with its first byte (nil: a channel that passes none)
+        if ev.fd == true then ev.fd = proc:take_fd() else ev.fd = nil end
         return ev
       end
     end

@@ -4,6 +4,7 @@
 -- helper's failures (init.lua's _exec_argv).
 
 local codec = require "glsb.codec"
+local fs = require "glsb.fs"
 local cjson = require "cjson.safe"
 local loop = require "glsb.loop"
 local process = require "glsb.process"
@@ -95,11 +96,24 @@ end
 -- again, which was half of a 100 MB download. -> doc, data | doc (a refusal), nil | raises.
 local ANSWER_MAX = 4096
 
-local function read_file(self, what, args, max, opts)
-  local deadline = require("glsb.sandbox").deadline(opts)
-  local sink = self._sink -- one read at a time uses it; a concurrent one makes its own
+-- The sandbox's buffer for a read of at most max bytes (one read at a time uses it; a concurrent one
+-- makes its own), and giving it back emptied (closed when another was given back meanwhile, or the
+-- sandbox has ended).
+local function take_sink(self, max)
+  local sink = self._sink
   self._sink = nil
   if not sink or sink:capacity() ~= max + ANSWER_MAX then sink = process.buffer(max + ANSWER_MAX) end
+  return sink
+end
+
+local function give_sink(self, sink)
+  sink:clear() -- whatever is left (a refusal, a failure) goes, its pages given back
+  if self._sink or self._dead then sink:close() else self._sink = sink end
+end
+
+local function read_file(self, what, args, max, opts)
+  local deadline = require("glsb.sandbox").deadline(opts)
+  local sink = take_sink(self, max)
   local ok, doc, data = pcall(function()
     local fn = opts.on_progress
     local r, why = self._control:call(args, nil, { deadline = deadline, max_stdout = max + ANSWER_MAX, sink = sink,
@@ -121,20 +135,9 @@ local function read_file(self, what, args, max, opts)
     end
     return doc, sink:take(nl + 1)
   end)
-  sink:clear() -- whatever is left (a refusal, a failure) goes, its pages given back
-  if self._sink or self._dead then sink:close() else self._sink = sink end
+  give_sink(self, sink)
   if not ok then error(doc, 0) end
   return doc, data
-end
-
-function M.download(self, path, opts)
-  local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
-  local root, rel = split_root(path)
-  if not root then error("download of " .. path .. ": " .. rel, 0) end
-  local doc, data = read_file(self, "download of " .. path, { "read", "--root", root, "--path-hex", hex(rel),
-    "--max-bytes", tostring(max) }, max, opts)
-  if not data then error("download of " .. path .. ": " .. helper_refusal(doc), 0) end
-  return data
 end
 
 -- sb.files (glsb.files hooks), on the control channel too
@@ -193,6 +196,69 @@ local function served_failure(r)
   return { message = tostring(r.message), reason = r.error == "not_found" and "not_found" or nil }
 end
 
+-- A file the file server opened for this process (its `open`: the descriptor comes with the answer), read
+-- straight from the descriptor into the sandbox's buffer: one copy on the host, none through a pipe or
+-- the channel (a 100 MB download was three processes handing the bytes on: the helper, the supervisor
+-- and this one). The descriptor is read-only, of a regular file; at most the size the answer said is
+-- read, and a file that shrank meanwhile is an error. mode: "beneath" (no link crossed, as download's
+-- `read --root`) or "follow" (links resolved within the sandbox's root, as sb.files' read).
+-- -> data, or nil, the answer (a refusal: not_found, too_large, ...) | raises.
+local READ_PIECE = 8 * 1024 * 1024
+
+local function read_opened(self, what, root, rel, max, mode, opts)
+  local deadline = require("glsb.sandbox").deadline(opts)
+  local r, bad = serve(self, what, { "open", root, hex(rel), tostring(max), mode }, nil, opts.timeout)
+  if not r then return nil, bad end
+  local fd, size = r.fd, math.tointeger(r.bytes)
+  if not fd then error(what .. ": the helper's answer came without its descriptor", 0) end
+  if not size or size < 0 or size > max then
+    fs.close(fd)
+    error(what .. ": the helper said a size of " .. tostring(r.bytes), 0)
+  end
+  local sink = take_sink(self, max)
+  local ok, data = pcall(function()
+    if size == 0 and opts.on_progress then opts.on_progress(0, 0) end
+    while sink:len() < size do
+      if deadline and loop.now() >= deadline then
+        error(string.format("%s: timed out after %gs", what, opts.timeout or 0), 0)
+      end
+      local n, err = fs.read_into(fd, sink, math.min(READ_PIECE, size - sink:len()))
+      if not n then error(what .. ": reading the file failed: " .. tostring(err), 0) end
+      if n == 0 then
+        error(string.format("%s: %d bytes arrived of %d (the file shrank)", what, sink:len(), size), 0)
+      end
+      if opts.on_progress then opts.on_progress(sink:len(), size) end
+      if sink:len() < size then loop.sleep(0) end -- a piece at a time: the loop's other tasks go on
+    end
+    return sink:take()
+  end)
+  fs.close(fd)
+  give_sink(self, sink)
+  if not ok then error(data, 0) end
+  return data
+end
+
+-- Downloads: with the file server, read_opened (mode beneath: what `read --root` allowed); else the
+-- helper's `read` streamed on the channel (read_file).
+function M.download(self, path, opts)
+  local max = (self._opts and self._opts.max_download_bytes) or M.DEFAULT_MAX_DOWNLOAD
+  local root, rel = split_root(path)
+  if not root then error("download of " .. path .. ": " .. rel, 0) end
+  local what = "download of " .. path
+  if self._control.has_files then
+    local data, bad = read_opened(self, what, root, rel, max, "beneath", opts)
+    if data then return data end
+    if bad.error == "too_large" then
+      error(string.format("%s: larger than max_download_bytes = %d", what, max), 0)
+    end
+    error(what .. ": " .. helper_refusal(bad), 0)
+  end
+  local doc, data = read_file(self, what, { "read", "--root", root, "--path-hex", hex(rel),
+    "--max-bytes", tostring(max) }, max, opts)
+  if not data then error(what .. ": " .. helper_refusal(doc), 0) end
+  return data
+end
+
 function M.files_write(self, path, data, opts)
   local root, rel = split_root(path)
   if self._control.has_files and root and #data <= control.FILES_DATA_MAX then
@@ -216,10 +282,14 @@ function M.files_read(self, path, opts)
       return r.data or ""
     end
     if bad.error == "not_found" then error({ message = "read: no such file: " .. path, reason = "not_found" }, 0) end
-    -- larger than the server answers (1 MiB): streamed by the helper's read as before
+    -- larger than the server answers (1 MiB): read from the descriptor it opens for us
     if bad.error ~= "too_large" or (math.tointeger(bad.bytes) or 0) > max then
       error("read: " .. helper_refusal(bad), 0)
     end
+    local data, worse = read_opened(self, "read", "/", path:gsub("^/+", ""), max, "follow", opts)
+    if data then return data end
+    if worse.error == "not_found" then error({ message = "read: no such file: " .. path, reason = "not_found" }, 0) end
+    error("read: " .. helper_refusal(worse), 0)
   end
   local doc, data = read_file(self, "read", { "read", "--root", "/", "--follow", "--path-hex",
     hex(path:gsub("^/+", "")), "--max-bytes", tostring(max) }, max, opts)

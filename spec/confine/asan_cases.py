@@ -246,6 +246,21 @@ def file_server(tmp):
     assert h["ok"] and h["bytes"] == 1 << 20, h
     h, _ = files(12, ["nonsense", "x"])
     assert not h["ok"] and h["error"] == "usage", h
+    # open: the answer carries a read-only descriptor of the file (SCM_RIGHTS with its first byte)
+    f.close()
+    body = b"".join(w + b"\0" for w in (b"open", b"/home/user", b"big".hex().encode(), b"2000000", b"beneath"))
+    a.sendall(b"files 15 %d\n" % len(body) + body)
+    data, fds, _, _ = socket.recv_fds(a, 4096, 4)
+    line = data.split(b"\n", 1)[0]
+    while b"\n" not in data:
+        data += a.recv(4096)
+    h = json.loads(data.split(b"\n", 1)[0])
+    assert h["ok"] and h["fd"] is True and h["bytes"] == 1 << 20 and len(fds) == 1, (h, fds, line)
+    with os.fdopen(fds[0], "rb") as passed:
+        assert passed.read() == big[: 1 << 20]
+    f = a.makefile("rb")
+    h, _ = files(16, ["open", "/home/user", b"../etc".hex(), "100", "beneath"])  # a walk out: refused
+    assert not h["ok"], h
     body = b"exists\0/home/user\0"
     a.sendall(b"files 13 %d\n" % len(body) + body + b"files 14 %d\n" % len(body) + body)
     answers = sorted([frame()[0], frame()[0]], key=lambda h: h["id"])

@@ -118,6 +118,33 @@ for what, fn in (("kill", lambda: os.kill(pid, signal.SIGKILL)), ("mem", lambda:
     end
   end)
 
+  it("opens a download's file for the host read-only, and no descriptor stays open in the host", function()
+    local function host_fds()
+      local p = assert(io.popen("ls /proc/" .. require("glsb.process").getpid() .. "/fd"))
+      local n = 0
+      for _ in p:lines() do n = n + 1 end
+      p:close()
+      return n
+    end
+    local big = string.rep("0123456789abcdef", 3 * 1024 * 1024 // 16 + 7) -- 3 MiB and some: more than read answers
+    sb.files:write("/files/seed.bin", "x")
+    sb:execute_code("pass", { files = { glsb.SandboxFile.from_bytes(big, "big.bin") } })
+    local before = host_fds()
+    for _ = 1, 5 do
+      assert.is_true(sb:download_file("/files/big.bin") == big)
+      assert.is_true(sb.files:read("/files/big.bin") == big)
+    end
+    -- refused ones too: a link (download crosses none), a missing file, one over max_download_bytes
+    sb:execute_command("ln -s /files/big.bin /files/link")
+    assert.is_nil(sb:download_file("/files/link"))
+    assert.is_nil(sb:download_file("/files/missing.bin"))
+    local small = glsb.create("local", { host_workspace_dir = root, max_download_bytes = 1000 })
+    small:execute_code("pass", { files = { glsb.SandboxFile.from_bytes(big, "big.bin") } })
+    assert.is_nil(small:download_file("/files/big.bin"))
+    small:terminate()
+    assert.are.equal(before, host_fds())
+  end)
+
   it("ends with the sandbox, and one killed is made again by the next call", function()
     local f = sb.files
     f:write("a.txt", "a")

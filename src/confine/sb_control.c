@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -90,7 +91,11 @@ static struct file_server {
 	/* the host's request being read: LEN bytes into body (after room for the frame's header) */
 	char *body;
 	size_t body_len, body_need;
-} srv = {.pid = -1, .in = -1, .out = -1};
+	/* a descriptor that came with the answer (`open`: SCM_RIGHTS on its stdout, a socket), and one on its
+	 * way to the host with the reply byte at relay_off (flush_replies sends it with that byte) */
+	int ans_fd, relay_fd;
+	size_t relay_off;
+} srv = {.pid = -1, .in = -1, .out = -1, .ans_fd = -1, .relay_fd = -1};
 
 static long long now_ms(void)
 {
@@ -196,11 +201,31 @@ static void sf_materialize(void)
 			close_fd(&chan.out);
 		chan.state = IN_CLOSED;
 	}
+	if (srv.relay_fd >= 0) /* the reply moves behind the frame's rest */
+		srv.relay_off = srv.relay_off - chan.reply_off + nb.len;
 	glsb_jbuf_put(&nb, chan.reply.p + chan.reply_off, reply_pending());
 	glsb_jbuf_free(&chan.reply);
 	chan.reply = nb;
 	chan.reply_off = 0;
 	sf_clear();
+}
+
+/* One byte of the reply with a descriptor attached (SCM_RIGHTS) -> 1, or -1 with errno. */
+static ssize_t send_with_fd(int sock, const char *byte, int fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	memset(&ctl, 0, sizeof ctl);
+	struct iovec iov = {(void *)byte, 1};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	return sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* Write what the host will take. A broken channel drops every later reply. */
@@ -238,7 +263,19 @@ static void flush_replies(void)
 			sf_clear();
 	}
 	while (chan.out >= 0 && reply_pending() && !sf_pending()) {
-		ssize_t n = write(chan.out, chan.reply.p + chan.reply_off, reply_pending());
+		ssize_t n;
+		if (srv.relay_fd >= 0 && srv.relay_off == chan.reply_off) {
+			n = send_with_fd(chan.out, chan.reply.p + chan.reply_off, srv.relay_fd);
+			if (n < 0 && errno != EAGAIN && errno != EINTR) {
+				close_fd(&srv.relay_fd); /* a channel of pipes takes none: the answer goes without */
+				continue;
+			}
+		} else
+			n = write(chan.out, chan.reply.p + chan.reply_off,
+				  srv.relay_fd >= 0 && srv.relay_off > chan.reply_off ? srv.relay_off - chan.reply_off
+										    : reply_pending());
+		if (n > 0 && srv.relay_fd >= 0 && srv.relay_off == chan.reply_off)
+			close_fd(&srv.relay_fd); /* it went with its byte */
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -252,8 +289,10 @@ static void flush_replies(void)
 		}
 		chan.reply_off += (size_t)n;
 	}
-	if (chan.reply_off == chan.reply.len || chan.out < 0)
+	if (chan.reply_off == chan.reply.len || chan.out < 0) {
 		chan.reply.len = chan.reply_off = 0;
+		close_fd(&srv.relay_fd); /* sent, or nowhere to go */
+	}
 }
 
 /* --- the call ----------------------------------------------------------------------------- */
@@ -425,6 +464,7 @@ static void server_stop(const char *why)
 	srv.req_len = srv.req_off = 0;
 	glsb_jbuf_free(&srv.ans);
 	srv.ans_total = 0;
+	close_fd(&srv.ans_fd);
 	if (srv.busy && why)
 		reply_error(srv.id, "server_failed", why);
 	srv.busy = 0;
@@ -437,7 +477,8 @@ static int server_start(struct sb *sb, char *err, size_t errcap)
 		glsb_fmt(err, errcap, "pipes: %s", strerror(errno));
 		return -1;
 	}
-	if (pipe2(pout, O_CLOEXEC) < 0) {
+	/* its stdout a socket: an `open` answer carries a descriptor */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pout) < 0) {
 		glsb_fmt(err, errcap, "pipes: %s", strerror(errno));
 		close(pin[0]);
 		close(pin[1]);
@@ -521,11 +562,43 @@ static size_t answer_length(const char *line, size_t n)
 	return n + 1 + (size_t)len;
 }
 
+/* recvmsg of the server's stdout: n bytes into buf; a descriptor that came with them into srv.ans_fd (a
+ * second one, or one unasked for, ends the server: -2) -> n, 0 at end of file, -1 with errno, -2 */
+static ssize_t server_recv(char *buf, size_t cap)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+	} ctl;
+	struct iovec iov = {buf, cap};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+	ssize_t n = recvmsg(srv.out, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	int bad = (msg.msg_flags & MSG_CTRUNC) != 0;
+	for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+			if (srv.ans_fd < 0 && srv.busy)
+				srv.ans_fd = fd;
+			else {
+				close(fd);
+				bad = 1;
+			}
+		}
+	}
+	return bad ? -2 : n;
+}
+
 static void server_read(void)
 {
 	char buf[CHUNK];
 	for (;;) {
-		ssize_t n = read(srv.out, buf, sizeof buf);
+		ssize_t n = server_recv(buf, sizeof buf);
+		if (n == -2)
+			return server_stop("the file server sent a descriptor it was not asked for");
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -547,6 +620,17 @@ static void server_read(void)
 		if (srv.ans_total && srv.ans.len > srv.ans_total)
 			return server_stop("the file server said more than one answer");
 		if (srv.ans_total && srv.ans.len == srv.ans_total) {
+			/* an answer says "fd":true exactly when its descriptor came with it (the server's `open`);
+			 * the descriptor goes on to the host with the answer's first byte */
+			size_t head = (size_t)((char *)memchr(srv.ans.p, '\n', srv.ans.len) - srv.ans.p);
+			int says_fd = memmem(srv.ans.p, head, ",\"fd\":true,", 11) != NULL;
+			if (says_fd != (srv.ans_fd >= 0) || (says_fd && srv.relay_fd >= 0))
+				return server_stop("the file server's answer and its descriptor do not go together");
+			if (says_fd) {
+				srv.relay_fd = srv.ans_fd;
+				srv.relay_off = chan.reply.len;
+				srv.ans_fd = -1;
+			}
 			glsb_jbuf_put(&chan.reply, srv.ans.p, srv.ans.len);
 			glsb_jbuf_free(&srv.ans);
 			srv.ans_total = 0;
@@ -980,4 +1064,5 @@ void glsb_sb_control_finish(struct sb *sb)
 	else
 		close_fd(&chan.out);
 	close_fd(&chan.fd_in);
+	close_fd(&srv.relay_fd); /* what did not go with the last replies */
 }

@@ -9,7 +9,9 @@
  * does with it what the per-call commands did: exists is test -e (stat, following links), list is
  * find -H PATH -maxdepth 1 (the path followed when it is a link, its entries not), mkdir is mkdir -p,
  * remove is rm -rf (never through a link), read is `glsb-confine read --root / --follow` (links
- * resolved within the sandbox's root, a regular file opened without waiting on a FIFO) and write is
+ * resolved within the sandbox's root, a regular file opened without waiting on a FIFO), open is that
+ * file opened for the host, its descriptor passed with the answer (downloads: the host reads it itself,
+ * no byte through a pipe or the channel), and write is
  * `glsb-confine write` itself, run in a child of its own (it narrows its Landlock domain to the root
  * it writes beneath, which this process must not do to itself).
  *
@@ -27,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -215,36 +219,69 @@ static void op_remove(const char *path)
 	ok_field(NULL, 0);
 }
 
-/* glsb-confine read --root / --follow, of files up to READ_MAX */
-static void op_read(const char *path, const char *max_s)
+/* The regular file root/rel, opened without waiting on a FIFO, of at most max bytes -> its fd and size,
+ * or -1 after answering why. follow: links are followed but resolved within root (`read --follow`), else
+ * none may be crossed (`read`: RESOLVE_BENEATH, no symlinks). limit: what this answer can hold too
+ * (READ_MAX for read's bytes; none for open, whose bytes the host reads itself). */
+static int open_file(const char *what, const char *root, const char *rel, size_t rel_len, const char *max_s,
+		     int follow, unsigned long long limit, struct stat *st)
 {
 	unsigned long long max;
-	if (glsb_ws_parse_u64(max_s, &max) < 0)
-		return fail("usage", "read", path, EINVAL);
-	int rootfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	const char *rel = path;
-	while (*rel == '/')
-		rel++;
-	int fd = rootfd < 0 ? -1 : glsb_ws_openat2(rootfd, *rel ? rel : ".", O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-					       0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+	if (glsb_ws_parse_u64(max_s, &max) < 0) {
+		fail("usage", what, rel, EINVAL);
+		return -1;
+	}
+	char path[GLSB_WS_PATH_MAX + 1];
+	if (rel_len > GLSB_WS_PATH_MAX || memchr(rel, '\0', rel_len)) {
+		fail("usage", what, root, EINVAL);
+		return -1;
+	}
+	memcpy(path, rel, rel_len);
+	path[rel_len] = '\0';
+	int rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	const char *r = path;
+	while (follow && *r == '/')
+		r++;
+	int fd = rootfd < 0 ? -1 : glsb_ws_openat2(rootfd, *r ? r : ".", O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0,
+					       follow ? RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS : GLSB_WS_RESOLVE);
 	int e = errno;
 	if (rootfd >= 0)
 		close(rootfd);
-	if (fd < 0)
-		return e == ENXIO ? fail("not_regular_file", "read", path, e) : fail(glsb_ws_lookup_code(e), "read", path, e);
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return fail("not_regular_file", "read", path, EINVAL);
+	if (fd < 0) {
+		if (rootfd < 0)
+			fail("root_invalid", what, root, e);
+		else if (e == ENXIO)
+			fail("not_regular_file", what, path, e);
+		else if (e == ELOOP)
+			fail("symlink", what, path, e);
+		else
+			fail(glsb_ws_lookup_code(e), what, path, e);
+		return -1;
 	}
-	if ((unsigned long long)st.st_size > max || (unsigned long long)st.st_size > READ_MAX) {
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+		close(fd);
+		fail("not_regular_file", what, path, EINVAL);
+		return -1;
+	}
+	if ((unsigned long long)st->st_size > max || (unsigned long long)st->st_size > limit) {
 		close(fd);
 		struct glsb_jbuf b = {0};
 		start(&b, 0);
 		glsb_jbuf_printf(&b, ",\"error\":\"too_large\",\"bytes\":%lld,\"message\":\"larger than %llu bytes\"",
-				 (long long)st.st_size, max < READ_MAX ? max : (unsigned long long)READ_MAX);
-		return answer(&b, NULL, 0);
+				 (long long)st->st_size, max < limit ? max : limit);
+		answer(&b, NULL, 0);
+		return -1;
 	}
+	return fd;
+}
+
+/* glsb-confine read --root / --follow, of files up to READ_MAX: the bytes in the answer */
+static void op_read(const char *path, const char *max_s)
+{
+	struct stat st;
+	int fd = open_file("read", "/", path, strlen(path), max_s, 1, READ_MAX, &st);
+	if (fd < 0)
+		return;
 	size_t size = (size_t)st.st_size, got = 0;
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
@@ -265,6 +302,52 @@ static void op_read(const char *path, const char *max_s)
 	glsb_jbuf_printf(&b, ",\"bytes\":%zu", got);
 	answer(&b, buf, got);
 	free(buf);
+}
+
+/* The same file opened for the host, which reads it itself (a download: one copy on the host, no byte
+ * through a pipe or the channel): the answer says its size and carries the descriptor (SCM_RIGHTS on our
+ * stdout, a socket; the supervisor passes it on). The descriptor is read-only, of a regular file; what
+ * the host reads of it is at most the size said, and a file that shrinks meanwhile arrives short. */
+static void op_open(const char *root, const char *rel_hex, const char *max_s, const char *mode)
+{
+	static char rel[GLSB_WS_PATH_MAX];
+	size_t hl = strlen(rel_hex);
+	long rl = hl / 2 <= sizeof rel ? glsb_ws_hex_decode(rel_hex, hl, (unsigned char *)rel) : -1;
+	if (rl < 0 || (strcmp(mode, "follow") && strcmp(mode, "beneath")))
+		return fail("usage", "open", root, EINVAL);
+	struct stat st;
+	int fd = open_file("open", root, rel, (size_t)rl, max_s, !strcmp(mode, "follow"), ~0ULL, &st);
+	if (fd < 0)
+		return;
+	struct glsb_jbuf b = {0};
+	start(&b, 1);
+	glsb_jbuf_printf(&b, ",\"bytes\":%lld,\"fd\":true,\"len\":0}\n", (long long)st.st_size);
+	if (b.failed) {
+		close(fd);
+		glsb_jbuf_free(&b);
+		return fail_errno("open", root, ENOMEM);
+	}
+	/* the descriptor with the answer's first byte, the rest after it */
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	memset(&ctl, 0, sizeof ctl);
+	struct iovec iov = {b.p, 1};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	ssize_t n;
+	do
+		n = sendmsg(STDOUT_FILENO, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n != 1 || glsb_write_all(STDOUT_FILENO, b.p + 1, b.len - 1) < 0)
+		_exit(1); /* the supervisor is gone */
+	glsb_jbuf_free(&b);
 }
 
 /* Writes go to a writer per root (ws_write.c glsb_ws_writer): a child of ours, started by the first
@@ -460,6 +543,12 @@ int glsb_cmd_serve(int argc, char **argv)
 			op_mkdir(a1);
 		} else if (!strcmp(op, "remove")) {
 			op_remove(a1);
+		} else if (!strcmp(op, "open")) {
+			const char *rel = word(body, len, &at), *max = word(body, len, &at), *mode = word(body, len, &at);
+			if (mode)
+				op_open(a1, rel, max, mode);
+			else
+				fail("usage", "open", a1, EINVAL);
 		} else if (!strcmp(op, "read")) {
 			const char *max = word(body, len, &at);
 			if (max)

@@ -4,8 +4,8 @@
  * each piece, the pieces into the join) and its fresh pages faulted in twice: most of its time. Reads go
  * straight into one of these (proc:read(which, max, buffer)), and buffer:take() makes the one string.
  * Its memory is mapped, not allocated: untouched capacity costs address space only (a buffer the size of
- * the largest download allowed is cheap until bytes arrive), and from 2 MiB the kernel is asked for huge
- * pages (a 2 MiB page faults in once instead of 512 times).
+ * the largest download allowed is cheap until bytes arrive). Kept and filled again (take and clear give
+ * its pages back lazily), it is not faulted in again: the local provider keeps one per sandbox.
  *
  *   core.buffer(capacity) -> buffer       capacity 0 .. 2^40 bytes
  *   buffer:len() -> bytes held            buffer:capacity() -> capacity
@@ -25,7 +25,6 @@
 #include "core.h"
 
 #define BUFFER_MT "glsb.Buffer"
-#define HUGE_FROM (2u << 20)
 #define MAX_CAPACITY ((size_t)1 << 40)
 
 struct glsb_buffer *glsb_check_buffer(lua_State *L, int idx)
@@ -54,8 +53,6 @@ static int l_buffer(lua_State *L)
 			       -1, 0);
 		if (m == MAP_FAILED)
 			return luaL_error(L, "buffer: cannot map %I bytes", cap);
-		if ((size_t)cap >= HUGE_FROM)
-			madvise(m, (size_t)cap, MADV_HUGEPAGE); /* best effort: THP may be off */
 		b->data = m;
 		b->cap = (size_t)cap;
 	}

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +39,11 @@ typedef struct {
 	pid_t pid;
 	int fd[NSTD];
 	int fd3_socket; /* fd3 is a socketpair end: it is written too */
+	/* descriptors that came on fd3 (SCM_RIGHTS: glsb-confine's `open` answers), oldest first, ours until
+	 * take_fd hands them over; more than PASSED_MAX waiting are closed as they come */
+#define PASSED_MAX 4
+	int passed[PASSED_MAX];
+	int npassed;
 	int pidfd;
 	int reaped;
 	int code, sig;
@@ -100,6 +106,9 @@ static void release(process *p)
 {
 	for (int i = 0; i < NSTD; i++)
 		close_fd(&p->fd[i]);
+	for (int i = 0; i < p->npassed; i++)
+		close(p->passed[i]);
+	p->npassed = 0;
 	if (!p->reaped && p->pid > 0) {
 		kill(p->pid, SIGKILL);
 		try_reap(p, 0);
@@ -279,6 +288,47 @@ static int push_closed(lua_State *L, int w)
 	return 3;
 }
 
+/* One read of fd `w`: fd3 as a socket by recvmsg, keeping any descriptor that came with the bytes. */
+static ssize_t read_some(process *p, int w, char *buf, size_t max)
+{
+	if (w != FD3 || !p->fd3_socket)
+		return read(p->fd[w], buf, max);
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(PASSED_MAX * sizeof(int))];
+	} ctl;
+	struct iovec iov = {buf, max};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+	ssize_t n = recvmsg(p->fd[w], &msg, MSG_CMSG_CLOEXEC);
+	for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+			if (p->npassed < PASSED_MAX)
+				p->passed[p->npassed++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return n;
+}
+
+/* take_fd() -> the oldest descriptor that came on fd3 (the caller's to close), or nil. */
+static int l_take_fd(lua_State *L)
+{
+	process *p = check_process(L);
+	if (p->npassed == 0)
+		return 0;
+	int fd = p->passed[0];
+	memmove(p->passed, p->passed + 1, (size_t)(p->npassed - 1) * sizeof p->passed[0]);
+	p->npassed--;
+	lua_pushinteger(L, fd);
+	return 1;
+}
+
 /* read(which[, max[, buffer]]) -> up to max bytes (default 64 KiB) as a string, "" at end of file; with a
  * buffer (buffer.c), they are appended to it instead (at most its room) and the count is returned, 0 at
  * end of file. */
@@ -297,7 +347,7 @@ static int l_read(lua_State *L)
 		size_t room = into->cap - into->len;
 		ssize_t n;
 		do
-			n = read(p->fd[w], into->data + into->len, max < room ? max : room);
+			n = read_some(p, w, into->data + into->len, max < room ? max : room);
 		while (n < 0 && errno == EINTR);
 		if (n < 0)
 			return glsb_push_errno(L, "read", std_names[w], errno);
@@ -309,7 +359,7 @@ static int l_read(lua_State *L)
 	char *buf = luaL_buffinitsize(L, &b, max);
 	ssize_t n;
 	do
-		n = read(p->fd[w], buf, max);
+		n = read_some(p, w, buf, max);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return glsb_push_errno(L, "read", std_names[w], errno);
@@ -471,7 +521,7 @@ static int l_index(lua_State *L)
 void glsb_open_process(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"fd", l_fd}, {"read", l_read}, {"write", l_write}, {"close_fd", l_close_fd},
+		{"fd", l_fd}, {"read", l_read}, {"write", l_write}, {"close_fd", l_close_fd}, {"take_fd", l_take_fd},
 		{"kill", l_kill}, {"poll", l_poll}, {"close", l_close}, {NULL, NULL},
 	};
 	/* A write to a pipe whose reader died must come back as EPIPE, not kill the host process. */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buffer.h"
 #include "codes.h"
 #include "core.h"
 
@@ -65,13 +66,29 @@ static int check_fd(lua_State *L, int arg)
 	return (int)fd;
 }
 
-/* fd_read(fd[, max = 65536]) -> bytes ("" at end of file), or nil, message, errno name (EAGAIN: nothing
- * ready now). One read(2), retried on EINTR. */
+/* fd_read(fd[, max = 65536[, buffer]]) -> bytes ("" at end of file), or nil, message, errno name (EAGAIN:
+ * nothing ready now). One read(2), retried on EINTR. With a buffer (buffer.c) the bytes are appended to
+ * it (at most its room) and the count is returned, 0 at end of file: a file descriptor glsb-confine passed
+ * (a download) is read straight into the buffer it will be taken from. */
 static int l_fd_read(lua_State *L)
 {
 	int fd = check_fd(L, 1);
 	lua_Integer max = luaL_optinteger(L, 2, 65536);
 	luaL_argcheck(L, max > 0 && max <= MAX_READ, 2, "max must be 1 to 16 MiB");
+	if (!lua_isnoneornil(L, 3)) {
+		struct glsb_buffer *into = glsb_check_buffer(L, 3);
+		luaL_argcheck(L, into->len < into->cap, 3, "the buffer is full");
+		size_t room = into->cap - into->len;
+		ssize_t n;
+		do
+			n = read(fd, into->data + into->len, (size_t)max < room ? (size_t)max : room);
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return glsb_push_errno(L, "fd_read", "", errno);
+		into->len += (size_t)n;
+		lua_pushinteger(L, n);
+		return 1;
+	}
 	luaL_Buffer b;
 	char *p = luaL_buffinitsize(L, &b, (size_t)max);
 	ssize_t n;
