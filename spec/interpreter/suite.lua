@@ -278,6 +278,48 @@ return function(provider, opts_factory, features)
       assert.equal("2+3 = 5.", r2.text)
     end)
 
+    it("step_timeout stops one execution (the model is told) and the run goes on; system replaces the prompt", function()
+      local emu, client, model = scripted("openai", { call("import time\ntime.sleep(30)\nprint('late')"),
+        say("Too slow, so I stopped.") })
+      local t0 = loop.now()
+      local r = ai(client, { step_timeout = 1, system = "You are terse." }):execute("be slow")
+      assert.equal("answer", r.stop_reason)
+      assert.equal("Too slow, so I stopped.", r.text)
+      assert.equal("timeout", r.steps[1].result.status)
+      assert.truthy(loop.now() - t0 < 20, "the 30 s sleep was cut at 1 s")
+      local reqs = emu:requests(model)
+      assert.same({ role = "system", content = "You are terse." }, reqs[1].body.messages[1])
+      local obs = results_of("openai", reqs[2].body)[1].text
+      assert.truthy(obs:find("stopped at its time limit", 1, true), obs)
+    end)
+
+    it("output files are capped in count and bytes: the rest are listed in skipped_files with why", function()
+      local _, client = scripted("openai", { call(table.concat({
+        "for name, n in [('a1.txt', 100), ('a2.bin', 3000), ('a3.txt', 600), ('a4.txt', 600), ('a5.txt', 10),",
+        "                ('a6.txt', 10)]:",
+        "    open(name, 'w').write('x' * n)" }, "\n")), say("Six files.") })
+      local r = ai(client, { max_files = 3, max_file_bytes = 2000, max_output_bytes = 1000 }):execute("write")
+      assert.equal("answer", r.stop_reason)
+      local got, skipped = {}, {}
+      for _, f in ipairs(r.files) do got[#got + 1] = f.filename .. "=" .. #f.data end
+      for _, s in ipairs(r.skipped_files) do skipped[#skipped + 1] = s.path:match("[^/]+$") .. ":" .. s.reason end
+      assert.same({ "a1.txt=100", "a3.txt=600", "a5.txt=10" }, got)
+      assert.same({ "a2.bin:max_file_bytes", "a4.txt:max_output_bytes", "a6.txt:max_files" }, skipped)
+    end)
+
+    it("with a sandbox of its own: the files come back before it is terminated, and nothing is left", function()
+      pcall(sb.terminate, sb) -- this case makes its own sandbox: the interpreter's
+      sb = nil
+      local _, client = scripted("openai", { call("open('own.txt', 'w').write('made in its own sandbox')"),
+        say("Written.") })
+      local r = glsb.interpreter({ provider = provider, create = opts_factory(), lm = client }):execute("write")
+      assert.equal("answer", r.stop_reason)
+      assert.equal(provider, r.provider)
+      assert.equal("own.txt", r.files[1] and r.files[1].filename)
+      assert.equal("made in its own sandbox", r.files[1].data)
+      if features.leftovers then assert.same({}, features.leftovers()) end
+    end)
+
     it("older outputs are compacted when the conversation grows past history_chars", function()
       local emu, client, model = scripted("openai", { call("print('a' * 3000)"), call("print('b' * 3000)"),
         call("print('c' * 3000)"), call("print('d' * 3000)"), say("abcd") })
