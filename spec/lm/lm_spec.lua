@@ -162,7 +162,12 @@ for _, kind in ipairs({ "openai", "anthropic" }) do
       assert.equal("auth", err.reason)
       assert.equal(401, err.http_status)
       assert.is_false(err.transient)
-      assert.equal(1, #emu:requests() + 1) -- a refused key is not recorded by the emulator
+      -- a refused key is not recorded by the emulator: count the attempts of a 401 that a fault gives
+      emu:fault({ path = "", status = 401, times = -1 })
+      local e401 = raised(function() emu:client():invoke(task("x")) end)
+      assert.equal("auth", e401.reason)
+      assert.equal(1, #emu:requests(), "a 401 is sent once")
+      emu:reset()
       local e404 = raised(function() emu:client({ model = "no-such-model" }):invoke(task("x")) end)
       assert.equal("not_found", e404.reason)
       assert.is_false(e404.transient)
