@@ -130,6 +130,50 @@ local function new_owner_id()
   return "pool-owner-" .. require("glsb.ids").hex(32)
 end
 
+-- Create options that say nothing about what a sandbox is: its lease and timeouts, callbacks, and the
+-- provider's own options (credentials, endpoints: another process reaches the same sandboxes with its own).
+local NOT_IDENTITY = { timeout = true, keep_alive = true, retry = true, metadata = true, create_timeout = true,
+  ready_timeout = true, health_timeout = true, session_timeout = true }
+
+-- A stable text of a value: keys sorted at every depth, functions and userdata left out.
+local function canonical(v, out)
+  local t = type(v)
+  if t == "table" then
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+    out[#out + 1] = "{"
+    for _, k in ipairs(keys) do
+      local x = v[k]
+      if type(x) ~= "function" and type(x) ~= "userdata" then
+        out[#out + 1] = string.format("%q=", tostring(k))
+        canonical(x, out)
+        out[#out + 1] = ","
+      end
+    end
+    out[#out + 1] = "}"
+  elseif t == "string" then
+    out[#out + 1] = string.format("%q", v)
+  elseif t ~= "function" and t ~= "userdata" then
+    out[#out + 1] = tostring(v)
+  end
+  return out
+end
+
+-- identity(provider, cls, create) -> "<provider>/<16 hex>": the provider and a hash of the create options
+-- that make its sandboxes what they are (template, image, env, packages, resources, language, ...). Two
+-- pools of one name in one store must have the same identity: another one's sandbox would not be the
+-- one asked for (another template), or not even one this provider can reach.
+function M.identity(provider, cls, create)
+  local own = type(cls.options) == "table" and type(cls.options.provider) == "table" and cls.options.provider or {}
+  local kept = {}
+  for k, v in pairs(create or {}) do
+    if not NOT_IDENTITY[k] and own[k] == nil and type(v) ~= "function" then kept[k] = v end
+  end
+  local digest = require("glsb.codec").sha256(table.concat(canonical(kept, {})))
+  return provider .. "/" .. digest:sub(1, 16)
+end
+
 -- M.new(provider, opts) -> a pool that is not started yet (glsb.pool).
 function M.new(provider, opts)
   local cls, provider_name = resolve_class(provider)
@@ -142,6 +186,7 @@ function M.new(provider, opts)
   end
   local self = setmetatable({
     name = o.name, provider = provider_name, cls = cls, opts = o, store = store, owns_store = owned,
+    identity = M.identity(provider_name, cls, o.create),
     size = o.size, owner = o.owner_id or new_owner_id(),
     lifecycle = "new",            -- new | running | draining | stopped | destroyed
     failures = 0, backoff_until = nil, last_error = nil, store_ok = true,
@@ -182,15 +227,36 @@ local function connect_opts(self)
   return c
 end
 
--- Kills a sandbox named by an entry: its handle when we have one, else through glsb.connect.
+-- Puts an entry this process cannot use back in the store, for one that can: dropped, its sandbox would run
+-- on with nobody to end it.
+local function put_back(self, entry, why)
+  log.warn(string.format("pool '%s': idle sandbox %s is not this process's to use or kill (%s); left in the store",
+    self.name, tostring(entry.id), why), { pool = self.name, sandbox_id = entry.id })
+  store_call(self, "put_idle", entry)
+  return "put back"
+end
+
+local function other_provider(self, entry)
+  local ref = entry.ref
+  return type(ref) == "table" and ref.provider ~= nil and ref.provider ~= self.provider
+end
+
+-- Kills a sandbox named by an entry: its handle when we have one, else through glsb.connect. One of another
+-- provider, or one that cannot be reached for now (a transient failure), is put back, never dropped.
 local function kill_entry(self, entry)
   local sb = entry.sandbox or self.handles[entry.id]
   self.handles[entry.id] = nil
   if not sb then
     if not entry.ref or type(self.cls.connect) ~= "function" then return end
+    if other_provider(self, entry) then
+      return put_back(self, entry, "it is provider " .. tostring(entry.ref.provider) .. "'s")
+    end
     local ok, got = pcall(self.cls.connect, entry.ref, connect_opts(self))
     rethrow_cancel(got)
-    if not ok then return end -- already gone: nothing to kill
+    if not ok then
+      if errors.is_transient(got) then return put_back(self, entry, "unreachable for now: " .. errors.describe(got)) end
+      return -- already gone: nothing to kill
+    end
     sb = got
   end
   local ok, err = pcall(sb.terminate, sb)
@@ -198,6 +264,35 @@ local function kill_entry(self, entry)
   if not ok then
     log.warn("pool: could not kill an idle sandbox: " .. tostring(err), { pool = self.name, sandbox_id = entry.id })
   end
+end
+
+---------------------------------------------------------------------------------------------------
+-- the pool's identity in a shared store (M.identity)
+
+-- How long the name stays this identity's after the last claim: as long as a sandbox it put idle may live.
+local function identity_ttl(self) return self.opts.idle_timeout + 2 * self.opts.primary_lock_ttl end
+
+-- claim(self) -> true (the name is this pool's), false, holder (another identity holds it), or nil, err (the
+-- store failed). A store without claim_identity (a custom one) shares names unchecked.
+local function claim(self)
+  if type(self.store.claim_identity) ~= "function" then return true end
+  local ok, mine, holder = store_call(self, "claim_identity", self.identity, identity_ttl(self))
+  if not ok then return nil, mine end
+  return mine == true, holder
+end
+
+local function conflict_message(self, holder)
+  return string.format("pool '%s': the store holds this name for a pool of %s, this one is %s: another provider "
+    .. "or other create options (template, image, env, packages, resources) under one name would hand out "
+    .. "sandboxes other than the ones asked for; use another name, or end that pool's idle sandboxes "
+    .. "(release_all_idle() or destroy() there) and let its claim lapse (%gs after its last use)", self.name,
+    tostring(holder), self.identity, identity_ttl(self))
+end
+
+-- An entry of a shared store this pool may hand out: its ref carries this pool's identity.
+local function foreign(self, entry)
+  if not self.store.shared or entry.sandbox then return false end
+  return type(entry.ref) ~= "table" or entry.ref.pool_identity ~= self.identity
 end
 
 -- Runs fn(...) as a background task of the pool: shutdown waits for it (graceful) or cancels it.
@@ -311,6 +406,7 @@ local function warm_one(self)
   local entry = { id = sb.sandbox_id, sandbox = nil, ref = nil }
   if self.store.shared then
     entry.ref = type(sb.ref) == "function" and sb:ref() or { provider = self.provider, sandbox_id = sb.sandbox_id }
+    entry.ref.pool_identity = self.identity -- what another process checks before it hands the sandbox out
     self.handles[entry.id] = sb
   else
     entry.sandbox = sb
@@ -356,6 +452,15 @@ local function tick(self)
       { pool = self.name })
   end
   self.last_tick = now
+  local mine, holder = claim(self)
+  if mine == false then
+    -- the name went to another identity (this pool's claim lapsed): this one neither creates nor kills there
+    self.last_error = conflict_message(self, holder)
+    if not self.conflict_logged then log.error(self.last_error, { pool = self.name }) end
+    self.conflict_logged = true
+    return false
+  end
+  self.conflict_logged = nil
   if self.store.shared and self.store.idle_entries then prune_handles(self) end
   local ok, got, left = store_call(self, "try_acquire_primary_lock", self.owner, self.opts.primary_lock_ttl)
   if not ok or not got then
@@ -468,6 +573,9 @@ function Pool:start()
         running(self, "start")
       end
     end
+    local mine, holder = claim(self)
+    if mine == nil then error(holder, 0) end
+    if not mine then error(pool_error(errors.PoolError, conflict_message(self, holder)), 0) end
     ok, err = store_call(self, "set_max_idle", self.size)
     if not ok then error(err, 0) end
   end)
@@ -525,6 +633,16 @@ local function acquire_body(self, policy, deadline, lease)
   end
   kill_in_background(self, discarded)
   kick(self) -- a deficit now: the reconciler replenishes without waiting for its interval
+  if entry and foreign(self, entry) then
+    -- not this pool's to hand out (an older configuration's, or another provider's): killed when this
+    -- provider can, else put back; never dropped
+    if other_provider(self, entry) then
+      put_back(self, entry, "it is provider " .. tostring(entry.ref.provider) .. "'s")
+    else
+      kill_in_background(self, { entry })
+    end
+    entry = nil
+  end
   if entry then
     local sb, why, handle = checkout(self, entry, deadline)
     if sb then
@@ -652,8 +770,14 @@ function Pool:release_all_idle()
     end
     local tasks = {}
     for i, e in ipairs(entries) do tasks[i] = loop.spawn(kill_entry, self, e) end
-    for _, t in ipairs(tasks) do pcall(t.wait, t) end
-    return #entries
+    local killed = 0
+    for _, t in ipairs(tasks) do
+      local ok, put_back_ = pcall(t.wait, t)
+      if ok and put_back_ ~= "put back" then killed = killed + 1 end
+    end
+    -- nothing of this pool is idle any more: the name is free for a pool of other options
+    if type(self.store.release_identity) == "function" then store_call(self, "release_identity", self.identity) end
+    return killed
   end)
 end
 

@@ -11,6 +11,8 @@
 --     maxIdle        STRING  the target size (pool:resize writes it for every process)
 --     idleTtlMillis  STRING  the idle entry TTL
 --     destroy:state, destroy:owner   STRING   set by pool:destroy()
+--     identity       STRING  "<provider>/<hash of the create options>" of the pool using the name, with PX:
+--                            a pool of another provider or other options is refused while it lives (glsb's)
 --
 -- Every script reads the clock with TIME (one clock for all hosts). The primary lock is SET NX PX with
 -- owner checks on renew and release. Any failure (no connection, a timeout, an error reply) raises a
@@ -147,10 +149,27 @@ end
 return out
 ]]
 
+-- KEYS: identity. ARGV: identity, ttl (ms). The name is this identity's (now, for ttl more) unless another
+-- holds it. -> 1, or the identity that holds it
+local CLAIM = [[
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return cur end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+]]
+
+-- KEYS: identity, expires. ARGV: identity. Lets the name go when nothing of this identity is idle.
+local UNCLAIM = [[
+if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('HLEN', KEYS[2]) == 0 then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+]]
+
 local SCRIPTS = { take = TAKE, put = PUT, remove = REMOVE, lock = LOCK, renew = RENEW, release = RELEASE,
-  reap = REAP, entries = ENTRIES }
+  reap = REAP, entries = ENTRIES, claim = CLAIM, unclaim = UNCLAIM }
 M.SCRIPTS = SCRIPTS
-local SCRIPT_NAMES = { "take", "put", "remove", "lock", "renew", "release", "reap", "entries" }
+local SCRIPT_NAMES = { "take", "put", "remove", "lock", "renew", "release", "reap", "entries", "claim", "unclaim" }
 
 -- key(prefix, name, suffix) -> the Redis key (exported for tests and tools).
 function M.key(prefix, name, suffix)
@@ -359,6 +378,18 @@ function Store:destroy(name, owner)
     { "SET", M.key(self.prefix, name, "destroy:owner"), owner or "" },
   }, deadline)
   for _, r in ipairs(replies) do check_reply(self, r) end
+end
+
+-- claim_identity(name, identity, ttl) -> true, or false and the identity that holds the name.
+function Store:claim_identity(name, identity, ttl)
+  local r = self:_script("claim", keys(self, name, "identity"), { identity, ms(ttl) })
+  if r == 1 then return true end
+  return false, tostring(r)
+end
+
+-- release_identity(name, identity): the name is free again once nothing of identity is idle.
+function Store:release_identity(name, identity)
+  self:_script("unclaim", keys(self, name, "identity", "idle:expires"), { identity })
 end
 
 function Store:is_destroyed(name)
