@@ -8,7 +8,9 @@
 --   codec.b64decode(text[, "url"])      -> bytes, or nil, message, "BAD_BASE64"
 --   codec.repair_utf8(bytes)            -> text: each byte that starts no valid UTF-8 sequence is U+FFFD
 --   codec.crc32(data[, init])           -> integer (CRC-32 of zlib; not a digest: for cheap cache keys)
+--   codec.decode_json(text[, budget])   -> value, or nil, message (text from outside: its decoded cost capped)
 local core = require "glsb.core"
+local cjson = require "cjson.safe"
 
 local M = {}
 
@@ -52,5 +54,33 @@ end
 -- crc32(data[, init]) -> the CRC-32 (zlib's) of data as an integer; init is an earlier result, so
 -- crc32(b, crc32(a)) == crc32(a .. b). In the core's base: unlike sha256 it loads no libcrypto.
 function M.crc32(data, init) return core.crc32(data, init) end
+
+-- JSON from outside is decoded at the cost of what it holds, not of its length: `[[],[],...]` is 3 bytes of
+-- text per Lua table (a 60 MiB answer of them took 1,863 MiB). What a value costs besides its text is
+-- estimated before decoding (core.json_shape): JSON_CONTAINER bytes per object or array (a table and its
+-- slot) and JSON_VALUE per value or key (a slot, a node, a string's header); past the budget (default
+-- JSON_BUDGET), or nested deeper than JSON_DEPTH, the text is refused undecoded.
+M.JSON_CONTAINER = 72
+M.JSON_VALUE = 32
+M.JSON_BUDGET = 16 * 1024 * 1024
+M.JSON_DEPTH = 128
+
+-- decode_json(text[, budget]) -> the decoded value (JSON null as cjson.null), or nil, message: not JSON, too
+-- deep, or its decoded value would cost more than budget bytes beyond its text.
+function M.decode_json(text, budget)
+  if type(text) ~= "string" then return nil, "not a string: " .. type(text) end
+  local containers, separators, depth = core.json_shape(text)
+  if depth > M.JSON_DEPTH then
+    return nil, string.format("JSON nested %d deep (the limit is %d): refused undecoded", depth, M.JSON_DEPTH)
+  end
+  local cost = containers * M.JSON_CONTAINER + (separators + 1) * M.JSON_VALUE
+  budget = budget or M.JSON_BUDGET
+  if cost > budget then
+    return nil, string.format("JSON of %d bytes holding %d objects and arrays and %d values would cost %d bytes "
+      .. "decoded beyond its text (the limit is %d): refused undecoded", #text, containers, separators + 1, cost,
+      budget)
+  end
+  return cjson.decode(text)
+end
 
 return M

@@ -12,6 +12,7 @@
 -- errors.classify, so a wrapper never disagrees with what it wraps.
 
 local time = require "glsb.time"
+local secrets = require "glsb.secrets"
 
 local M = {}
 
@@ -67,7 +68,9 @@ function M.new(class, stage, message, cause)
   if message == nil and cause ~= nil then
     message = M.describe(cause)
   end
-  return setmetatable({ class = c.name, stage = stage, message = tostring(message or c.name), cause = cause }, Error)
+  -- the one place an error's text is made: no registered secret stays in it (glsb.secrets)
+  return setmetatable({ class = c.name, stage = stage, message = secrets.scrub(message or c.name), cause = cause },
+    Error)
 end
 
 -- errors.raise(Class, stage, message[, cause]): never returns.
@@ -168,6 +171,7 @@ local PERMANENT_CODE = {
   FRAME_TOO_LARGE = true, TRUNCATED_ENVELOPE = true, TRUNCATED_MESSAGE = true, PRELUDE_CRC = true,
   MESSAGE_CRC = true, BAD_LENGTH = true, BAD_HEADERS = true, BODY_TOO_LARGE = true,
   TAR_CORRUPT = true, TAR_UNSAFE_ENTRY = true, TAR_TOO_LARGE = true, BAD_BASE64 = true,
+  BAD_HEADER_VALUE = true, -- CR, LF or NUL in a header (an id a server sent): the same request stays refused
   -- errno: the path, the program or the permissions are wrong
   EPERM = true, ENOENT = true, EACCES = true, ENOTDIR = true, EISDIR = true, EINVAL = true,
   ENAMETOOLONG = true, ELOOP = true, EROFS = true, EEXIST = true, ENOEXEC = true, E2BIG = true,
@@ -409,10 +413,11 @@ function M.causes(e)
 end
 
 Error.__tostring = function(self)
-  local s = string.format("%s[%s]: %s", self.class, self.stage, self.message)
+  local s = string.format("%s[%s]: %s", self.class, self.stage, tostring(self.message))
   if self.transient then s = s .. " (transient)" end
   for _, w in ipairs(M.causes(self)) do s = s .. " <- cause: " .. w end
-  return s
+  -- causes carry what other layers wrote (a transport's message, a server's words): scrubbed here too
+  return secrets.scrub(s)
 end
 
 ---------------------------------------------------------------------------
@@ -455,6 +460,8 @@ end
 -- comes from the response's retry-after-ms or Retry-After header (errors.retry_after_of).
 function M.http_failure(status, headers, body)
   local msg = tostring(status) .. (REASON[status] and (" " .. REASON[status]) or "")
+  -- a server may quote the request back (its headers, and so its keys): the body kept is scrubbed
+  if type(body) == "string" then body = secrets.scrub(body) end
   if type(body) == "string" and body ~= "" then
     local snippet = body:gsub("%s+", " ")
     if #snippet > MAX_BODY_IN_MESSAGE then snippet = snippet:sub(1, MAX_BODY_IN_MESSAGE) .. "..." end
@@ -471,7 +478,8 @@ end
 
 -- errors.from_response(Class, stage, result[, message]) -> error object for a
 -- glsb.http result {status, headers, body, error}: the transport failure when
--- there is one, else the HTTP status. Returns nil for a 2xx/3xx result.
+-- there is one, else the HTTP status. Returns nil for a 2xx result only: redirects are never followed, so a
+-- 3xx is no answer to the call (a DELETE answered 302 did not delete anything).
 function M.from_response(class, stage, result, message)
   if type(result) ~= "table" then
     return M.new(class, stage, message or "no response", result)
@@ -481,7 +489,7 @@ function M.from_response(class, stage, result, message)
     return M.from_transport(class, stage, result.error, message and (message .. ": " .. M.describe(result.error)))
   end
   local status = result.status
-  if type(status) == "number" and status >= 200 and status < 400 then return nil end
+  if type(status) == "number" and status >= 200 and status < 300 then return nil end
   local cause = M.http_failure(status, result.headers, result.body)
   return M.new(class, stage, message and (message .. ": " .. cause.message) or cause.message, cause)
 end

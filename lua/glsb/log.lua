@@ -133,10 +133,30 @@ function M.set_handler(fn)
   return prev
 end
 
+-- Every line is scrubbed of the secrets glsb knows (glsb.secrets) before any handler sees it: its message
+-- and its string fields (an error object's text is scrubbed by the error itself).
+local function scrubbed(fields)
+  if type(fields) ~= "table" then return fields end
+  local secrets = require "glsb.secrets"
+  local out
+  for k, v in pairs(fields) do
+    if type(v) == "string" then
+      local s = secrets.scrub(v)
+      if s ~= v then
+        out = out or {}
+        out[k] = s
+      end
+    end
+  end
+  if not out then return fields end
+  for k, v in pairs(fields) do if out[k] == nil then out[k] = v end end
+  return out
+end
+
 local function emit(level, message, fields)
   if not M.enabled(level) then return end
   -- a broken handler must never turn a warning into a failure
-  pcall(handler, level, tostring(message), fields)
+  pcall(handler, level, require("glsb.secrets").scrub(tostring(message)), scrubbed(fields))
 end
 
 function M.debug(message, fields) emit("debug", message, fields) end

@@ -38,31 +38,93 @@ function M.call_back(fn, line)
   end
 end
 
+---------------------------------------------------------------------------
+-- Pieces: bytes that arrive in pieces of any size, kept at the cost of their bytes
+---------------------------------------------------------------------------
+
+-- A Lua string costs some 30 bytes besides its own and a list slot 16 more: kept one by one, a million
+-- one-byte pieces (a sandbox or a server that writes one byte per frame) cost 50 times what they hold.
+-- Pieces joins small ones as they come, so what it holds costs its bytes and a small constant whatever the
+-- framing: it keeps at most two parts per JOIN_BYTES (a run of small pieces joined, then a big piece), and
+-- at most JOIN_COUNT small pieces not yet joined.
+local JOIN_BYTES = 4096
+local JOIN_COUNT = 256
+
+local Pieces = {}
+Pieces.__index = Pieces
+M.Pieces = Pieces
+
+-- pieces() -> an accumulator: p:add(s), p:text() (all of it, joined once and kept joined), p.size (bytes),
+-- p:clear().
+function M.pieces()
+  return setmetatable({ parts = {}, small = {}, small_bytes = 0, size = 0 }, Pieces)
+end
+
+-- The small pieces become one; a last part still short of JOIN_BYTES takes them in (each byte is copied
+-- a few times at most: a part stops growing at JOIN_BYTES).
+local function join_small(p)
+  local small, parts = p.small, p.parts
+  if #small == 0 then return end
+  local last = parts[#parts]
+  if last and #last < JOIN_BYTES then
+    parts[#parts] = last .. table.concat(small)
+  else
+    parts[#parts + 1] = #small == 1 and small[1] or table.concat(small)
+  end
+  p.small, p.small_bytes = {}, 0
+end
+
+function Pieces:add(s)
+  local n = #s
+  if n == 0 then return end
+  self.size = self.size + n
+  if n >= JOIN_BYTES then
+    join_small(self)
+    self.parts[#self.parts + 1] = s
+    return
+  end
+  local small = self.small
+  small[#small + 1] = s
+  self.small_bytes = self.small_bytes + n
+  if self.small_bytes >= JOIN_BYTES or #small >= JOIN_COUNT then join_small(self) end
+end
+
+function Pieces:text()
+  join_small(self)
+  local parts = self.parts
+  if #parts == 0 then return "" end
+  if #parts > 1 then self.parts = { table.concat(parts) } end
+  return self.parts[1]
+end
+
+function Pieces:clear()
+  self.parts, self.small, self.small_bytes, self.size = {}, {}, 0, 0
+end
+
 -- splitter(fn) -> {push(text), flush()}: one fn(line) per complete line (without its "\n"), the last
 -- partial line on flush. A line that arrives in many pieces is joined once (no quadratic copying).
 function M.splitter(fn)
   if not fn then return { push = function() end, flush = function() end } end
-  local parts = {}
+  local line = M.pieces()
   local s = {}
+  local function emit()
+    local text = line:text()
+    line:clear()
+    M.call_back(fn, text)
+  end
   function s.push(text)
     local pos = 1
     while true do
       local nl = text:find("\n", pos, true)
       if not nl then break end
-      parts[#parts + 1] = text:sub(pos, nl - 1)
-      local line = table.concat(parts)
-      parts = {}
-      M.call_back(fn, line)
+      line:add(text:sub(pos, nl - 1))
+      emit()
       pos = nl + 1
     end
-    if pos <= #text then parts[#parts + 1] = text:sub(pos) end
+    if pos <= #text then line:add(pos == 1 and text or text:sub(pos)) end
   end
   function s.flush()
-    if #parts > 0 then
-      local line = table.concat(parts)
-      parts = {}
-      M.call_back(fn, line)
-    end
+    if line.size > 0 then emit() end
   end
   return s
 end
@@ -75,7 +137,7 @@ function M.capture(opts, cap)
   opts = opts or {}
   local c = setmetatable({ cap = cap or M.CAP, streams = {} }, Capture)
   for _, name in ipairs({ "stdout", "stderr" }) do
-    c.streams[name] = { parts = {}, size = 0, dropped = 0, lines = M.splitter(opts["on_" .. name]) }
+    c.streams[name] = { kept = M.pieces(), size = 0, dropped = 0, lines = M.splitter(opts["on_" .. name]) }
   end
   return c
 end
@@ -91,7 +153,7 @@ function Capture:push(name, text)
     text = text:sub(1, room)
   end
   s.size = s.size + #text
-  s.parts[#s.parts + 1] = text
+  s.kept:add(text)
   s.lines.push(text)
 end
 
@@ -103,10 +165,7 @@ end
 
 -- text(name) -> what was kept so far (without the note).
 function Capture:text(name)
-  local s = self.streams[name]
-  local t = table.concat(s.parts)
-  s.parts = { t }
-  return t
+  return self.streams[name].kept:text()
 end
 
 -- finish([result]) -> result (a new table when nil) with stdout, stderr and the truncation flags.

@@ -20,7 +20,9 @@
 -- the bytes of its forms as kept (binary forms decoded) plus the JSON text of its json and extra. A
 -- bundle that does not fit in what is left is dropped, not kept and not decoded where the adapter can
 -- tell before decoding; the call then has results_truncated = true and its results end with a note
--- bundle (results.is_note) saying how many were dropped. The status is never changed by the cap.
+-- bundle (results.is_note) saying how many were dropped. At most results.MAX_BUNDLES bundles are kept
+-- (their tables cost what their size does not count); the rest are dropped and noted the same way. The
+-- status is never changed by the cap.
 
 local cjson = require "cjson.safe"
 
@@ -172,6 +174,11 @@ Collector.__index = Collector
 local capped = setmetatable({}, { __mode = "k" })
 function M.is_capped(list) return capped[list] == true end
 
+-- The most bundles kept per call, whatever their size: a bundle's tables cost a few hundred bytes that its
+-- size does not count, so half a million empty `result` events (a hostile server's) cost 800 MiB under a
+-- cap of bytes alone. Past it bundles are dropped and noted like those over the cap.
+M.MAX_BUNDLES = 10000
+
 -- results.collector([cap]) -> a collector for one call: add(bundle) keeps it when it fits, drop(bytes)
 -- counts one the adapter did not even decode, finish(r) sets r.results and r.results_truncated.
 function M.collector(cap)
@@ -179,9 +186,12 @@ function M.collector(cap)
     Collector)
 end
 
--- room() -> bytes still free. An adapter that knows a bundle's encoded size can drop it undecoded when
--- even its decoded size cannot fit (base64: 3/4 of the text).
-function Collector:room() return self.cap - self.size end
+-- room() -> bytes still free (0 once MAX_BUNDLES are kept). An adapter that knows a bundle's encoded size
+-- can drop it undecoded when even its decoded size cannot fit (base64: 3/4 of the text).
+function Collector:room()
+  if #self.list >= M.MAX_BUNDLES then return 0 end
+  return self.cap - self.size
+end
 
 function Collector:drop(bytes)
   self:drops(1, bytes)
@@ -201,7 +211,7 @@ end
 function Collector:add(b)
   b = M.new(b)
   local n = b:size()
-  if n > self.cap - self.size then
+  if n > self.cap - self.size or #self.list >= M.MAX_BUNDLES then
     self:drop(n)
     return false
   end

@@ -187,6 +187,18 @@ function M.normalize_result(r)
     res = made
     for k, v in pairs(r) do if res[k] == nil then res[k] = v end end -- provider extras (text, results, ...)
   end
+  -- what reaches the caller has the documented types whatever a provider's far side sent (a sandbox that
+  -- forges its answer, a server's table where a string was): a bad field makes the call's outcome unknown
+  for _, field in ipairs({ "stdout", "stderr", "text", "error" }) do
+    local v = res[field]
+    if v ~= nil and type(v) ~= "string" then
+      return ExecutionResult.new { status = Status.UNKNOWN, failure = { exception_type = models.FailureType.PROTOCOL,
+        retry_safe = false }, error = string.format("the provider's result has %s for %s, not a string", type(v),
+          field) }
+    end
+  end
+  -- an execution's error quotes what a server said (which may quote the request): no secret glsb knows
+  if res.error then res.error = require("glsb.secrets").scrub(res.error) end
   for _, name in ipairs({ "stdout", "stderr" }) do
     local flag = name .. "_truncated"
     if res[flag] ~= true then
@@ -630,6 +642,12 @@ local function normalize_ref(cls, ref, what)
   if type(ref.sandbox_id) ~= "string" or ref.sandbox_id == "" then
     options.arg_error("%s: ref.sandbox_id must be a non-empty string", what)
   end
+  -- an id goes into URLs and headers: "..", "a/b" or one with CR LF (a ref from a shared store another
+  -- process wrote) is refused before anything is sent
+  if not require("glsb.answer").is_id(ref.sandbox_id) then
+    options.arg_error("connect: ref.sandbox_id %q is not an id (letters, digits, '_', '-', '.' not first)",
+      ref.sandbox_id:sub(1, 60))
+  end
   if ref.provider ~= nil and ref.provider ~= cls.provider_name then
     options.arg_error("%s: the ref is for provider '%s', not '%s'", what, tostring(ref.provider),
       tostring(cls.provider_name))
@@ -705,7 +723,10 @@ function BaseSandbox:ref(opts)
   if self.sandbox_id == nil then error(not_running(self, "ref"), 0) end
   local r = { provider = self.provider, sandbox_id = self.sandbox_id, language = self.language }
   if type(self._ref) == "function" then
-    for k, v in pairs(self:_ref({ secrets = opts.secrets == true }) or {}) do r[k] = v end
+    -- endpoints without their user:password@: a ref is stored and passed around (a pool's store); connect
+    -- takes credentials from its options
+    local secrets = require "glsb.secrets"
+    for k, v in pairs(self:_ref({ secrets = opts.secrets == true }) or {}) do r[k] = secrets.without_userinfo(v) end
   end
   return r
 end
@@ -780,7 +801,7 @@ function M.list(cls, opts)
     for i, r in ipairs(refs) do
       -- what sb:ref() would hold (connect's fields) stays as it is; the reported fields are normalised
       local ref = {}
-      for k, v in pairs(r) do ref[k] = v end
+      for k, v in pairs(r) do ref[k] = require("glsb.secrets").without_userinfo(v) end -- as in sb:ref()
       for _, k in ipairs(REPORTED) do ref[k] = nil end
       ref.extra, ref.state = nil, nil
       normalize_report(ref, r, cls.provider_name, "state")

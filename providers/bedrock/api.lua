@@ -22,6 +22,7 @@ local outcome = require "glsb.outcome"
 local log = require "glsb.log"
 local sigv4 = require "glsb.aws.sigv4"
 local credentials = require "glsb.aws.credentials"
+local secrets = require "glsb.secrets"
 
 local M = {}
 
@@ -203,7 +204,15 @@ end
 
 local function creds_of(cfg)
   local ok, c = pcall(cfg.credentials.get, cfg.credentials)
-  if ok then return c end
+  if ok then
+    -- the chain's credentials, wherever they came from (options, environment, files, IMDS): known to
+    -- glsb.secrets, so no error, log line or span shows them
+    if type(c) == "table" then
+      secrets.register(c.secret_access_key)
+      secrets.register(c.session_token)
+    end
+    return c
+  end
   if loop.is_cancelled(c) then error(c, 0) end
   -- no credentials: a permanent failure of the configuration, not of the network
   error({ message = errors.describe(c), credentials = true, cause = c }, 0)
@@ -221,10 +230,17 @@ function M.call(cfg, plane, method, path, o)
     local creds = creds_of(cfg)
     local req = M.signed(cfg, plane, method, path, o.query, body, nil, creds)
     req.timeout = o.timeout or M.API_TIMEOUT
+    req.max_body = http.ANSWER_CAP
     local res = http.request(req)
     if res.error then error(res.error, 0) end
-    if res.body and res.body ~= "" then res.json = http.decode_json(res.body) end
+    local why
+    if res.body and res.body ~= "" then res.json, why = http.decode_json(res.body) end
     if res.status < 200 or res.status >= 300 then error(M.aws_failure(res, creds), 0) end
+    -- restJson1: a 2xx answer is a JSON object, or no body at all
+    if res.body and res.body ~= "" and type(res.json) ~= "table" then
+      error({ message = string.format("%s %s: the answer is not a JSON object (%s)", method, path,
+        why or require("glsb.answer").shown(res.json)), code = "BAD_ANSWER" }, 0)
+    end
     return res.json or {}, res
   end
   local policy = {}
@@ -250,25 +266,27 @@ local function frame_json(frame)
   return nil
 end
 
--- Reads the frames of a 200 answer into out.result / out.exception.
-local function read_frames(out, frames, creds)
-  for _, frame in ipairs(frames) do
-    local h = frame.headers or {}
-    local kind = h[":message-type"]
-    if kind == "event" and h[":event-type"] == "result" then
-      -- the wrappers take the first result event; unknown event types are skipped (§1.2)
-      if not out.result then out.result = frame_json(frame) or { content = {}, malformed = true } end
-    elseif kind == "exception" then
-      local doc = frame_json(frame) or {}
-      local member = tostring(h[":exception-type"] or "unknownException")
-      out.exception = out.exception or { name = member:sub(1, 1):upper() .. member:sub(2), modeled = true,
-        message = credentials.redact(tostring(doc.message or ""), creds), fields = doc }
-    elseif kind == "error" then
-      out.exception = out.exception or { name = tostring(h[":error-code"] or "UnknownError"), modeled = false,
-        message = credentials.redact(tostring(h[":error-message"] or ""), creds) }
-    end
+-- Reads one frame of a 200 answer into out.result / out.exception.
+local function read_frame(out, frame, creds)
+  local h = frame.headers or {}
+  local kind = h[":message-type"]
+  if kind == "event" and h[":event-type"] == "result" then
+    -- the wrappers take the first result event; unknown event types are skipped (§1.2)
+    if not out.result then out.result = frame_json(frame) or { content = {}, malformed = true } end
+  elseif kind == "exception" then
+    local doc = frame_json(frame) or {}
+    local member = tostring(h[":exception-type"] or "unknownException")
+    out.exception = out.exception or { name = member:sub(1, 1):upper() .. member:sub(2), modeled = true,
+      message = credentials.redact(tostring(doc.message or ""), creds), fields = doc }
+  elseif kind == "error" then
+    out.exception = out.exception or { name = tostring(h[":error-code"] or "UnknownError"), modeled = false,
+      message = credentials.redact(tostring(h[":error-message"] or ""), creds) }
   end
 end
+
+-- The largest event accepted: one result holds up to two capped streams JSON-escaped (glsb.output.CAP
+-- each), so an oversized output is capped by the base class rather than lost as FRAME_TOO_LARGE.
+M.MAX_EVENT = 16 * require("glsb.output").CAP
 
 -- An outcome that proves the request never left (glsb.outcome.unsent): what glsb.retry sends again.
 local UNSENT = {}
@@ -284,8 +302,9 @@ local UNSENT = {}
 -- Only a request provably never written (connect/send phase) is sent again, up to cfg.attempts, and only
 -- while the deadline (the execution's one budget: every attempt and every pause between them draw from
 -- it; nil: none) leaves room for the pause.
--- The answer is one result at the end of the run (AgentCore does not stream output), so the raw
--- body is collected and decoded once, which also keeps the JSON body of a refusal readable.
+-- The stream is framed as it arrives and nothing of it is kept but the first result and the first
+-- exception: the transfer stops at the first result (nothing after it counts), so a server that sends
+-- events without end costs one event at a time. A refusal's body is buffered, capped (http.ERROR_BODY).
 function M.invoke(cfg, identifier, session_id, tool, arguments, o)
   o = o or {}
   local body = http.encode_json { name = tool, arguments = arguments }
@@ -298,28 +317,28 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
     local left = loop.remaining(deadline)
     req.timeout = left or 0
     if left then req.connect_timeout = math.min(M.CONNECT_TIMEOUT, left) end
-    req.framer = "raw"
+    req.framer = "eventstream"
+    req.max_frame = M.MAX_EVENT
+    req.error_body = http.ERROR_BODY
     req.on_progress = o.on_progress
-    local chunks = {}
-    req.on_frame = function(chunk) chunks[#chunks + 1] = chunk end
+    local out = {}
+    req.on_frame = function(frame)
+      read_frame(out, frame, creds)
+      if out.result then return false end
+    end
     local res = http.request(req)
-    local out = { status = res.status or 0, headers = res.headers }
-    if out.status == 200 then
-      -- frames, or nil, message, code and the frames decoded before the failure
-      -- a frame holds one whole result: up to two capped streams JSON-escaped (glsb.output.CAP each), so
-      -- an oversized output is capped by the base class rather than lost as FRAME_TOO_LARGE
-      local frames, _, code, before = http.decode_frames("eventstream", chunks, 16 * require("glsb.output").CAP)
-      read_frames(out, frames or before or {}, creds)
-      if code and not res.error then
-        out.transport = { phase = "framing", code = code, retry_safe = false,
-          message = "the event stream broke its framing (" .. code .. ")" }
-      end
-    elseif out.status ~= 0 and not res.error then
-      local raw = table.concat(chunks)
-      local answer = { status = out.status, headers = res.headers, body = raw }
-      local ok, j = pcall(http.decode_json, raw)
+    out.status, out.headers = res.status or 0, res.headers
+    local e = res.error
+    if e and e.phase == "framing" then
+      out.transport = { phase = "framing", code = e.code, retry_safe = false,
+        message = "the event stream broke its framing (" .. tostring(e.code) .. ")" }
+    end
+    if out.status ~= 200 and out.status ~= 0 and (not e or e.phase == "framing") then
+      local answer = { status = out.status, headers = res.headers, body = res.body }
+      local ok, j = pcall(http.decode_json, res.body or "")
       if ok then answer.json = j end
       out.http_error = M.aws_failure(answer, creds)
+      out.transport = nil
     end
     out.transport = out.transport or res.error
     if outcome.unsent(out.transport) then error(setmetatable(out, UNSENT), 0) end

@@ -18,6 +18,8 @@ local packages = require "glsb.packages"
 local http = require "glsb.http"
 local time = require "glsb.time"
 local ids = require "glsb.ids"
+local paging = require "glsb.paging"
+local answer = require "glsb.answer"
 local shell = require "glsb.shell"
 local workspace = require "glsb.workspace"
 local results = require "glsb.results"
@@ -109,7 +111,7 @@ local function str(v) return type(v) == "string" and v or nil end
 -- false; anything else -> nil (cannot tell).
 function Sandbox:_alive()
   local ok, j = pcall(api.call, self._cfg, "data", "GET",
-    "/code-interpreters/" .. http.escape(self.identifier) .. "/sessions/get",
+    "/code-interpreters/" .. http.segment(self.identifier) .. "/sessions/get",
     { query = { { "sessionId", self.sandbox_id } }, timeout = 10, attempts = 1 })
   if ok then
     if j.status == "TERMINATED" then return false end
@@ -445,8 +447,8 @@ function Sandbox:_exec_argv(argv, opts)
   local res, failed = self:_invoke("executeCommand", { command = line }, { deadline = deadline, what = "workspace" })
   if not res then return { exit_code = nil, stdout = "", stderr = "", status = failed.status, error = failed.error } end
   local sc = type(res.structuredContent) == "table" and res.structuredContent or {}
-  local answer = (str(sc.stdout) or text_of(res)):match("glsb%-exec%-argv (%b{})")
-  local ok, j = pcall(http.decode_json, answer or "")
+  local reply = (str(sc.stdout) or text_of(res)):match("glsb%-exec%-argv (%b{})")
+  local ok, j = pcall(http.decode_json, reply or "")
   if not ok or type(j) ~= "table" then
     return { exit_code = nil, stdout = "", stderr = str(sc.stderr) or "", status = Status.ERROR,
       error = "the workspace channel gave no answer: " .. tostring(str(sc.stderr) or text_of(res)):sub(1, 300) }
@@ -496,7 +498,7 @@ function Sandbox:_start(opts)
   self.identifier = identifier
   if identifier ~= M.DEFAULT_IDENTIFIER and self._template_packages == nil then
     -- a custom interpreter by id: its packages (if glsb built it) are in its description
-    local ok, j = pcall(api.call, cfg, "control", "GET", "/code-interpreters/" .. http.escape(identifier))
+    local ok, j = pcall(api.call, cfg, "control", "GET", "/code-interpreters/" .. http.segment(identifier))
     if not ok then raise_from(errors.SandboxStartError, Stage.CREATE, "GetCodeInterpreter " .. identifier, j) end
     self._template_packages = M.template_packages(j.description)
   end
@@ -504,16 +506,18 @@ function Sandbox:_start(opts)
   lease = math.max(1, math.min(M.MAX_SESSION_TIMEOUT, math.ceil(lease)))
   -- one token for this logical Start, whatever retries follow (ours or the base's)
   self._start_token = self._start_token or ids.uuid()
-  local path = "/code-interpreters/" .. http.escape(identifier) .. "/sessions/start"
+  local path = "/code-interpreters/" .. http.segment(identifier) .. "/sessions/start"
   local ok, j = pcall(api.call, cfg, "data", "PUT", path,
     { json = { name = opts.name or ("glsb-" .. ids.hex(8)), sessionTimeoutSeconds = lease,
       clientToken = self._start_token }, timeout = options.timeout(opts.create_timeout, api.API_TIMEOUT) or 0 })
   if not ok then raise_from(errors.SandboxStartError, Stage.CREATE, "StartCodeInterpreterSession", j) end
-  if type(j.sessionId) ~= "string" or j.sessionId == "" then
+  if j.sessionId == nil or j.sessionId == "" then
     errors.raise(errors.SandboxStartError, Stage.CREATE, "StartCodeInterpreterSession answered no sessionId")
   end
-  self.sandbox_id = j.sessionId
-  self.identifier = type(j.codeInterpreterIdentifier) == "string" and j.codeInterpreterIdentifier or identifier
+  -- the session id goes into a header and every later query: one in the grammar of ids, or refused
+  local a = answer.reader("StartCodeInterpreterSession", errors.SandboxStartError, Stage.CREATE)
+  self.sandbox_id = a:id(j.sessionId, "sessionId")
+  self.identifier = a:string(j.codeInterpreterIdentifier, "codeInterpreterIdentifier", true) or identifier
   self.session_timeout = lease
 end
 
@@ -571,7 +575,8 @@ function Sandbox:_attach(ref, opts)
   local cfg, identifier = config_for(ref, opts, Stage.CONNECT)
   self._cfg = cfg
   self.identifier = identifier
-  local ok, j = pcall(api.call, cfg, "data", "GET", "/code-interpreters/" .. http.escape(identifier) .. "/sessions/get",
+  local ok, j = pcall(api.call, cfg, "data", "GET",
+    "/code-interpreters/" .. http.segment(identifier) .. "/sessions/get",
     { query = { { "sessionId", ref.sandbox_id } } })
   if not ok then
     raise_from(errors.SandboxStartError, Stage.CONNECT, "GetCodeInterpreterSession " .. ref.sandbox_id, j)
@@ -599,20 +604,26 @@ function Sandbox._list(_cls, opts)
   for _, st in ipairs(states or {}) do if st == "running" then want_running = true end end
   if not want_running or (opts.metadata and next(opts.metadata)) then return {} end
   local refs, token = {}, nil
+  local pager = paging.new("ListCodeInterpreterSessions", errors.SandboxStartError, Stage.LIST)
   repeat
     local body = { maxResults = M.LIST_PAGE, status = "READY", nextToken = token }
     local ok, j = pcall(api.call, cfg, "data", "POST",
-      "/code-interpreters/" .. http.escape(identifier) .. "/sessions/list", { json = body })
+      "/code-interpreters/" .. http.segment(identifier) .. "/sessions/list", { json = body })
     if not ok then raise_from(errors.SandboxStartError, Stage.LIST, "ListCodeInterpreterSessions", j) end
-    for _, it in ipairs(type(j.items) == "table" and j.items or {}) do
-      if it.status == "READY" then
-        refs[#refs + 1] = { sandbox_id = it.sessionId, state = "running", identifier = identifier,
-          started_at = it.createdAt, region = cfg.region, endpoint = cfg.endpoint,
-          control_endpoint = cfg.control_endpoint, language = "python", extra = { name = it.name } }
+    local a = answer.reader("ListCodeInterpreterSessions", errors.SandboxStartError, Stage.LIST)
+    local items = a:list(j.items, "items", true) or {}
+    for i, it in ipairs(items) do
+      local f = "items[" .. i .. "]"
+      a:object(it, f)
+      if a:string(it.status, f .. ".status", true) == "READY" then
+        refs[#refs + 1] = { sandbox_id = a:id(it.sessionId, f .. ".sessionId"), state = "running",
+          identifier = identifier, started_at = a:string(it.createdAt, f .. ".createdAt", true), region = cfg.region,
+          endpoint = cfg.endpoint, control_endpoint = cfg.control_endpoint, language = "python",
+          extra = { name = a:string(it.name, f .. ".name", true) } }
         if opts.limit and #refs >= opts.limit then return refs end
       end
     end
-    token = type(j.nextToken) == "string" and j.nextToken ~= "" and j.nextToken or nil
+    token = pager:next(j.nextToken, #items)
   until not token
   return refs
 end
@@ -623,7 +634,7 @@ end
 function Sandbox:_terminate(opts)
   self._stop_token = self._stop_token or ids.uuid()
   local ok, err = pcall(api.call, self._cfg, "data", "PUT",
-    "/code-interpreters/" .. http.escape(self.identifier) .. "/sessions/stop",
+    "/code-interpreters/" .. http.segment(self.identifier) .. "/sessions/stop",
     { query = { { "sessionId", self.sandbox_id } }, json = { clientToken = self._stop_token },
       timeout = opts.timeout or 0 }) -- 0: none
   if ok or (type(err) == "table" and err.http_status == 404) then -- stopped, or already gone

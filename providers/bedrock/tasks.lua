@@ -23,16 +23,20 @@ Handle.__index = Handle
 local function str(v) return type(v) == "string" and v or nil end
 
 -- getTask gives the output so far: push what is new. (Should an answer not extend the last one, it
--- is taken as the next piece.)
+-- is taken as the next piece.) What was seen is kept as its length and its first output.CAP bytes, all
+-- the capture can keep: an answer extends the last when it starts with that head and is at least as
+-- long, so a server whose answers never extend each other costs the cap, not the sum of its answers.
 local function feed(h, name, now)
   if type(now) ~= "string" then return end
-  local seen = h.seen[name]
-  if now:sub(1, #seen) == seen then
-    if #now > #seen then h.out:push(name, now:sub(#seen + 1)) end
-    h.seen[name] = now
+  local head, len = h.seen[name], h.seen_len[name]
+  if #now >= len and now:sub(1, #head) == head then
+    if #now > len then h.out:push(name, now:sub(len + 1)) end
+    h.seen_len[name] = #now
+    if #head < output.CAP then h.seen[name] = now:sub(1, output.CAP) end
   else
     h.out:push(name, now)
-    h.seen[name] = seen .. now
+    h.seen_len[name] = len + #now
+    if #head < output.CAP then h.seen[name] = (head .. now):sub(1, output.CAP) end
   end
 end
 
@@ -99,6 +103,7 @@ end
 -- start(sb, line, opts) -> handle (opts: timeout or nil, on_stdout, on_stderr).
 function M.start(sb, line, opts)
   local h = setmetatable({ sb = sb, out = output.capture(opts), seen = { stdout = "", stderr = "" },
+    seen_len = { stdout = 0, stderr = 0 },
     timeout = opts.timeout, deadline = opts.timeout and loop.now() + opts.timeout or nil,
     started = loop.condition() }, Handle)
   h.task = loop.spawn(run, h, sb, line)

@@ -18,6 +18,7 @@ local loop = require "glsb.loop"
 local log = require "glsb.log"
 local api = require "glsb.providers.bedrock.api"
 local ids = require "glsb.ids"
+local paging = require "glsb.paging"
 
 local Stage = models.Stage
 
@@ -95,15 +96,15 @@ end
 -- All custom interpreters (ListCodeInterpreters, every page).
 function Template:_summaries()
   local out, token = {}, nil
+  local pager = paging.new("bedrock template: ListCodeInterpreters", errors.TemplateBuildError, Stage.TEMPLATE_BUILD)
   repeat
     local q = { { "maxResults", "100" }, { "type", "CUSTOM" } }
     if token then q[#q + 1] = { "nextToken", token } end
     local j, err = call(self, "POST", "/code-interpreters", { query = q })
     if not j then fail("bedrock template: ListCodeInterpreters failed: " .. errors.describe(err), err) end
-    for _, s in ipairs(type(j.codeInterpreterSummaries) == "table" and j.codeInterpreterSummaries or {}) do
-      out[#out + 1] = s
-    end
-    token = type(j.nextToken) == "string" and j.nextToken ~= "" and j.nextToken or nil
+    local page = type(j.codeInterpreterSummaries) == "table" and j.codeInterpreterSummaries or {}
+    for _, s in ipairs(page) do out[#out + 1] = s end
+    token = pager:next(j.nextToken, #page)
   until not token
   return out
 end
@@ -113,7 +114,7 @@ function Template:_wait(id, from)
   local deadline = loop.deadline(self.build_timeout)
   local pause = M.POLL_FIRST
   while true do
-    local j, err = call(self, "GET", "/code-interpreters/" .. http.escape(id))
+    local j, err = call(self, "GET", "/code-interpreters/" .. http.segment(id))
     if not j then
       if type(err) == "table" and err.http_status == 404 then return nil end
       fail("bedrock template: GetCodeInterpreter " .. id .. " failed: " .. errors.describe(err), err)
@@ -133,7 +134,7 @@ local function ref_of(detail, spec)
 end
 
 function Template:_remove(id)
-  local _, err = call(self, "DELETE", "/code-interpreters/" .. http.escape(id),
+  local _, err = call(self, "DELETE", "/code-interpreters/" .. http.segment(id),
     { query = { { "clientToken", ids.uuid() } } })
   if err and not (type(err) == "table" and err.http_status == 404) then
     fail("bedrock template: DeleteCodeInterpreter " .. id .. " failed: " .. errors.describe(err), err)

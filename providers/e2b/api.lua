@@ -15,6 +15,7 @@ local http = require "glsb.http"
 local errors = require "glsb.errors"
 local models = require "glsb.models"
 local outcome = require "glsb.outcome"
+local secrets = require "glsb.secrets"
 
 local M = {}
 
@@ -77,7 +78,8 @@ function M.config(opts)
   local api_url = nonempty(opts.api_url) or nonempty(os.getenv("E2B_API_URL")) or ("https://api." .. domain)
   local sandbox_url = nonempty(opts.sandbox_url) or nonempty(os.getenv("E2B_SANDBOX_URL"))
   return {
-    api_key = nonempty(opts.api_key) or nonempty(os.getenv("E2B_API_KEY")),
+    -- sent on every control-plane call: known to glsb.secrets wherever it came from (option or environment)
+    api_key = secrets.register(nonempty(opts.api_key) or nonempty(os.getenv("E2B_API_KEY"))),
     domain = domain,
     api_url = strip_slash(api_url),
     sandbox_url = sandbox_url and strip_slash(sandbox_url) or nil,

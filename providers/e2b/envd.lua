@@ -16,6 +16,7 @@ local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local sandbox = require "glsb.sandbox"
 local constants = require "glsb.constants"
+local answer = require "glsb.answer"
 local api = require "glsb.providers.e2b.api"
 
 local Stage = models.Stage
@@ -248,6 +249,9 @@ end
 -- Unary Connect calls (JSON codec): process.List, filesystem.*
 ---------------------------------------------------------------------------
 
+-- The most of a unary answer kept: a directory's listing (ListDir) is the largest, some 200 bytes an entry.
+M.RPC_ANSWER_CAP = 32 * 1024 * 1024
+
 -- rpc(conn, method, body, timeout) -> decoded answer | nil, error (a glsb.http failure table or an HTTP
 -- failure with `connect_code`, the Connect error code). timeout: seconds, nil for none. Raises nothing.
 function M.rpc(conn, method, body, timeout)
@@ -257,6 +261,7 @@ function M.rpc(conn, method, body, timeout)
       ["Content-Type"] = "application/json", ["Connect-Protocol-Version"] = "1" })),
     body = http.encode_json(body or {}),
     connect_timeout = api.CONNECT_TIMEOUT, timeout = timeout or 0,
+    max_body = M.RPC_ANSWER_CAP,
   }
   if res.error then return nil, res.error end
   if res.status ~= 200 then
@@ -269,7 +274,12 @@ function M.rpc(conn, method, body, timeout)
     end
     return nil, f
   end
-  return decode(res.body or "") or {}
+  if res.body == nil or res.body == "" then return {} end
+  local j, why = http.decode_json(res.body)
+  if j == nil then
+    return nil, { message = method .. ": the answer is not JSON (" .. tostring(why) .. ")", code = "BAD_ANSWER" }
+  end
+  return j
 end
 
 ---------------------------------------------------------------------------
@@ -335,7 +345,17 @@ function M.read_file(conn, path, timeout, stage, on_progress)
   local e = errors.from_response(errors.SandboxExecutionError, stage or Stage.DOWNLOAD, res,
     "download of " .. path .. " failed")
   if e then error(e, 0) end
-  return res.body or ""
+  local body = res.body or ""
+  if http.delimited_by_close(res) then
+    -- nothing but the connection's end said where the file ended: envd's Stat says how long it is
+    local st = M.stat(conn, path, timeout)
+    if not st or st.size ~= #body then
+      errors.raise(errors.SandboxExecutionError, stage or Stage.DOWNLOAD, string.format("download of %s failed: the "
+        .. "answer ended with the connection after %d bytes and the file is %s: cut short, refused", path, #body,
+        st and (st.size .. " bytes") or "gone"), { code = "PARTIAL_FILE", got = #body, size = st and st.size })
+    end
+  end
+  return body
 end
 
 ---------------------------------------------------------------------------
@@ -345,9 +365,21 @@ end
 local FILE_TYPES = { FILE_TYPE_FILE = "file", FILE_TYPE_DIRECTORY = "dir", FILE_TYPE_SYMLINK = "symlink",
   [1] = "file", [2] = "dir", [3] = "symlink" }
 
-local function entry(e)
-  return { name = clean(e.name), path = clean(e.path), type = FILE_TYPES[clean(e.type)] or "other",
-    size = tonumber(clean(e.size)) or 0, mode = tonumber(clean(e.mode)), modified = clean(e.modifiedTime) }
+-- One EntryInfo (proto3 JSON: int64 size as a string, the type as its enum name), each field checked.
+local function entry(a, e, f)
+  a:object(e, f)
+  local size, mode = e.size, e.mode
+  if type(size) == "string" then size = tonumber(size) or a:fail(f .. ".size", size, "a number") end
+  if type(mode) == "string" then mode = tonumber(mode) or a:fail(f .. ".mode", mode, "a number") end
+  local t = clean(e.type)
+  if t ~= nil and type(t) ~= "string" and math.type(t) ~= "integer" then a:fail(f .. ".type", t, "a file type") end
+  return { name = a:string(e.name, f .. ".name"), path = a:string(e.path, f .. ".path"),
+    type = FILE_TYPES[t] or "other", size = a:number(size, f .. ".size", true) or 0,
+    mode = a:number(mode, f .. ".mode", true), modified = a:string(e.modifiedTime, f .. ".modifiedTime", true) }
+end
+
+local function reader(what, path)
+  return answer.reader(string.format("files:%s %s", what, path), errors.SandboxExecutionError, Stage.FILES)
 end
 
 local function fs_fail(what, path, err)
@@ -358,9 +390,13 @@ end
 function M.list_dir(conn, path, depth, timeout)
   local j, err = M.rpc(conn, "filesystem.Filesystem/ListDir", { path = path, depth = depth or 1 }, timeout)
   if not j then fs_fail("list", path, err) end
+  local r = reader("list", path)
+  r:object(j, "body")
   local out = {}
-  for _, e in ipairs(type(j.entries) == "table" and j.entries or {}) do out[#out + 1] = entry(e) end
-  table.sort(out, function(a, b) return tostring(a.path) < tostring(b.path) end)
+  for i, e in ipairs(r:list(j.entries, "entries", true) or {}) do
+    out[#out + 1] = entry(r, e, "entries[" .. i .. "]")
+  end
+  table.sort(out, function(a, b) return a.path < b.path end)
   return out
 end
 
@@ -371,7 +407,10 @@ function M.stat(conn, path, timeout)
     if type(err) == "table" and err.connect_code == "not_found" then return nil end
     fs_fail("stat", path, err)
   end
-  return type(j.entry) == "table" and entry(j.entry) or nil
+  local a = reader("stat", path)
+  a:object(j, "body")
+  local e = a:object(j.entry, "entry", true)
+  return e and entry(a, e, "entry") or nil
 end
 
 -- make_dir(conn, path) -> true when created, false when it existed (envd's already_exists)

@@ -25,6 +25,8 @@ local log = require "glsb.log"
 local registry = require "glsb.registry"
 local confine_helper = require "glsb.confine_helper"
 local network = require "glsb.network"
+local paging = require "glsb.paging"
+local answer = require "glsb.answer"
 local api = require "glsb.providers.e2b.api"
 local envd = require "glsb.providers.e2b.envd"
 local interpreter = require "glsb.providers.e2b.interpreter"
@@ -180,24 +182,30 @@ function Sandbox:_find_created(token)
   local res = self:_api("GET", "/v2/sandboxes?metadata=" .. q, nil, 15)
   if res.error or res.status ~= 200 or type(res.json) ~= "table" or type(res.json[1]) ~= "table" then return nil end
   local id = res.json[1].sandboxID
-  if type(id) ~= "string" then return nil end
-  local d = self:_api("GET", "/sandboxes/" .. http.escape(id), nil, 15)
+  if not answer.is_id(id) then return nil end
+  local d = self:_api("GET", "/sandboxes/" .. http.segment(id), nil, 15)
   if d.error or d.status ~= 200 or type(d.json) ~= "table" then
     -- found but unusable: kill it rather than leak it
-    self:_api("DELETE", "/sandboxes/" .. http.escape(id), nil, 10)
+    self:_api("DELETE", "/sandboxes/" .. http.segment(id), nil, 10)
     return nil
   end
   return d
 end
 
--- Keeps what a create or connect answer (a `Sandbox` object) says about where the sandbox lives.
-function Sandbox:_adopt(j)
-  self.sandbox_id = j.sandboxID
-  self.template_id = clean(j.templateID)
-  self.envd_version = clean(j.envdVersion)
+-- Keeps what a create or connect answer (a `Sandbox` object) says about where the sandbox lives, each
+-- field checked: the id goes into URLs and headers, the domain into host names, the tokens into headers.
+-- what: the call ("E2B create"), stage: its stage.
+function Sandbox:_adopt(j, what, stage)
+  local a = answer.reader(what or "E2B connect", errors.SandboxStartError, stage or Stage.CONNECT)
+  a:object(j, "body")
+  self.sandbox_id = a:id(j.sandboxID, "sandboxID")
+  self.template_id = a:string(j.templateID, "templateID", true)
+  self.envd_version = a:string(j.envdVersion, "envdVersion", true)
   self._conn = api.connection {
-    cfg = self._cfg, sandbox_id = j.sandboxID, user = self._user, envd_version = self.envd_version,
-    envd_token = clean(j.envdAccessToken), traffic_token = clean(j.trafficAccessToken), domain = clean(j.domain),
+    cfg = self._cfg, sandbox_id = self.sandbox_id, user = self._user, envd_version = self.envd_version,
+    envd_token = a:string(j.envdAccessToken, "envdAccessToken", true),
+    traffic_token = a:string(j.trafficAccessToken, "trafficAccessToken", true),
+    domain = a:host(j.domain, "domain", true),
   }
 end
 
@@ -206,11 +214,11 @@ function Sandbox:_adopt_answer(res, stage, what)
   local e = errors.from_response(errors.SandboxStartError, stage, res, what .. " failed")
   if e then error(e, 0) end
   local j = res.json
-  if type(j) ~= "table" or type(j.sandboxID) ~= "string" then
+  if type(j) ~= "table" or j.sandboxID == nil then
     errors.raise(errors.SandboxStartError, stage, what .. ": the response has no sandboxID",
       errors.http_failure(res.status, res.headers, res.body))
   end
-  self:_adopt(j)
+  self:_adopt(j, what, stage)
 end
 
 function Sandbox:_health_check(timeout)
@@ -350,7 +358,7 @@ function Sandbox:_alive() return self._conn:alive() end
 M.SHORTEST_LIFETIME_CAP = 3600
 
 function Sandbox:_set_timeout(seconds)
-  local res = self:_api("POST", "/sandboxes/" .. http.escape(self.sandbox_id) .. "/timeout",
+  local res = self:_api("POST", "/sandboxes/" .. http.segment(self.sandbox_id) .. "/timeout",
     { timeout = math.max(1, math.ceil(seconds)) })
   local e = errors.from_response(errors.SandboxExecutionError, Stage.SET_TIMEOUT, res, "E2B set_timeout failed")
   if e then error(e, 0) end
@@ -400,7 +408,7 @@ end
 -- -> detail, seconds left in its lease, its age in seconds (both by the server's own Date header)
 --    | nil, error
 function Sandbox:_detail(timeout)
-  local res = self:_api("GET", "/sandboxes/" .. http.escape(self.sandbox_id), nil, timeout or 15)
+  local res = self:_api("GET", "/sandboxes/" .. http.segment(self.sandbox_id), nil, timeout or 15)
   local e = errors.from_response(errors.SandboxExecutionError, Stage.INFO, res, "E2B sandbox info failed")
   if e then return nil, e end
   local j = res.json
@@ -443,8 +451,8 @@ function Sandbox:_attach(ref, opts)
   end
   local body = {}
   if opts.timeout then body.timeout = math.max(1, math.ceil(opts.timeout)) end
-  local res = self:_post_versioned("/v2/sandboxes/" .. http.escape(id) .. "/connect",
-    "/sandboxes/" .. http.escape(id) .. "/connect", body, function(b)
+  local res = self:_post_versioned("/v2/sandboxes/" .. http.segment(id) .. "/connect",
+    "/sandboxes/" .. http.segment(id) .. "/connect", body, function(b)
       -- the legacy connect requires a timeout; 0 leaves the lease as it is (it is only ever extended)
       return { timeout = b.timeout or 0 }
     end, options.timeout(opts.create_timeout, api.API_TIMEOUT) or 0) -- 0: none
@@ -484,6 +492,7 @@ function Sandbox._list(_cls, opts)
   end
   local limit = opts.limit
   local refs, token = {}, nil
+  local pager = paging.new("E2B list", errors.SandboxStartError, Stage.LIST)
   repeat
     local q = list_query(opts)
     q[#q + 1] = "limit=" .. tostring(math.min(100, limit and (limit - #refs) or 100))
@@ -491,13 +500,20 @@ function Sandbox._list(_cls, opts)
     local res = api.request(cfg, "GET", "/v2/sandboxes?" .. table.concat(q, "&"))
     local e = errors.from_response(errors.SandboxStartError, Stage.LIST, res, "E2B list failed")
     if e then error(e, 0) end
-    for _, s in ipairs(type(res.json) == "table" and res.json or {}) do
-      refs[#refs + 1] = { sandbox_id = s.sandboxID, template_id = clean(s.templateID), state = clean(s.state),
-        metadata = user_metadata(clean(s.metadata)), started_at = clean(s.startedAt), ends_at = clean(s.endAt),
+    -- ListedSandbox objects (infra spec/openapi.yml), each field checked before use
+    local a = answer.reader("E2B list", errors.SandboxStartError, Stage.LIST)
+    local page = a:list(a:body(res), "body")
+    for i, s in ipairs(page) do
+      local f = "[" .. i .. "]"
+      a:object(s, f)
+      refs[#refs + 1] = { sandbox_id = a:id(s.sandboxID, f .. ".sandboxID"),
+        template_id = a:string(s.templateID, f .. ".templateID", true), state = a:string(s.state, f .. ".state", true),
+        metadata = user_metadata(a:object(s.metadata, f .. ".metadata", true)),
+        started_at = a:string(s.startedAt, f .. ".startedAt", true), ends_at = a:string(s.endAt, f .. ".endAt", true),
         api_url = cfg.api_url, domain = cfg.domain, sandbox_url = cfg.sandbox_url }
     end
-    token = header(res.headers, "x-next-token")
-  until not token or token == "" or (limit and #refs >= limit)
+    token = pager:next(header(res.headers, "x-next-token"), #page)
+  until not token or (limit and #refs >= limit)
   return refs
 end
 
@@ -526,7 +542,7 @@ end
 
 -- DELETE /sandboxes/{id}: 204, or 404 (already gone) both mean "not running any more".
 function Sandbox:_terminate(opts)
-  local res = self:_api("DELETE", "/sandboxes/" .. http.escape(self.sandbox_id), nil, opts.timeout or 0) -- 0: none
+  local res = self:_api("DELETE", "/sandboxes/" .. http.segment(self.sandbox_id), nil, opts.timeout or 0) -- 0: none
   if not res.error and res.status == 404 then return end
   local e = errors.from_response(errors.SandboxTerminateError, Stage.TERMINATE, res, "E2B kill failed")
   if e then error(e, 0) end

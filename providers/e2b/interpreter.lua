@@ -183,8 +183,9 @@ end
 local function line_reader(st, out)
   return function(line)
     if st.status_code ~= 200 then
-      st.error_body = (st.error_body or "") .. (type(line) == "table" and line.head or line) .. "\n"
-      return
+      -- another status that is no error (3xx, a 2xx other than 200): its body, capped too
+      st.body = st.body or http.body_reader()
+      return st.body.add((type(line) == "table" and line.head or line) .. "\n")
     end
     if type(line) == "table" then
       if cut_stream_line(st, out, line) then return end
@@ -272,6 +273,7 @@ local function execute(conn, code, opts, timeout)
     framer = "lines",
     max_frame = M.MAX_FRAME,
     oversized = "cut",
+    error_body = http.ERROR_BODY, -- an error answer is buffered (capped), not framed
     on_headers = function(status) st.status_code = status end,
     on_frame = line_reader(st, out),
   }
@@ -288,7 +290,7 @@ local function execute(conn, code, opts, timeout)
   elseif res.error then
     r = outcome.from_failure(res.error, { what = "execute_code", alive = function() return conn:alive() end })
   elseif res.status ~= 200 then
-    res.body = res.body or st.error_body
+    res.body = res.body or (st.body and st.body.text())
     r = api.classify_status(res, "execute_code", conn)
   else
     r = result { status = Status.UNKNOWN,

@@ -30,6 +30,7 @@ local http = require "glsb.http"
 local codec = require "glsb.codec"
 local fs = require "glsb.fs"
 local ids = require "glsb.ids"
+local paging = require "glsb.paging"
 local shell = require "glsb.shell"
 local loop = require "glsb.loop"
 local api = require "glsb.providers.e2b.api"
@@ -217,20 +218,22 @@ function Template:_build_statuses(tid, wanted)
   local found, seen, left = {}, {}, 0
   for _ in pairs(wanted) do left = left + 1 end
   local token
+  local pager = paging.new("E2B template lookup", errors.TemplateBuildError, Stage.TEMPLATE_BUILD)
   repeat
-    local path = "/templates/" .. http.escape(tid) .. "?limit=100"
+    local path = "/templates/" .. http.segment(tid) .. "?limit=100"
     if token then path = path .. "&nextToken=" .. http.escape(token) end
     local res = self:_api("GET", path)
     check(res, "E2B template lookup failed")
-    for _, b in ipairs(type(res.json) == "table" and type(res.json.builds) == "table" and res.json.builds or {}) do
+    local builds = type(res.json) == "table" and type(res.json.builds) == "table" and res.json.builds or {}
+    for _, b in ipairs(builds) do
       if wanted[b.buildID] and not seen[b.buildID] then
         seen[b.buildID] = true
         found[#found + 1] = { build_id = b.buildID, status = b.status }
         left = left - 1
       end
     end
-    token = api.header(res.headers, "x-next-token")
-  until left <= 0 or not token or token == ""
+    token = pager:next(api.header(res.headers, "x-next-token"), #builds)
+  until left <= 0 or not token
   return found
 end
 
@@ -238,12 +241,12 @@ end
 -- or, when none is, one still building that then succeeds. nil when there is none.
 function Template:_find(spec, hash)
   local name = M.e2b_name(spec.name)
-  local res = self:_api("GET", "/templates/aliases/" .. http.escape(name))
+  local res = self:_api("GET", "/templates/aliases/" .. http.segment(name))
   if not res.error and (res.status == 404 or res.status == 403) then return nil end
   check(res, "E2B template lookup failed")
   local tid = type(res.json) == "table" and res.json.templateID
   if type(tid) ~= "string" then return nil end
-  res = self:_api("GET", "/templates/" .. http.escape(tid) .. "/tags")
+  res = self:_api("GET", "/templates/" .. http.segment(tid) .. "/tags")
   if not res.error and res.status == 404 then return nil end
   check(res, "E2B template tags lookup failed")
   local tag_of, any = {}, false
@@ -275,7 +278,7 @@ end
 
 -- Uploads one COPY archive unless the server already has it. Returns true when uploaded.
 function Template:_upload(tid, up)
-  local res = self:_api("GET", "/templates/" .. http.escape(tid) .. "/files/" .. up.hash)
+  local res = self:_api("GET", "/templates/" .. http.segment(tid) .. "/files/" .. up.hash)
   check(res, "E2B template files check failed")
   local j = res.json
   if type(j) ~= "table" then fail("E2B template files check: no JSON answer") end
@@ -317,7 +320,7 @@ end
 function Template:_wait(name, tid, bid, total)
   local deadline = loop.deadline(self.build_timeout)
   local offset, status, last = 0, "waiting", {}
-  local path = "/templates/" .. http.escape(tid) .. "/builds/" .. http.escape(bid) .. "/status?logsOffset="
+  local path = "/templates/" .. http.segment(tid) .. "/builds/" .. http.segment(bid) .. "/status?logsOffset="
   -- a glsb.template.build_step span per step the log entries name (tracing; a no-op when it is off)
   local steps <close> = require("glsb.trace").steps("glsb.template.build_step")
   while true do
@@ -384,7 +387,7 @@ function Template:_build(spec, hash)
   end
   -- lua-cjson writes an empty table as {}; the API wants "steps": [] (a spec with no steps)
   local body = http.encode_json(plan.body):gsub('"steps":{}', '"steps":[]')
-  res = api.request(self._cfg, "POST", "/v2/templates/" .. http.escape(tid) .. "/builds/" .. http.escape(bid), nil,
+  res = api.request(self._cfg, "POST", "/v2/templates/" .. http.segment(tid) .. "/builds/" .. http.segment(bid), nil,
     { raw_body = body, content_type = "application/json" })
   check(res, "E2B build start failed")
   self:_wait(name, tid, bid, #plan.body.steps)
@@ -413,11 +416,11 @@ end
 -- delete(name): by name (an alias) or template id; false when there is none.
 function Template:_delete(name)
   local tid = name
-  local res = self:_api("GET", "/templates/aliases/" .. http.escape(M.e2b_name(name)))
+  local res = self:_api("GET", "/templates/aliases/" .. http.segment(M.e2b_name(name)))
   if not res.error and res.status == 200 and type(res.json) == "table" and type(res.json.templateID) == "string" then
     tid = res.json.templateID
   end
-  res = self:_api("DELETE", "/templates/" .. http.escape(tid))
+  res = self:_api("DELETE", "/templates/" .. http.segment(tid))
   if not res.error and res.status == 404 then return false end
   check(res, "E2B template delete failed")
   return true

@@ -11,6 +11,7 @@
 -- kept; the deadline is checked before every read, so a sandbox that writes without pause cannot hold
 -- a caller past it. A violation is returned as "protocol: ..." and the caller kills the sandbox.
 local cjson = require "cjson.safe"
+local codec = require "glsb.codec"
 local loop = require "glsb.loop"
 
 local M = {}
@@ -143,7 +144,7 @@ function Channel:read_event(deadline, keep, want_parts)
   if #self.buf > READ_SIZE and self.pos > #self.buf // 2 then
     self.buf, self.pos = self.buf:sub(self.pos), 1
   end
-  local ev = cjson.decode(line)
+  local ev = codec.decode_json(line) -- a line the code may have written: decoded at the cost of what it holds
   if type(ev) ~= "table" then return nil, "protocol: the agent sent a line that is not a JSON object" end
   local n = ev[self.len]
   if n == nil then return ev end

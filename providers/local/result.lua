@@ -6,7 +6,7 @@ local models = require "glsb.models"
 local output = require "glsb.output"
 local outcome = require "glsb.outcome"
 local results = require "glsb.results"
-local cjson = require "cjson.safe"
+local codec = require "glsb.codec"
 local agent = require "glsb.providers.local.agent"
 
 local Status = models.ExecutionStatus
@@ -32,7 +32,8 @@ local function bundle_of(ev)
     if type(name) ~= "string" or not n or n < 0 or pos + n - 1 > #data then return nil end
     local v = data:sub(pos, pos + n - 1)
     pos = pos + n
-    if JSON_PART[name] then v = cjson.decode(v) end
+    -- decoded at the cost of what it holds (the code writes what it likes here: `[[],[],...]`)
+    if JSON_PART[name] then v = codec.decode_json(v) end
     if v ~= nil then b[name] = v end
   end
   if pos ~= #data + 1 then return nil end

@@ -162,11 +162,13 @@ function M.stream(conn, path, body, opts, on_event)
     idle_timeout = M.IDLE,
     framer = "lines",
     max_frame = M.MAX_FRAME,
+    error_body = http.ERROR_BODY, -- an error answer is buffered (capped), not framed
     on_headers = function(status) st.status = status end,
     on_frame = function(line)
       if st.status ~= 200 then
-        st.error_body = (st.error_body or "") .. line .. "\n"
-        return
+        -- another status that is no error (3xx, a 2xx other than 200): its body, capped too
+        st.body = st.body or http.body_reader()
+        return st.body.add(line .. "\n")
       end
       local ev = event_of(line)
       if ev and on_event(ev) then
@@ -175,7 +177,8 @@ function M.stream(conn, path, body, opts, on_event)
       end
     end,
   }
-  if res.aborted and st.finished then res.aborted = nil end
+  if res.aborted and (st.finished or st.body) then res.aborted = nil end
+  if st.body then st.error_body = st.body.text() end
   return res, st
 end
 
@@ -254,16 +257,15 @@ end
 --   the exact bytes (the result) join the lines with "\n": they are right once the wrapper's newline
 --   came, i.e. when the command ended with execution_complete or an exit code.
 local function line_feed(out)
-  local exact, size, pending, started = { stdout = {}, stderr = {} }, { stdout = 0, stderr = 0 },
-    { stdout = 0, stderr = 0 }, {}
+  local exact, pending, started = { stdout = output.pieces(), stderr = output.pieces() }, { stdout = 0, stderr = 0 }, {}
   local lf = {}
   function lf.push(name, text)
     local blank = text == "\n"
     local line = blank and "" or text
-    if size[name] <= output.CAP then
-      local piece = (started[name] and "\n" or "") .. line
-      exact[name][#exact[name] + 1] = piece
-      size[name] = size[name] + #piece
+    local kept = exact[name]
+    if kept.size <= output.CAP then
+      if started[name] then kept:add("\n") end
+      kept:add(line)
     end
     started[name] = true
     if blank then
@@ -281,8 +283,8 @@ local function line_feed(out)
     end
     out:finish(r)
     if not ended then return end
-    for name, parts in pairs(exact) do
-      if size[name] <= output.CAP and not r[name .. "_truncated"] then r[name] = table.concat(parts) end
+    for name, kept in pairs(exact) do
+      if kept.size <= output.CAP and not r[name .. "_truncated"] then r[name] = kept:text() end
     end
   end
   return lf

@@ -10,10 +10,15 @@
 -- resolved it: sb.files' default, what is left of an execution's budget).
 
 local http = require "glsb.http"
+local errors = require "glsb.errors"
 local codec = require "glsb.codec"
+local answer = require "glsb.answer"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 
 local M = {}
+
+-- The most of a directory listing kept (some 200 bytes an entry).
+M.LIST_ANSWER_CAP = 32 * 1024 * 1024
 
 local function check(class, stage, res, what)
   return lifecycle.raise_if(class, stage, res, what)
@@ -74,7 +79,18 @@ function M.download(conn, path, opts)
   local res = conn:http { method = "GET", url = conn:url("/files/download?path=" .. http.escape(path)),
     headers = conn:hdrs(), timeout = opts.timeout or 0, on_progress = http.received_progress(opts.on_progress) }
   check(opts.class, opts.stage, res, "download of " .. path .. " failed")
-  return res.body or ""
+  local body = res.body or ""
+  if http.delimited_by_close(res) then
+    -- nothing but the connection's end said where the file ended: execd's file info says how long it is
+    local info = M.info(conn, path, opts)
+    if not info or info.size ~= #body then
+      errors.raise(opts.class, opts.stage, string.format("download of %s failed: the answer ended with the connection "
+        .. "after %d bytes and the file is %s: cut short, refused", path, #body,
+        info and (tostring(info.size) .. " bytes") or "gone"),
+        { code = "PARTIAL_FILE", got = #body, size = info and info.size })
+    end
+  end
+  return body
 end
 
 -- info(conn, path, opts) -> FileInfo table, nil when missing, or raises.
@@ -83,20 +99,34 @@ function M.info(conn, path, opts)
     headers = conn:hdrs(), timeout = opts.timeout or 0 }
   if not res.error and res.status == 404 then return nil end
   check(opts.class, opts.stage, res, "info of " .. path .. " failed")
-  local ok, j = pcall(http.decode_json, res.body or "")
-  if not ok or type(j) ~= "table" then return nil end
-  return j[path]
+  -- {path: FileInfo} (execd's file API), checked
+  local a = answer.reader("files:info " .. path, opts.class, opts.stage)
+  local j, why = http.decode_json(res.body or "")
+  if j == nil then a:fail("body", res.body, "JSON (" .. tostring(why) .. ")") end
+  a:object(j, "body")
+  local info = a:object(j[path], "[path]", true)
+  if info then a:number(info.size, "[path].size", true) end
+  return info
 end
 
 -- list(conn, path, opts) -> array of FileInfo (depth 1), or raises.
 function M.list(conn, path, opts)
   local res = conn:http { method = "GET",
     url = conn:url("/directories/list?path=" .. http.escape(path) .. "&depth=" .. tostring(opts.depth or 1)),
-    headers = conn:hdrs(), timeout = opts.timeout or 0 }
+    headers = conn:hdrs(), timeout = opts.timeout or 0, max_body = M.LIST_ANSWER_CAP }
   check(opts.class, opts.stage, res, "listing " .. path .. " failed")
-  local ok, j = pcall(http.decode_json, res.body or "")
-  if not ok or type(j) ~= "table" then return {} end
-  return j
+  -- [FileInfo] (execd's file API), each one checked: path a string, type and size as documented
+  local a = answer.reader("files:list " .. path, opts.class, opts.stage)
+  local j, why = http.decode_json(res.body or "")
+  if j == nil then a:fail("body", res.body, "JSON (" .. tostring(why) .. ")") end
+  local out = {}
+  for i, f in ipairs(a:list(j, "body")) do
+    local field = "[" .. i .. "]"
+    a:object(f, field)
+    out[i] = { path = a:string(f.path, field .. ".path"), type = a:string(f.type, field .. ".type", true),
+      size = a:number(f.size, field .. ".size", true) }
+  end
+  return out
 end
 
 -- remove(conn, path, opts): DELETE /files?path= (a file; missing is fine), raises on failure.

@@ -27,6 +27,8 @@ local execd = require "glsb.providers.opensandbox.execd"
 local files = require "glsb.providers.opensandbox.files"
 local snapshot = require "glsb.providers.opensandbox.snapshot"
 local network = require "glsb.network"
+local paging = require "glsb.paging"
+local answer = require "glsb.answer"
 
 local Stage = models.Stage
 
@@ -276,7 +278,7 @@ function Sandbox:_find_created(token)
   local res = self:_api("GET", "/sandboxes", nil, { query = q, timeout = 15 })
   if res.error or res.status ~= 200 or type(res.json) ~= "table" or type(res.json.items) ~= "table" then return nil end
   local item = res.json.items[1]
-  if type(item) ~= "table" or type(item.id) ~= "string" then return nil end
+  if type(item) ~= "table" or not answer.is_id(item.id) then return nil end
   return { status = 200, headers = res.headers, json = { id = item.id } }
 end
 
@@ -329,11 +331,12 @@ function Sandbox:_start(opts)
   end)
   lifecycle.raise_if(errors.SandboxStartError, Stage.CREATE, res, "OpenSandbox create failed")
   local j = res.json
-  if type(j) ~= "table" or type(j.id) ~= "string" then
+  if type(j) ~= "table" or j.id == nil then
     errors.raise(errors.SandboxStartError, Stage.CREATE, "OpenSandbox create: the answer has no id",
       lifecycle.failure(res))
   end
-  self.sandbox_id = j.id
+  -- the id goes into every later URL: one in the grammar of ids, or the create is refused
+  self.sandbox_id = answer.reader("OpenSandbox create", errors.SandboxStartError, Stage.CREATE):id(j.id, "id")
   self:_ready(opts.ready_timeout)
   if opts.timeout and opts.timeout < M.MIN_TIMEOUT then self:_set_timeout(opts.timeout) end
 end
@@ -453,25 +456,34 @@ function Sandbox._list(_cls, opts)
   end
   local refs, page = {}, 1
   local pub = lifecycle.public(cfg)
+  local pager = paging.new("OpenSandbox list", errors.SandboxStartError, Stage.LIST)
   while true do
     local pq = { table.unpack(q) }
     pq[#pq + 1] = { "page", tostring(page) }
     pq[#pq + 1] = { "pageSize", tostring(M.LIST_PAGE_SIZE) }
     local res = lifecycle.request(cfg, "GET", "/sandboxes", nil, { query = lifecycle.query(pq) })
     lifecycle.raise_if(errors.SandboxStartError, Stage.LIST, res, "OpenSandbox list failed")
-    local j = type(res.json) == "table" and res.json or {}
-    local items = type(j.items) == "table" and j.items or {}
-    for _, s in ipairs(items) do
-      local st = type(s.status) == "table" and s.status.state or nil
-      refs[#refs + 1] = { sandbox_id = s.id, state = type(st) == "string" and st or nil,
-        metadata = user_metadata(s.metadata), started_at = s.createdAt, ends_at = s.expiresAt,
-        template_id = s.snapshotId ~= http.json_null and s.snapshotId or nil,
+    -- ListSandboxesResponse {items: [Sandbox], pagination} (docs/protocols/opensandbox.md §1.2), checked
+    local a = answer.reader("OpenSandbox list", errors.SandboxStartError, Stage.LIST)
+    local j = a:object(a:body(res), "body")
+    local items = a:list(j.items, "items")
+    for i, s in ipairs(items) do
+      local f = "items[" .. i .. "]"
+      a:object(s, f)
+      local status = a:object(s.status, f .. ".status", true)
+      local image = a:object(s.image, f .. ".image", true)
+      refs[#refs + 1] = { sandbox_id = a:id(s.id, f .. ".id"),
+        state = status and a:string(status.state, f .. ".status.state", true),
+        metadata = user_metadata(a:object(s.metadata, f .. ".metadata", true)),
+        started_at = a:string(s.createdAt, f .. ".createdAt", true),
+        ends_at = a:string(s.expiresAt, f .. ".expiresAt", true),
+        template_id = a:string(s.snapshotId, f .. ".snapshotId", true),
         domain = pub.domain, use_server_proxy = pub.use_server_proxy,
-        extra = { image = type(s.image) == "table" and s.image.uri or nil } }
+        extra = { image = image and a:string(image.uri, f .. ".image.uri", true) } }
       if opts.limit and #refs >= opts.limit then return refs end
     end
-    local p = type(j.pagination) == "table" and j.pagination or {}
-    if p.hasNextPage ~= true or #items == 0 then return refs end
+    local p = a:object(j.pagination, "pagination", true) or {}
+    if not pager:more(p.hasNextPage, #items) then return refs end
     page = page + 1
   end
 end
@@ -525,9 +537,8 @@ local TYPES = { file = "file", directory = "dir", symlink = "symlink" }
 function Sandbox:_files_list(path, opts)
   local out = {}
   for _, f in ipairs(files.list(self._conn, path, fopts(opts))) do
-    local p = tostring(f.path)
-    out[#out + 1] = { name = p:match("[^/]*$"), path = p, type = TYPES[f.type] or "other",
-      size = math.tointeger(f.size) or f.size }
+    local p = f.path
+    out[#out + 1] = { name = p:match("[^/]*$"), path = p, type = TYPES[f.type] or "other", size = f.size }
   end
   table.sort(out, function(x, y) return x.name < y.name end)
   return out

@@ -11,6 +11,7 @@
 local http = require "glsb.http"
 local errors = require "glsb.errors"
 local time = require "glsb.time"
+local secrets = require "glsb.secrets"
 
 local M = {}
 
@@ -64,7 +65,8 @@ function M.config(opts)
     protocol = protocol,
     domain = domain,
     base = protocol .. "://" .. domain .. "/v1",
-    api_key = nonempty(opts.api_key) or nonempty(os.getenv("OPEN_SANDBOX_API_KEY")),
+    -- sent on every lifecycle call: known to glsb.secrets wherever it came from (option or environment)
+    api_key = secrets.register(nonempty(opts.api_key) or nonempty(os.getenv("OPEN_SANDBOX_API_KEY"))),
     use_server_proxy = proxy == true,
     request_timeout = require("glsb.options").timeout(rt, M.DEFAULT_REQUEST_TIMEOUT),
     cainfo = nonempty(opts.cainfo),
@@ -102,13 +104,14 @@ function M.failure(res)
   return f
 end
 
--- check(class, stage, res, what) -> nil for a 2xx/3xx, else an error object whose cause is the transport
+-- check(class, stage, res, what) -> nil for a 2xx (a 3xx is no answer: redirects are never followed), else
+-- an error object whose cause is the transport
 -- failure or M.failure(res); request_id and server_code are also on the error itself.
 function M.check(class, stage, res, what)
   if res.error then
     return errors.from_transport(class, stage, res.error, what .. ": " .. errors.describe(res.error))
   end
-  if res.status >= 200 and res.status < 400 then return nil end
+  if res.status >= 200 and res.status < 300 then return nil end
   local cause = M.failure(res)
   local e = errors.new(class, stage, what .. ": " .. cause.message
     .. (cause.request_id and (" (request id " .. cause.request_id .. ")") or ""), cause)
@@ -141,7 +144,7 @@ end
 
 -- sandbox_path(id[, rest]) -> "/sandboxes/<id><rest>"
 function M.sandbox_path(id, rest)
-  return "/sandboxes/" .. http.escape(id) .. (rest or "")
+  return "/sandboxes/" .. http.segment(id) .. (rest or "")
 end
 
 -- query(pairs) -> "k=v&k=v2" from an array of {k, v} (repeated keys kept, values escaped).

@@ -10,6 +10,7 @@
 
 local errors = require "glsb.errors"
 local loop = require "glsb.loop"
+local paging = require "glsb.paging"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 
 local M = {}
@@ -25,6 +26,7 @@ local UUID = "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%
 -- list(cfg, query_pairs, class, stage) -> every snapshot the query matches (all pages).
 function M.list(cfg, pairs_, class, stage)
   local out, page = {}, 1
+  local pager = paging.new("OpenSandbox snapshot list", class, stage)
   while true do
     local q = { table.unpack(pairs_) }
     q[#q + 1] = { "page", tostring(page) }
@@ -37,7 +39,7 @@ function M.list(cfg, pairs_, class, stage)
     end
     for _, s in ipairs(j.items) do out[#out + 1] = s end
     local p = type(j.pagination) == "table" and j.pagination or {}
-    if p.hasNextPage ~= true or #j.items == 0 then return out end
+    if not pager:more(p.hasNextPage, #j.items) then return out end
     page = page + 1
   end
 end

@@ -69,6 +69,27 @@ describe("glsb.output #unit", function()
     assert.equal(string.rep("y", output.CAP) .. output.note(5), text)
     assert.same({ "small", false }, { output.cap_text("small") })
   end)
+
+  it("keeps pieces of any size as the same bytes, joined so that few parts remain (issue 25 §1)", function()
+    local p = output.pieces()
+    local want = {}
+    for i = 1, 20000 do
+      local s = string.char(65 + i % 26):rep(i % 7 == 0 and 5000 or (i % 3))
+      p:add(s)
+      want[#want + 1] = s
+    end
+    local all = table.concat(want)
+    assert.equal(#all, p.size)
+    -- two parts at most per 4 KiB (a short run of small pieces before a big one): a one-byte piece does not
+    -- stay a string of its own
+    assert.is_true(#p.parts <= 2 * (#all // 4096) + 2, #p.parts)
+    assert.equal(all, p:text())
+    assert.equal(all, p:text())
+    p:add("tail")
+    assert.equal(all .. "tail", p:text())
+    p:clear()
+    assert.same({ "", 0 }, { p:text(), p.size })
+  end)
 end)
 
 describe("glsb.outcome #unit", function()

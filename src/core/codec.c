@@ -180,12 +180,57 @@ static int l_crc32(lua_State *L)
 	return 1;
 }
 
+/* core.json_shape(s) -> containers, separators, depth: how many objects and arrays the JSON text s opens,
+ * how many ',' and ':' stand between its values, and how deep it nests, counted outside strings. What its
+ * decoded value will cost (a Lua table per container, a slot per value) is known before decoding it. Text
+ * that is not JSON is counted all the same (the decoder then refuses it). */
+static int l_json_shape(lua_State *L)
+{
+	size_t n;
+	const unsigned char *p = (const unsigned char *)luaL_checklstring(L, 1, &n);
+	lua_Integer containers = 0, separators = 0, depth = 0, deepest = 0;
+	int in_string = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = p[i];
+		if (in_string) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = 0;
+			continue;
+		}
+		switch (c) {
+		case '"': in_string = 1; break;
+		case '{':
+		case '[':
+			containers++;
+			if (++depth > deepest)
+				deepest = depth;
+			break;
+		case '}':
+		case ']':
+			if (depth > 0)
+				depth--;
+			break;
+		case ',':
+		case ':': separators++; break;
+		default: break;
+		}
+	}
+	lua_pushinteger(L, containers);
+	lua_pushinteger(L, separators);
+	lua_pushinteger(L, deepest);
+	return 3;
+}
+
 void glsb_open_codec(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
 		{"b64encode", l_b64encode},
 		{"b64decode", l_b64decode},
 		{"crc32", l_crc32},
+		{"json_shape", l_json_shape},
 		{NULL, NULL},
 	};
 	luaL_setfuncs(L, fns, 0);

@@ -29,7 +29,8 @@
 	X(TAR_TOO_LARGE)      /* more bytes or entries than the limits */                                 \
 	X(TAR_WRITE_FAILED)   /* libarchive could not write the archive */                                 \
 	X(BAD_BASE64)         /* a character outside the alphabet, or padding that ends no quantum */      \
-	X(TREE_CHANGED)       /* rmtree: a directory was swapped for another while it was being removed */
+	X(TREE_CHANGED)       /* rmtree: a directory was swapped for another while it was being removed */ \
+	X(BAD_HEADER_VALUE)   /* a request header or the URL holds CR, LF or NUL: refused, nothing sent */
 
 enum glsb_code {
 	GLSB_NO_CODE = 0,

@@ -1,10 +1,23 @@
 /* frame.c: the framers' shared parts: growable buffers, the frame queue, the failure mark. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frame.h"
 
-int glsb_buf_append(glsb_buf *b, const char *s, size_t n)
+int glsb_buf_reserve(glsb_buf *b, size_t cap)
+{
+	if (cap <= b->cap)
+		return 0;
+	char *p = realloc(b->p, cap);
+	if (!p)
+		return -1;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+int glsb_buf_append_max(glsb_buf *b, const char *s, size_t n, size_t max)
 {
 	if (n == 0)
 		return 0;
@@ -12,16 +25,20 @@ int glsb_buf_append(glsb_buf *b, const char *s, size_t n)
 		size_t cap = b->cap ? b->cap : 256;
 		while (cap < b->len + n + 1)
 			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
+		if (max < SIZE_MAX && cap > max + 1 && b->len + n + 1 <= max + 1)
+			cap = max + 1; /* doubling past what the buffer may ever hold would only waste it */
+		if (glsb_buf_reserve(b, cap))
 			return -1;
-		b->p = p;
-		b->cap = cap;
 	}
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
 	b->p[b->len] = '\0';
 	return 0;
+}
+
+int glsb_buf_append(glsb_buf *b, const char *s, size_t n)
+{
+	return glsb_buf_append_max(b, s, n, SIZE_MAX);
 }
 
 void glsb_buf_free(glsb_buf *b)
@@ -52,7 +69,7 @@ static void enqueue(glsb_frame_queue *q, glsb_frame *fr, size_t n)
 		q->head = fr;
 	q->tail = fr;
 	q->count++;
-	q->bytes += n;
+	q->bytes += n + GLSB_FRAME_COST;
 }
 
 glsb_frame *glsb_frame_push(glsb_frame_queue *q, const char *data, size_t n)

@@ -20,10 +20,15 @@ typedef struct glsb_frame {
 	long number;
 } glsb_frame;
 
+/* What a queued frame costs besides its bytes, counted in glsb_frame_queue.bytes with them: its struct
+ * and malloc's headers here, then its table and string once pushed to Lua. Counting only payload bytes,
+ * a stream of one-byte frames queued 8 MiB of payload as 60 MiB of memory. */
+#define GLSB_FRAME_COST 160
+
 typedef struct {
 	glsb_frame *head, *tail;
 	size_t count;
-	size_t bytes; /* payload bytes queued, for back-pressure */
+	size_t bytes; /* memory the queued frames cost (payload + GLSB_FRAME_COST each), for back-pressure */
 } glsb_frame_queue;
 
 /* A growable byte buffer, always NUL-terminated past len. */
@@ -33,6 +38,10 @@ typedef struct {
 } glsb_buf;
 
 int glsb_buf_append(glsb_buf *b, const char *s, size_t n); /* 0, or -1 when out of memory */
+/* The same for a buffer that will never hold more than max bytes: its capacity stops at max + 1. */
+int glsb_buf_append_max(glsb_buf *b, const char *s, size_t n, size_t max);
+/* Makes room for cap bytes (NUL included) at once; 0, or -1 when out of memory. */
+int glsb_buf_reserve(glsb_buf *b, size_t cap);
 void glsb_buf_free(glsb_buf *b);
 char *glsb_strndup(const char *s, size_t n);
 

@@ -21,7 +21,7 @@ typedef struct {
 	struct curl_slist *connect_to; /* CURLOPT_CONNECT_TO entries */
 	char *body;
 	size_t body_len, read_pos;
-	int idempotent, refused_resend;
+	int idempotent, refused_resend, head_only;
 	int in_multi, done, paused, headers_done;
 	CURLcode rc;
 	long status;
@@ -102,6 +102,26 @@ static int debug_cb(CURL *easy, curl_infotype type, char *data, size_t size, voi
 	return 0;
 }
 
+/* A buffered body whose length the server declared: one allocation of that size, or BODY_TOO_LARGE at
+ * once when it is over max_body (nothing of it read). */
+static int reserve_declared(request *r)
+{
+	curl_off_t cl = -1;
+	if (r->head_only || r->status == 204 || r->status == 304)
+		return 0; /* no body follows, whatever the length says */
+	if (curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) != CURLE_OK || cl < 0)
+		return 0;
+	if ((curl_off_t)r->max_body < cl) {
+		r->own_error = GLSB_BODY_TOO_LARGE;
+		return -1;
+	}
+	if (glsb_buf_reserve(&r->resp_body, (size_t)cl + 1)) {
+		r->own_error = GLSB_OUT_OF_MEMORY;
+		return -1;
+	}
+	return 0;
+}
+
 static size_t header_cb(char *buf, size_t size, size_t nitems, void *ud)
 {
 	request *r = ud;
@@ -120,6 +140,8 @@ static size_t header_cb(char *buf, size_t size, size_t nitems, void *ud)
 			r->status = status;
 			r->headers_done = 1;
 			r->buffering_error = r->framer && r->error_body > 0 && status >= 400;
+			if (!r->framer && reserve_declared(r) != 0)
+				return 0; /* refused before a byte of the body is read */
 			glsb_loop_ready(r->src.token);
 		}
 		return n;
@@ -165,7 +187,7 @@ static size_t write_cb(char *buf, size_t size, size_t nitems, void *ud)
 			r->own_error = GLSB_BODY_TOO_LARGE;
 			return 0;
 		}
-		if (glsb_buf_append(&r->resp_body, buf, n)) {
+		if (glsb_buf_append_max(&r->resp_body, buf, n, r->max_body)) {
 			r->own_error = GLSB_OUT_OF_MEMORY;
 			return 0;
 		}
@@ -226,13 +248,34 @@ static const char *opt_string(lua_State *L, const char *field)
 	return s;
 }
 
-/* http(opts) -> request, or nil, message, HTTP_SETUP_FAILED when libcurl cannot start it; see
- * src/core/README.md. Raises on misuse (and when memory runs out, as Lua does). */
+/* CR, LF or NUL in a header line would end it where the caller did not (a second header, a second request);
+ * NUL in the URL would cut it short (libcurl reads a C string). Whatever put it there (an id or a token a
+ * server sent), the request is refused here, the one place every request passes. */
+static int has_line_break(const char *s, size_t n)
+{
+	return memchr(s, '\r', n) || memchr(s, '\n', n) || memchr(s, '\0', n);
+}
+
+static int refuse_header(lua_State *L, const char *what)
+{
+	return glsb_push_failure(L, lua_pushfstring(L, "http: %s holds CR, LF or NUL: refused, nothing sent", what),
+				 glsb_code_name(GLSB_BAD_HEADER_VALUE));
+}
+
+/* http(opts) -> request, or nil, message, HTTP_SETUP_FAILED when libcurl cannot start it (BAD_HEADER_VALUE
+ * when a header or the URL holds CR, LF or NUL); see src/core/README.md. Raises on misuse (and when memory
+ * runs out, as Lua does). */
 static int l_http(lua_State *L)
 {
 	luaL_checktype(L, 1, LUA_TTABLE);
 	const char *url = opt_string(L, "url");
 	luaL_argcheck(L, url != NULL, 1, "opts.url is required");
+	lua_getfield(L, 1, "url");
+	size_t url_len = 0;
+	lua_tolstring(L, -1, &url_len);
+	lua_pop(L, 1);
+	if (has_line_break(url, url_len))
+		return refuse_header(L, "the URL");
 	const char *method = opt_string(L, "method");
 	const char *framer = opt_string(L, "framer");
 
@@ -317,8 +360,10 @@ static int l_http(lua_State *L)
 		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
 	}
 	if (method) {
-		if (!strcmp(method, "HEAD"))
+		if (!strcmp(method, "HEAD")) {
 			curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+			r->head_only = 1;
+		}
 		else if (strcmp(method, "GET") != 0 || r->body)
 			curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
 	}
@@ -331,9 +376,15 @@ static int l_http(lua_State *L)
 		lua_Integer n = luaL_len(L, -1);
 		for (lua_Integer i = 1; i <= n; i++) {
 			lua_rawgeti(L, -1, i);
-			const char *h = lua_tostring(L, -1);
+			size_t h_len = 0;
+			const char *h = lua_tolstring(L, -1, &h_len);
 			if (!h)
 				return luaL_argerror(L, 1, "opts.headers must be an array of 'Name: value' strings");
+			if (has_line_break(h, h_len)) {
+				const char *colon = memchr(h, ':', h_len);
+				lua_pushlstring(L, h, colon ? (size_t)(colon - h) : 0);
+				return refuse_header(L, lua_pushfstring(L, "header '%s'", lua_tostring(L, -1)));
+			}
 			struct curl_slist *next = curl_slist_append(r->req_headers, h);
 			if (!next)
 				return luaL_error(L, "out of memory");
@@ -536,8 +587,11 @@ static int l_result(lua_State *L)
 	push_headers(L, r);
 	lua_setfield(L, -2, "headers");
 	if (!r->framer || r->buffering_error) {
+		/* The body moves to Lua: the C buffer goes at once, so that the answer is held once while it is
+		 * decoded (a second result() has no body). */
 		lua_pushlstring(L, r->resp_body.p ? r->resp_body.p : "", r->resp_body.len);
 		lua_setfield(L, -2, "body");
+		glsb_buf_free(&r->resp_body);
 	}
 	if (r->error_body_cut) {
 		lua_pushboolean(L, 1);
@@ -546,6 +600,13 @@ static int l_result(lua_State *L)
 	if (r->rc != CURLE_OK && r->easy) {
 		push_failure(L, r);
 		lua_setfield(L, -2, "error");
+	}
+	long version = 0;
+	if (r->easy && curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &version) == CURLE_OK && version) {
+		/* what delimits a body: HTTP/1.0 may end one by closing the connection, which a cut also does */
+		lua_pushstring(L, version == CURL_HTTP_VERSION_1_0 ? "1.0" : version == CURL_HTTP_VERSION_1_1 ? "1.1"
+				  : version == CURL_HTTP_VERSION_2_0 ? "2" : "3");
+		lua_setfield(L, -2, "http_version");
 	}
 	curl_off_t us = 0;
 	if (r->easy && curl_easy_getinfo(r->easy, CURLINFO_TOTAL_TIME_T, &us) == CURLE_OK) {

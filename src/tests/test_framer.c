@@ -363,7 +363,7 @@ static void test_raw(void)
 	glsb_frame_queue q = {0};
 	CHECK(glsb_framer_feed(f, "abc", 3, &q) == 0);
 	CHECK(glsb_framer_feed(f, "de", 2, &q) == 0);
-	CHECK(q.count == 2 && q.bytes == 5);
+	CHECK(q.count == 2 && q.bytes == 5 + 2 * GLSB_FRAME_COST);
 	CHECK(glsb_framer_finish(f, &q) == 0);
 	glsb_queue_clear(&q);
 	glsb_framer_free(f);

@@ -27,14 +27,17 @@ M.RETRY = { attempts = 3, base_delay = 0.5, factor = 2, max_delay = 8, jitter = 
 -- The API key of each client, out of the object: it is in no field a dump or errors.compact could show.
 local SECRETS = setmetatable({}, { __mode = "k" })
 
-function M.set_secret(client, key) SECRETS[client] = key end
+function M.set_secret(client, key)
+  SECRETS[client] = key
+  require("glsb.secrets").register(key) -- scrubbed from every error, log line and span (glsb.secrets)
+end
 function M.secret(client) return SECRETS[client] end
 
 -- scrub(client, s) -> s with the client's key (and URL credentials, query values) replaced by REDACTED.
 function M.scrub(client, s)
   if s == nil then return nil end
   local key = SECRETS[client]
-  s = redact.text(tostring(s))
+  s = redact.text(tostring(s)) -- glsb.secrets' scrub, then URLs
   if type(key) == "string" and #key >= 4 then
     s = s:gsub(key:gsub("%W", "%%%0"), redact.MARK)
   end

@@ -44,6 +44,7 @@ function M.parse(url)
     local user, password = userinfo:match("^([^:]*):(.*)$")
     if user then
       r.user, r.password = unescape(user), unescape(password)
+      require("glsb.secrets").register(r.password) -- sent with AUTH: known to the one scrubber
       if r.user == "" then r.user = nil end
     else
       r.user = unescape(userinfo)

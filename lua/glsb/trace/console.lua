@@ -48,7 +48,8 @@ function M.new(file)
 end
 
 function Console:on_end(span)
-  local ok = pcall(self.file.write, self.file, M.line(span), "\n")
+  -- what leaves the process: scrubbed of the secrets glsb knows (glsb.secrets), whatever set the attributes
+  local ok = pcall(self.file.write, self.file, require("glsb.secrets").scrub(M.line(span)), "\n")
   if ok then self.stats.exported = self.stats.exported + 1 else self.stats.dropped = self.stats.dropped + 1 end
 end
 

@@ -31,7 +31,11 @@ function M.new(opts)
   for k, v in pairs(M.DEFAULT_RETRY) do policy[k] = v end
   for k, v in pairs(opts.retry or {}) do policy[k] = v end
   local headers = { ["Content-Type"] = "application/json" }
-  for k, v in pairs(opts.headers or {}) do headers[k] = v end
+  for k, v in pairs(opts.headers or {}) do
+    headers[k] = v
+    -- a collector's headers are its credentials (an API key under any name): registered (glsb.secrets)
+    if k ~= "Content-Type" then require("glsb.secrets").register(v) end
+  end
   return setmetatable({ url = opts.url, headers = headers, timeout = opts.timeout,
     resource = opts.resource, scope = opts.scope, retry = policy, warn = opts.warn,
     random = opts.random, stats = { requests = 0, retries = 0 } }, Exporter)
@@ -72,7 +76,8 @@ end
 -- seconds (nil: none); attempts overrides the retry policy's count (the batch processor's single attempt
 -- while the collector keeps failing, and at shutdown). The retries are glsb.retry's, within the deadline.
 function Exporter:export(spans, deadline, attempts)
-  local body = otlp_json.encode(spans, self.resource, self.scope)
+  -- what leaves the process: scrubbed of the secrets glsb knows (glsb.secrets), whatever set the attributes
+  local body = require("glsb.secrets").scrub(otlp_json.encode(spans, self.resource, self.scope))
   local policy = {}
   for k, v in pairs(self.retry) do policy[k] = v end
   policy.attempts = attempts or policy.attempts

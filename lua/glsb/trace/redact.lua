@@ -79,7 +79,7 @@ end
 
 -- text(s, secrets) -> s with URLs redacted and each secret replaced.
 function M.text(s, secrets)
-  s = tostring(s)
+  s = require("glsb.secrets").scrub(s)
   s = s:gsub("(%a[%w+.-]*://[^%s\"'<>]+)", function(u) return M.url(u) end)
   for _, secret in ipairs(secrets or {}) do
     s = s:gsub(secret:gsub("%W", "%%%0"), M.MARK)
