@@ -42,7 +42,8 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Request: the normalised conversation -> messages of user and assistant turns
 
-local utf8clean = client.utf8
+-- every string sent is valid UTF-8: cjson writes bytes as they are, and an API refuses the request
+local utf8clean = require("glsb.codec").repair_utf8
 
 local function image_block(p)
   return { type = "image", source = { type = "base64", media_type = p.media_type,

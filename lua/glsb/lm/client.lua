@@ -45,31 +45,6 @@ function M.scrub(client, s)
 end
 
 ---------------------------------------------------------------------------------------------------
--- Text: every string sent is valid UTF-8 (cjson writes bytes as they are; an API refuses the request)
-
-function M.utf8(s)
-  local valid, bad = utf8.len(s)
-  if valid then return s end
-  -- from the first bad byte on: runs of valid characters kept, each bad byte one U+FFFD
-  local out, i, n, run = { s:sub(1, bad - 1) }, bad, #s, nil
-  while i <= n do
-    if utf8.len(s, i, i) then
-      run = run or i
-      i = utf8.offset(s, 2, i) or (n + 1)
-    else
-      if run then
-        out[#out + 1] = s:sub(run, i - 1)
-        run = nil
-      end
-      out[#out + 1] = "\239\191\189"
-      i = i + 1
-    end
-  end
-  if run then out[#out + 1] = s:sub(run) end
-  return table.concat(out)
-end
-
----------------------------------------------------------------------------------------------------
 -- The normalised request
 
 local REQUEST = {

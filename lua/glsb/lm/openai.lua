@@ -57,7 +57,8 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Request: the normalised conversation -> messages (ChatCompletionRequestMessage)
 
-local utf8clean = client.utf8
+-- every string sent is valid UTF-8: cjson writes bytes as they are, and an API refuses the request
+local utf8clean = require("glsb.codec").repair_utf8
 
 local function data_uri(p)
   return "data:" .. p.media_type .. ";base64," .. require("glsb.codec").b64encode(p.data)
