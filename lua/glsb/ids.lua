@@ -1,6 +1,8 @@
 -- glsb.ids: every random token glsb makes (create tokens, client tokens, staged file names, pool owner
--- ids, trace ids, jitter) comes from here, from the kernel's generator (/dev/urandom) read a block at a
--- time: one read per few hundred ids.
+-- ids, trace ids, jitter) comes from here, from the kernel's generator (getrandom(2), core.random_bytes)
+-- read a block at a time: one call per few hundred ids. No file is held open: an open /dev/urandom
+-- (Lua's io.open has no close-on-exec) was inherited by every child io.popen or os.execute started,
+-- one per fresh load of this module (busted reloads it per spec file: 40 of them in a full run).
 --
 -- Never math.random: it is shared with the user's code and reseedable (math.randomseed(42) in two
 -- processes gives two equal streams, so two processes would make the same "unique" token), and drawing
@@ -9,18 +11,18 @@ local M = {}
 
 M.BLOCK = 4096
 
-local source          -- an open /dev/urandom, or false once it failed
+local core = require "glsb.core"
+
+local failed          -- true once the kernel refused (ENOSYS before Linux 3.17)
 local buffer, pos = "", 1
 
--- Fallback when /dev/urandom cannot be read (no /dev in a chroot): splitmix64 seeded from the wall
+-- Fallback when getrandom(2) is missing: splitmix64 seeded from the wall
 -- clock, the pid-dependent address of a fresh table and the monotonic clock. Never math.random.
 local fallback_state
 local function fallback_bytes(n)
   if not fallback_state then
-    local ok, core = pcall(require, "glsb.core")
     local seed = tonumber(tostring({}):match("0x(%x+)") or "0", 16) or 0
-    if ok then seed = seed ~ core.realtime_ns() ~ math.floor(core.now() * 1e9) else seed = seed ~ os.time() end
-    fallback_state = seed
+    fallback_state = seed ~ core.realtime_ns() ~ math.floor(core.now() * 1e9)
   end
   local out = {}
   while #out * 8 < n do
@@ -35,14 +37,14 @@ local function fallback_bytes(n)
 end
 
 local function refill()
-  if source == nil then
-    source = io.open("/dev/urandom", "rb") or false
-    if not source then
-      require("glsb.log").warn("glsb.ids: /dev/urandom cannot be read; using a clock-seeded generator")
+  local block = not failed and core.random_bytes(M.BLOCK)
+  if not block then
+    if not failed then
+      failed = true
+      require("glsb.log").warn("glsb.ids: getrandom(2) is not available; using a clock-seeded generator")
     end
+    block = fallback_bytes(M.BLOCK)
   end
-  local block = source and source:read(M.BLOCK)
-  if not block or #block < M.BLOCK then block = fallback_bytes(M.BLOCK) end
   buffer, pos = block, 1
 end
 
@@ -90,8 +92,7 @@ end
 
 -- Tests: force the fallback generator (or restore the normal source with nil).
 function M._use_fallback(on)
-  if source then source:close() end
-  source = on and false or nil
+  failed = on and true or nil
   buffer, pos = "", 1
 end
 

@@ -69,7 +69,31 @@ describe("glsb.ids #unit", function()
     assert.are.equal(x, math.random(), "retry.delay drew from math.random")
   end)
 
-  it("keeps working from the clock-seeded fallback when /dev/urandom cannot be read", function()
+  it("keeps no file open: nothing of it is inherited by a child io.popen starts", function()
+    -- a fresh load, as busted's insulation gives every spec file
+    package.loaded["glsb.ids"] = nil
+    local fresh = require "glsb.ids"
+    package.loaded["glsb.ids"] = ids
+    assert.are.equal(32, #fresh.hex(32))
+    local p = assert(io.popen("ls -l /proc/self/fd/ 2>&1"))
+    local fds = p:read("a")
+    p:close()
+    assert.is_nil(fds:find("urandom", 1, true), fds)
+  end)
+
+  it("core.random_bytes gives n kernel bytes and refuses a bad n", function()
+    local core = require "glsb.core"
+    assert.are.equal("", core.random_bytes(0))
+    local a, b = core.random_bytes(64), core.random_bytes(64)
+    assert.are.equal(64, #a)
+    assert.are_not.equal(a, b)
+    assert.are.equal(1048576, #core.random_bytes(1048576))
+    assert.has_error(function() core.random_bytes(-1) end)
+    assert.has_error(function() core.random_bytes(1048577) end)
+    assert.has_error(function() core.random_bytes("x") end)
+  end)
+
+  it("keeps working from the clock-seeded fallback when getrandom(2) fails", function()
     ids._use_fallback(true)
     local a, b = ids.hex(32), ids.hex(32)
     ids._use_fallback(nil)

@@ -11,6 +11,7 @@ void glsb_open_framer(lua_State *L);  /* framer.c: decode_frames */
 void glsb_open_process(lua_State *L); /* process.c: spawn */
 void glsb_open_codec(lua_State *L);   /* codec.c: b64encode, b64decode, crc32 */
 void glsb_open_fs(lua_State *L);      /* fs.c: mkdtemp, rmtree, write_file_atomic, realpath, getpid, module_path, ... */
+void glsb_open_random(lua_State *L);  /* random.c: random_bytes (getrandom(2)) */
 void glsb_open_codes(lua_State *L);   /* codes.c: codes */
 void glsb_open_stdio(lua_State *L);   /* stdio.c: take_stdio, fd_read, fd_write, close_fd, signal_fd */
 void glsb_open_parts(lua_State *L);   /* part.c: a stub for each function of the parts below */

@@ -9,6 +9,7 @@ int luaopen_glsb_core(lua_State *L)
 	glsb_open_process(L);
 	glsb_open_codec(L);
 	glsb_open_fs(L);
+	glsb_open_random(L);
 	glsb_open_codes(L);
 	glsb_open_stdio(L);
 	glsb_open_load(L);
