@@ -11,9 +11,8 @@ local M = {}
 
 M.BLOCK = 4096
 
-local core = require "glsb.core"
-
-local failed          -- true once the kernel refused (ENOSYS before Linux 3.17)
+local core            -- glsb.core, required on first use (glsb loads, and finds providers, without it)
+local failed          -- true once the kernel refused (ENOSYS before Linux 3.17), or no core
 local buffer, pos = "", 1
 
 -- Fallback when getrandom(2) is missing: splitmix64 seeded from the wall
@@ -22,7 +21,8 @@ local fallback_state
 local function fallback_bytes(n)
   if not fallback_state then
     local seed = tonumber(tostring({}):match("0x(%x+)") or "0", 16) or 0
-    fallback_state = seed ~ core.realtime_ns() ~ math.floor(core.now() * 1e9)
+    if core then seed = seed ~ core.realtime_ns() ~ math.floor(core.now() * 1e9) else seed = seed ~ os.time() end
+    fallback_state = seed
   end
   local out = {}
   while #out * 8 < n do
@@ -37,11 +37,15 @@ local function fallback_bytes(n)
 end
 
 local function refill()
+  if core == nil and not failed then
+    local ok, c = pcall(require, "glsb.core")
+    core, failed = ok and c or false, not ok or nil
+  end
   local block = not failed and core.random_bytes(M.BLOCK)
   if not block then
     if not failed then
       failed = true
-      require("glsb.log").warn("glsb.ids: getrandom(2) is not available; using a clock-seeded generator")
+      require("glsb.log").warn("glsb.ids: getrandom(2) (glsb.core) is not available; using a clock-seeded generator")
     end
     block = fallback_bytes(M.BLOCK)
   end
