@@ -14,17 +14,15 @@ local repair_utf8 = require("glsb.codec").repair_utf8
 
 local M = {}
 
-local decoder = cjson.new()
-decoder.decode_max_depth(64) -- tool arguments are shallow; a deep document is refused, not recursed into
-
 M.null = cjson.null
 M.MAX_DEPTH = 64
+
+local decoder = cjson.new()
+decoder.decode_max_depth(M.MAX_DEPTH) -- tool arguments are shallow; a deep document is refused, not recursed into
 
 local ARRAY = { __name = "glsb.mcp.json.array" }
 
 function M.array(t) return setmetatable(t or {}, ARRAY) end
-
-function M.is_array(t) return getmetatable(t) == ARRAY end
 
 local encode_string = cjson.encode
 
