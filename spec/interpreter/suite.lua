@@ -15,6 +15,7 @@ local setup, teardown, before_each, after_each = busted.setup, busted.teardown, 
 local glsb = require "glsb"
 local loop = require "glsb.loop"
 local errors = require "glsb.errors"
+local time = require "glsb.time"
 local trace = require "glsb.trace"
 local span_mod = require "glsb.trace.span"
 local sampler = require "glsb.trace.sampler"
@@ -429,6 +430,18 @@ return function(provider, opts_factory, features)
       assert.equal("answer", r.stop_reason, tostring(r))
       for i = 1, 3 do assert.equal("success", r.steps[i].result.status, tostring(r)) end
       assert.is_true(sb:is_running())
+    end)
+
+    it("a sandbox whose lease outlasts the interpreter's keeps it: the run never shortens it", function()
+      pcall(sb.terminate, sb)
+      local o = opts_factory()
+      o.timeout = 600
+      sb = glsb.create(provider, o)
+      local before = time.parse_iso(sb:info().ends_at)
+      local _, client = scripted("openai", { call("print(1)"), say("1") })
+      assert.equal("answer", ai(client, { lease = 60 }):execute("one").stop_reason)
+      local after = time.parse_iso(sb:info().ends_at)
+      assert.truthy(after >= before - 2, string.format("the lease ended at %d, now at %d", before, after))
     end)
 
     it("misuse is an argument error at the caller's line", function()

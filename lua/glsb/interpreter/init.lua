@@ -82,7 +82,8 @@ M.OPTIONS = {
   max_files = { "count", "output files downloaded, at most", default = "20" },
   max_file_bytes = { "count", "larger output files are listed, not downloaded", default = "10 MiB" },
   max_output_bytes = { "count", "all output files together, at most", default = "50 MiB" },
-  lease = { "seconds", "the sandbox's lease is renewed to this while a run goes on; `<= 0`: never",
+  lease = { "seconds", "the sandbox's lease is renewed to this while a run goes on (one that ends later is kept); "
+    .. "`<= 0`: never",
     default = "300" },
   final_timeout = { "seconds", "the last call after a limit (it may run past `max_duration`)", default = "120" },
   capture_content = { "boolean", "code and outputs in the spans (GenAI content capture)",
@@ -529,15 +530,25 @@ function Run:go(task, files)
   end
 end
 
+-- renew(sb, lease): the lease moved to end `lease` seconds from now, unless it ends later already (the
+-- caller's sandbox made with a longer lease keeps it: a run never shortens it).
+local function renew(sb, lease)
+  local time = require "glsb.time"
+  local ok, info = pcall(sb.info, sb)
+  local ends = ok and type(info.ends_at) == "string" and time.parse_iso(info.ends_at)
+  if ends and ends - time.wall() > lease then return end
+  sb:set_timeout(lease)
+end
+
 -- A lease ticker: the sandbox's lease renewed every third of it while the run goes on.
 local function start_lease(sb, lease)
   if not lease or lease <= 0 then return nil end
   local loop = require "glsb.loop"
-  sb:set_timeout(lease)
+  renew(sb, lease)
   return loop.spawn(function()
     while true do
       loop.sleep(math.max(1, lease / 3))
-      sb:set_timeout(lease)
+      renew(sb, lease)
     end
   end)
 end
