@@ -763,7 +763,11 @@ return function(provider, opts_factory, features)
       end
       local ok, err = pcall(sb.execute_code, sb, "1", { language = "cobol" })
       assert.is_false(ok)
-      assert.matches("does not run language 'cobol'", err)
+      -- the refusal names the languages the provider has: python and every one run above
+      local has = assert(tostring(err):match("does not run language 'cobol' %(it runs: ([^)]*)%)"), tostring(err))
+      for _, lang in ipairs({ "python", table.unpack(features.call_languages or { "bash" }) }) do
+        assert.truthy((", " .. has .. ","):find(", " .. lang .. ",", 1, true), lang .. " not among: " .. has)
+      end
     end)
 
     if features.pause == false then
