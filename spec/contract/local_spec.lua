@@ -9,6 +9,7 @@ require("contract.suite")("local", function()
   return { host_workspace_dir = root, cache_dir = cache }
 end, {
   tag = "#local",
+  call_languages = { "bash", "javascript" }, -- javascript: node on the host (scripts/install-deps)
   background = true,  -- start_command: the agent starts it at once; its events share the stream (mux.lua)
   ports = false,      -- get_host: without network = true nothing is forwarded (spec/local: with it)
   connect_listed = false, -- a sandbox is a child process tree of its creator: listed and killed, not reached
