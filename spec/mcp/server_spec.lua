@@ -378,6 +378,33 @@ describe("glsb-lua --mcp (raw JSON-RPC)", function()
     assert.is_nil(c:tool("execute_code", { sandbox_id = id, code = "print(1)" }).isError)
   end)
 
+  it("command_output gives what is new since the last call; command_kill stops a command once", function()
+    c = client.start { tmpdir = tmp }
+    c:initialize()
+    local id = c:tool("sandbox_create", {}).structuredContent.sandbox_id
+    local cmd = c:tool("command_start", { sandbox_id = id, command = "echo one; sleep 0.3; echo two; sleep 600" })
+      .structuredContent.command_id
+    local seen, deadline = "", loop.now() + 15
+    while not seen:find("two", 1, true) and loop.now() < deadline do
+      local r = c:tool("command_output", { command_id = cmd })
+      assert.is_false(r.structuredContent.done, client.text(r))
+      seen = seen .. client.text(r)
+      loop.sleep(0.1)
+    end
+    assert.equal(1, select(2, seen:gsub("one", "")), "each line once: " .. seen)
+    assert.equal(1, select(2, seen:gsub("two", "")), "each line once: " .. seen)
+    assert.is_true(c:tool("command_kill", { command_id = cmd }).structuredContent.killed)
+    local r = c:tool("command_output", { command_id = cmd, wait = 10 })
+    assert.is_true(r.structuredContent.done, client.text(r))
+    assert.is_true(r.isError)
+    assert.not_equal("success", r.structuredContent.status)
+    assert.is_nil(client.text(r):find("one", 1, true), "nothing new to give: " .. client.text(r))
+    local again = c:tool("command_kill", { command_id = cmd })
+    assert.is_false(again.structuredContent.killed)
+    assert.truthy(client.text(again):find("had already ended", 1, true), client.text(again))
+    assert.equal("success", c:tool("execute_code", { sandbox_id = id, code = "1" }).structuredContent.status)
+  end)
+
   it("gives clients of revisions before 2025-06-18 neither resource links nor structuredContent", function()
     c = client.start { tmpdir = tmp }
     c:initialize("2025-03-26")
