@@ -378,6 +378,24 @@ describe("glsb-lua --mcp (raw JSON-RPC)", function()
     assert.is_nil(c:tool("execute_code", { sandbox_id = id, code = "print(1)" }).isError)
   end)
 
+  it("a sandbox lives `timeout` seconds after its last use: calls renew its lease, idleness ends it", function()
+    local cfg = tmp .. "/short.lua"
+    assert(fs.write_file_atomic(cfg, "return { timeout = 3 }"))
+    c = client.start { tmpdir = tmp, args = { "--config", cfg } }
+    c:initialize()
+    local id = c:tool("sandbox_create", {}).structuredContent.sandbox_id
+    -- used every 1.2 s for 4.8 s: past its 3 s lease, still running
+    for _ = 1, 4 do
+      loop.sleep(1.2)
+      local r = c:tool("execute_code", { sandbox_id = id, code = "1" })
+      assert.equal("success", r.structuredContent and r.structuredContent.status, client.text(r))
+    end
+    loop.sleep(4)
+    local r = c:tool("execute_code", { sandbox_id = id, code = "1" })
+    assert.is_true(r.isError)
+    assert.truthy(client.text(r):find("its lease ended", 1, true), client.text(r))
+  end)
+
   it("command_output gives what is new since the last call; command_kill stops a command once", function()
     c = client.start { tmpdir = tmp }
     c:initialize()
