@@ -20,9 +20,10 @@ function M.rmtree(path) return core.rmtree(path) end
 -- sandbox wrote); undone if what arrived is not the directory that was checked.
 function M.move_dir_beneath(root, rel, dest) return core.move_dir_beneath(root, rel, dest) end
 
--- write_file_atomic(path, data[, mode = 0644]) -> true: a temporary file, fsync, rename, fsync of the
--- directory; or nil, message, errno name.
-function M.write_file_atomic(path, data, mode) return core.write_file_atomic(path, data, mode) end
+-- write_file_atomic(path, data[, mode = 0644[, sync = true]]) -> true: a temporary file, fsync, rename, fsync
+-- of the directory; or nil, message, errno name. sync = false: no fsync (readers still see the old content
+-- or the new; a crash may leave neither).
+function M.write_file_atomic(path, data, mode, sync) return core.write_file_atomic(path, data, mode, sync) end
 
 -- listdir(path) -> array of the names in the directory (not . and ..; unsorted), or nil, message, code.
 function M.listdir(path) return core.listdir(path) end

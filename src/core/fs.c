@@ -444,9 +444,12 @@ static int write_all(int fd, const char *p, size_t n)
 }
 
 /*
- * core.write_file_atomic(path, data [, mode]) -> true, or nil, message, code. Writes a hidden
- * temp file next to path, fsyncs it, renames it over path and fsyncs the directory, so a
- * reader (or a crash) sees the old content or the new, never a part. mode defaults to 0644.
+ * core.write_file_atomic(path, data [, mode [, sync = true]]) -> true, or nil, message, code. Writes a
+ * hidden temp file next to path, fsyncs it, renames it over path and fsyncs the directory, so a
+ * reader (or a crash) sees the old content or the new, never a part. mode defaults to 0644. sync =
+ * false leaves out both fsyncs: a reader still sees the old content or the new, a crash may leave
+ * neither (for what does not outlive this boot anyway: a live sandbox's listing). An fsync on a
+ * shared disk took 1.4 ms at the median here and 10 to 30 ms under others' writes.
  */
 static int l_write_file_atomic(lua_State *L)
 {
@@ -454,6 +457,7 @@ static int l_write_file_atomic(lua_State *L)
 	size_t n;
 	const char *data = luaL_checklstring(L, 2, &n);
 	lua_Integer mode = luaL_optinteger(L, 3, 0644);
+	int sync = lua_isnoneornil(L, 4) || lua_toboolean(L, 4);
 	const char *slash = strrchr(path, '/');
 	const char *base = slash ? slash + 1 : path;
 	char *tmp = NULL, *dir = NULL;
@@ -476,7 +480,7 @@ static int l_write_file_atomic(lua_State *L)
 		goto fail;
 	}
 	created = 1;
-	if (fchmod(fd, (mode_t)mode) != 0 || write_all(fd, data, n) != 0 || fsync(fd) != 0) {
+	if (fchmod(fd, (mode_t)mode) != 0 || write_all(fd, data, n) != 0 || (sync && fsync(fd) != 0)) {
 		e = errno;
 		goto fail;
 	}
@@ -490,7 +494,7 @@ static int l_write_file_atomic(lua_State *L)
 		e = errno;
 		goto fail;
 	}
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = sync ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 	if (dfd >= 0) {
 		(void)fsync(dfd); /* durability of the rename; the data itself is already safe */
 		close(dfd);
