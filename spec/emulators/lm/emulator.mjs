@@ -5,43 +5,14 @@
 // run(name, wire), where wire = { defaultKeys, handle(emu, req, res, url) }.
 import http from 'node:http';
 import crypto from 'node:crypto';
+// the E2B emulator's HTTP helpers (its send also leaves a 204 without a body length)
+import { sleep, readBody, send, sendJson } from '../e2b/lib/util.mjs';
+import { limitResponseBytes } from '../e2b/lib/faults.mjs';
 
-export function sleep(ms) {
-  return new Promise((r) => setTimeout(r, ms));
-}
+export { sleep, readBody, send, sendJson, limitResponseBytes };
 
 export function hexId(n = 24) {
   return crypto.randomBytes(Math.ceil(n / 2)).toString('hex').slice(0, n);
-}
-
-export function readBody(req, limit = 256 * 1024 * 1024) {
-  return new Promise((resolve, reject) => {
-    const chunks = [];
-    let size = 0;
-    req.on('data', (c) => {
-      size += c.length;
-      if (size > limit) {
-        reject(new Error('request body too large'));
-        req.destroy();
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-    req.on('aborted', () => reject(new Error('request aborted')));
-  });
-}
-
-export function send(res, status, body, headers = {}) {
-  if (res.headersSent || res.destroyed) return;
-  const buf = body === undefined || body === null ? Buffer.alloc(0) : Buffer.isBuffer(body) ? body : Buffer.from(String(body));
-  res.writeHead(status, { ...headers, 'Content-Length': String(buf.length) });
-  res.end(buf);
-}
-
-export function sendJson(res, status, obj, headers = {}) {
-  send(res, status, JSON.stringify(obj), { 'Content-Type': 'application/json', ...headers });
 }
 
 // Rough token counts, the same for both wire formats: 4 bytes of text a token (OpenAI's rule of thumb
@@ -108,44 +79,6 @@ export class Faults {
   list() {
     return this.rules.map(({ re, ...r }) => ({ ...r, remaining: r.times === -1 ? -1 : Math.max(0, r.times - r.fired) }));
   }
-}
-
-// Let `n` body bytes of the response through, then drop the connection.
-export function limitResponseBytes(res, n) {
-  let left = n;
-  let cut = false;
-  const origWrite = res.write.bind(res);
-  const origEnd = res.end.bind(res);
-  const doCut = () => {
-    const s = res.socket;
-    if (s && !s.destroyed) {
-      if (!res.headersSent) res.flushHeaders();
-      s.write('', () => s.destroy());
-    }
-  };
-  res.write = (chunk, enc, cb) => {
-    if (typeof enc === 'function') { cb = enc; enc = undefined; }
-    if (cut) return false;
-    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk, enc);
-    if (buf.length < left) {
-      left -= buf.length;
-      return origWrite(buf, cb);
-    }
-    cut = true;
-    const part = buf.subarray(0, left);
-    left = 0;
-    if (part.length > 0) origWrite(part, doCut);
-    else doCut();
-    return false;
-  };
-  res.end = (chunk, enc, cb) => {
-    if (typeof chunk === 'function') { cb = chunk; chunk = undefined; }
-    if (typeof enc === 'function') { cb = enc; enc = undefined; }
-    if (chunk !== undefined && chunk !== null && chunk.length > 0) res.write(chunk, enc);
-    if (cut) return res;
-    if (left === 0) { cut = true; doCut(); return res; }
-    return origEnd(cb);
-  };
 }
 
 // ------------------------------------------------------------------------------------------------
