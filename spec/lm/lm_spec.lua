@@ -404,16 +404,22 @@ end
 
 describe("glsb.lm clients without a server #lm", function()
   it("a missing key is an LMError before anything is sent (api.openai.com, Anthropic)", function()
-    local err = raised(function() lm.openai({ model = "gpt-4o", base_url = "https://api.openai.com/v1" }) end)
-    if os.getenv("OPENAI_API_KEY") == nil then
-      assert.truthy(errors.is(err, errors.LMError))
-      assert.equal("auth", err.reason)
-      assert.truthy(err.message:find("OPENAI_API_KEY", 1, true))
-    end
-    if os.getenv("ANTHROPIC_API_KEY") == nil then
-      local e2 = raised(function() lm.anthropic({ model = "claude" }) end)
-      assert.truthy(e2.message:find("ANTHROPIC_API_KEY", 1, true))
-    end
+    -- in a process whose environment has no key, whatever the one running the specs has
+    local chunk = [[
+      local errors = require "glsb.errors"
+      for _, make in ipairs({ function() return glsb.lm.openai{ model = "gpt-4o", base_url = "https://api.openai.com/v1" } end,
+        function() return glsb.lm.anthropic{ model = "claude" } end }) do
+        local ok, err = pcall(make)
+        io.write(tostring(ok), "|", tostring(errors.is(err, errors.LMError)), "|", tostring(err and err.reason), "|",
+          tostring(err and err.message), "\n")
+      end]]
+    local out, errout, st = process.run({ emulator.ROOT .. "/build/glsb-lua", "-e", chunk }, { timeout = 30,
+      env = { "PATH=" .. os.getenv("PATH") } })
+    assert.equal(0, st and st.code, tostring(errout))
+    local lines = {}
+    for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.truthy(lines[1]:match("^false|true|auth|.*OPENAI_API_KEY"), lines[1])
+    assert.truthy(lines[2]:match("^false|true|auth|.*ANTHROPIC_API_KEY"), lines[2])
     -- an OpenAI-compatible local server needs none
     local local_server = lm.openai({ model = "llama", base_url = "http://127.0.0.1:1/v1" })
     assert.equal("max_tokens", local_server.max_tokens_field)
