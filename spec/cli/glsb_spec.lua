@@ -387,6 +387,17 @@ describe("glsb #cli", function()
         code, out = glsb({ "cp", "-p", name, id .. ":/tmp/up.bin", "-" }, { env = env })
         assert.are.equal(0, code)
         assert.is_true(out == bytes)
+        -- a full disk: the copy fails in one line, never "copied" with exit 0 (a file, standard output)
+        code, out, err = glsb({ "cp", "-p", name, id .. ":/tmp/up.bin", "/dev/full" }, { env = env })
+        assert.are.equal(126, code, err)
+        assert.are.equal("", out)
+        assert.are.equal("glsb cp: cannot write /dev/full: No space left on device\n", err)
+        local vars = {}
+        for k, v in pairs(env) do vars[#vars + 1] = k .. "=" .. shell.q(v) end
+        local said, sh_code = shell.sh("env " .. table.concat(vars, " ") .. " " .. shell.join({ GLSB, "cp", "-p", name,
+          id .. ":/tmp/up.bin", "-" }) .. " 2>&1 >/dev/full")
+        assert.are.equal(126, sh_code, said)
+        assert.are.equal("glsb cp: cannot write standard output: No space left on device\n", said)
         -- a big transfer on a terminal: a bar with bytes and rate; in a pipe, none
         write(tmp .. "/big.bin", string.rep("b", 6 * 1024 * 1024))
         local tty = on_tty({ "cp", "-p", name, tmp .. "/big.bin", id .. ":/tmp/big.bin" }, env)

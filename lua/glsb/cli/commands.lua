@@ -63,16 +63,24 @@ local function read_local(path)
   return data
 end
 
+-- A failed write (a full disk, a closed pipe) is a failure of the copy, not "copied" and exit 0: the
+-- buffered bytes meet the disk at flush or close, so both are checked.
 local function write_local(path, data)
-  if path == "-" then
-    io.stdout:write(data)
-    io.stdout:flush()
-    return
+  local f, err
+  if path == "-" then f = io.stdout else f, err = io.open(path, "wb") end
+  local ok = f ~= nil
+  if f then
+    ok, err = f:write(data)
+    if ok then ok, err = f:flush() end
+    if path ~= "-" then
+      local closed, cerr = f:close()
+      if ok and not closed then ok, err = nil, cerr end
+    end
   end
-  local f, err = io.open(path, "wb")
-  if not f then error({ cli_failure = "cannot write " .. path .. ": " .. tostring(err):gsub("^[^:]*: ", "") }, 0) end
-  f:write(data)
-  f:close()
+  if not ok then
+    error({ cli_failure = "cannot write " .. (path == "-" and "standard output" or path) .. ": "
+      .. tostring(err):gsub("^[^:]*: ", "") }, 0)
+  end
 end
 
 -- One JSON object per line. lua-cjson writes "/" as "\/" (valid, and noise in paths and URLs): outside
