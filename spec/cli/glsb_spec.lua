@@ -498,6 +498,15 @@ describe("glsb #cli", function()
         assert.matches("KeyError", err)
         code = glsb({ "run", "-p", name, "-" }, { env = env, input = "import sys\nsys.exit(5)" })
         assert.are.equal(5, code)
+        if features.cut_next_run then
+          -- the connection breaks after the code was sent: the outcome is unknown, 121 (never 0 or 120)
+          features.cut_next_run(emu)
+          code, _, err = glsb({ "run", "-p", name, "-" }, { env = env,
+            input = "import time\nprint('a', flush=True)\ntime.sleep(0.3)\nprint('b')" })
+          emu:clear_faults()
+          assert.are.equal(121, code, err)
+          assert.matches("^glsb run: unknown: ", err)
+        end
       end)
     end)
   end
@@ -508,7 +517,10 @@ describe("glsb #cli", function()
 
   round_trip("e2b", function() return require("e2b.emulator").start() end, function(emu)
     return { E2B_API_KEY = emu.api_key, E2B_API_URL = emu.base, E2B_SANDBOX_URL = emu.base }
-  end, { metadata = true, pause = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK })
+  end, { metadata = true, pause = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK,
+    cut_next_run = function(emu)
+      emu:fault { plane = "jupyter", path = "^/execute$", action = "cut_after_bytes", bytes = 60 }
+    end })
 
   round_trip("opensandbox", function() return require("opensandbox.emulator").start() end, function(emu)
     return { OPEN_SANDBOX_DOMAIN = emu.base, OPEN_SANDBOX_API_KEY = emu.api_key }
