@@ -68,4 +68,24 @@ describe("stages of the handle operations #unit", function()
       assert.is_string(Stage[k])
     end
   end)
+
+  it("README.md and docs/contract.md §6.1 list every stage, and none that is not one", function()
+    local root = require("support.shell").repo
+    local function listed(path, from, to)
+      local f = assert(io.open(root .. "/" .. path, "rb"))
+      local text = f:read("a")
+      f:close()
+      local s = assert(text:find(from, 1, true), path .. ": " .. from)
+      local e = assert(text:find(to, s, true), path .. ": " .. to)
+      local names = {}
+      for w in text:sub(s + #from, e - 1):gmatch("`([%a_]+)`") do names[#names + 1] = w end
+      table.sort(names)
+      return names
+    end
+    local all = {}
+    for _, v in pairs(Stage) do all[#all + 1] = v end
+    table.sort(all)
+    assert.are.same(all, listed("README.md", "Each has `stage` (one of `glsb.Stage`:", "; `docs/contract.md`"))
+    assert.are.same(all, listed("docs/contract.md", "also the `error_code` of log lines:", ": one per operation"))
+  end)
 end)
