@@ -304,6 +304,20 @@ describe("glsb #cli", function()
         assert.is_nil(tty:find("[local template", 1, true), tty)
       end)
 
+    it("glsb mcp is the MCP server on stdin and stdout, with the words after mcp as its flags", function()
+      local init = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        .. '"capabilities":{},"clientInfo":{"name":"spec","version":"1"}}}\n'
+      local code, out, err = glsb({ "mcp" }, { input = init })
+      assert.are.equal(0, code, err)
+      local answer = assert(cjson.decode(out:match("^[^\n]+")), out)
+      assert.are.equal(1, answer.id)
+      assert.are.equal("glsb", answer.result.serverInfo.name)
+      code, out, err = glsb({ "mcp", "--provider", "no-such" }, { input = init })
+      assert.are.equal(2, code)
+      assert.are.equal("", out)
+      assert.matches("unknown provider 'no%-such'", err)
+    end)
+
     it("doctor and gc run, and say it as JSON with --json", function()
       local code, out = glsb({ "doctor" })
       assert.are.equal(0, code, out)
@@ -364,6 +378,12 @@ describe("glsb #cli", function()
         end
         assert.is_table(seen, out)
         assert.are.equal(name, seen.provider)
+        -- GLSB_PROVIDER stands for -p
+        local by_env = { GLSB_PROVIDER = name }
+        for k, v in pairs(env) do by_env[k] = v end
+        code, out, err = glsb({ "ls", "--ids" }, { env = by_env })
+        assert.are.equal(0, code, err)
+        assert.matches(id, out, 1, true)
         code, out = glsb({ "info", "-p", name, id, "--json" }, { env = env })
         assert.are.equal(0, code)
         local info = cjson.decode(out)
