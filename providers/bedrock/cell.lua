@@ -75,7 +75,11 @@ def run_cell(g, src, mark, env, cap):
             text = "".join(traceback.format_exception(type(e), e, tb))
         except BaseException:
             text = type(e).__name__ + "\n"
-        report["error"] = {"name": type(e).__name__, "traceback": text}
+        try:
+            value = str(e)
+        except BaseException:
+            value = ""
+        report["error"] = {"name": type(e).__name__, "value": value, "traceback": text}
         try:
             err.write(text)
             err.flush()

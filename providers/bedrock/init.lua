@@ -303,7 +303,7 @@ function Sandbox:_run_code(code, opts)
     if e then
       r = result { status = Status.ERROR, code = 1, stdout = stdout, stderr = stderr,
         error = (str(e.traceback) or str(e.name) or "the code raised"):gsub("%s+$", "") }
-      r.error_name = str(e.name)
+      r.error_name, r.error_value, r.traceback = str(e.name), str(e.value), str(e.traceback)
     else
       r = result { status = Status.SUCCESS, code = 0, stdout = stdout, stderr = stderr, text = str(verdict.text) }
     end

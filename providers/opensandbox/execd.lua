@@ -427,7 +427,10 @@ local function exception_result(e)
   local tb = table.concat(lines, "\n")
   if not tb:find(head, 1, true) then tb = tb ~= "" and (tb .. "\n" .. head) or head end
   local r = result { status = Status.ERROR, code = 1, error = tb }
-  r.error_name, r.error_value, r.traceback = name, value, e.traceback
+  -- r.traceback is one string on every provider (docs/contract.md §4); execd sends IPython's lines
+  local raw = {}
+  for i, l in ipairs(type(e.traceback) == "table" and e.traceback or {}) do raw[i] = tostring(l) end
+  r.error_name, r.error_value, r.traceback = name, value, table.concat(raw, "\n")
   return r
 end
 

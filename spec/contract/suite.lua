@@ -123,6 +123,10 @@ return function(provider, opts_factory, features)
       assert.truthy(r.error:find("ValueError", 1, true), r.error)
       assert.truthy(r.error:find("bad value 7", 1, true), r.error)
       assert.is_number(r.duration_ms)
+      -- the exception's parts, one shape on every provider (docs/contract.md §4): name, message, the
+      -- traceback as one string
+      assert.are.same({ "ValueError", "bad value 7", "string" }, { r.error_name, r.error_value, type(r.traceback) })
+      assert.truthy(r.traceback:find("ValueError", 1, true), r.traceback)
       -- the interpreter survives its own exceptions
       assert.are.equal(Status.SUCCESS, sb:execute_code("print('after')").status)
     end)

@@ -38,14 +38,12 @@ function M.trim_traceback(tb)
 end
 
 -- The exception of a failed run: name, value, trimmed traceback. From the contract's error_name,
--- error_value and traceback (a string, or IPython's list of lines), filling what is missing from the
--- error text, whose last line is "Name: value" when it is a Python traceback.
+-- error_value and traceback (docs/contract.md §4), filling what is missing from the error text, whose
+-- last line is "Name: value" when it is a Python traceback.
 function M.exception(r)
   local function str(v) return type(v) == "string" and v ~= "" and v or nil end
   local name, value = str(r.error_name), str(r.error_value)
-  local tb = r.traceback
-  if type(tb) == "table" then tb = table.concat(tb, "\n") end
-  tb = str(tb)
+  local tb = str(r.traceback)
   local text = str(r.error) and plain(r.error):gsub("%s+$", "")
   if text and (not name or not value or not tb) then
     local last = text:match("([^\n]*)$") or text
