@@ -8,12 +8,15 @@
 --   create    COUNT glsb.create("local") with CONCURRENCY in flight at a time (tasks of one glsb-lua);
 --             throughput in sandboxes per second and p50/p99 per create. Reference: COUNT bwrap (all
 --             namespaces, read-only /usr) + python3 REPLs started the same way, each up when it has
---             answered a first line (what a create gives: an interpreter ready for code).
+--             answered a first line (what a create gives: an interpreter ready for code). The two
+--             phases run one after the other, so the table's throughput row comes from rounds that
+--             alternate (6 x 20 creates, 6 x 20 REPL starts), the same load on both.
 --   memory    PSS (and RSS) of each live idle sandbox, summed over its whole process tree (supervisor,
 --             init, agent: /proc/<pid>/smaps_rollup), as the mean over the COUNT; the same for the REPLs.
 --             PSS splits each shared page among the processes that map it, so COUNT live sandboxes
 --             share the Python binary and libraries the way a real fleet would.
---   calls     one execute_code("print(1)") on every sandbox at once: p50/p99.
+--   calls     one execute_code("print(1)") on every sandbox at once: p50/p99; with COUNT > 100, also
+--             on 100 of them at once (5 rounds), the others live and idle.
 --   teardown  terminating all COUNT (CONCURRENCY at a time): throughput, and what is left of them
 --             (their supervisors, processes of their host uids, their workspace folders).
 -- Writes bench/results/scale_local.{json,md}.
@@ -114,6 +117,23 @@ end
 
 
 local results = { count = COUNT, concurrency = CONCURRENCY, date = os.date("!%Y-%m-%dT%H:%M:%SZ") }
+local ROUNDS, CHUNK = 6, 20 -- the interleaved create throughput
+
+-- a bwrap + python3 REPL, up when it has answered its first line (what a create gives)
+local function start_repl()
+  local argv = {}
+  for _, w in ipairs(BWRAP) do argv[#argv + 1] = w end
+  for _, w in ipairs({ PY, "-u", "-c", REPL }) do argv[#argv + 1] = w end
+  local p = assert(process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "inherit" })
+  assert(p:read_line("stdout", loop.now() + 30) == "ready", "a bwrap python3 did not start")
+  return p
+end
+
+local function stop_repl(p)
+  p:close_stdin()
+  if not p:wait(loop.now() + 10) then p:kill("KILL") p:wait(loop.now() + 5) end
+  p:close()
+end
 
 glsb.run(function()
   -- warm the page cache and the helper
@@ -147,6 +167,24 @@ glsb.run(function()
   end
   loop.gather(tasks)
   results.glsb_used = mean_memory(roots)
+  -- with more than 100 live: also the calls of issue 26's goal, execute_code on 100 of them at once
+  -- (5 rounds, the latencies of all 500 together), while the others stay live and idle
+  local call100_ms
+  if #sbs > 100 then
+    call100_ms = {}
+    for _ = 1, 5 do
+      local round = {}
+      for i = 1, 100 do
+        round[i] = loop.spawn(function()
+          local t = loop.now()
+          local r = sbs[i]:execute_code("print(1)")
+          call100_ms[#call100_ms + 1] = (loop.now() - t) * 1000
+          assert(r.stdout == "1\n", tostring(r))
+        end)
+      end
+      loop.gather(round)
+    end
+  end
   -- what terminate must leave nothing of: each sandbox's supervisor, the processes of its host uid
   -- (the sandbox user's, as root: one uid per sandbox) and its workspace folder
   local supervisors, uids, workspaces = {}, {}, {}
@@ -171,28 +209,36 @@ glsb.run(function()
     create = { per_second = #sbs / create_wall * 1000, p50_ms = pct(create_ms, 0.5), p99_ms = pct(create_ms, 0.99),
       wall_ms = create_wall },
     calls = { p50_ms = pct(call_ms, 0.5), p99_ms = pct(call_ms, 0.99) },
+    calls_100 = call100_ms and { p50_ms = pct(call100_ms, 0.5), p99_ms = pct(call100_ms, 0.99) } or nil,
     terminate = { per_second = #sbs / stop_wall * 1000, p50_ms = pct(stop_ms, 0.5), p99_ms = pct(stop_ms, 0.99) },
     left_running = left.supervisors + left.processes,
   }
 
   -- reference: COUNT bwrap + python3 REPLs, CONCURRENCY started at a time
   local repls = {}
-  local repl_ms, repl_wall = pooled(COUNT, CONCURRENCY, function(i)
-    local argv = {}
-    for _, w in ipairs(BWRAP) do argv[#argv + 1] = w end
-    for _, w in ipairs({ PY, "-u", "-c", REPL }) do argv[#argv + 1] = w end
-    local p = assert(process.spawn { argv = argv, stdin = "pipe", stdout = "pipe", stderr = "inherit" })
-    assert(p:read_line("stdout", loop.now() + 30) == "ready", "a bwrap python3 did not start")
-    repls[i] = p
-  end)
+  local repl_ms, repl_wall = pooled(COUNT, CONCURRENCY, function(i) repls[i] = start_repl() end)
   local repl_roots = {}
   for i, p in ipairs(repls) do repl_roots[i] = p.pid end
   results.bwrap_idle = mean_memory(repl_roots)
-  for _, p in ipairs(repls) do
-    p:close_stdin()
-    if not p:wait(loop.now() + 10) then p:kill("KILL") p:wait(loop.now() + 5) end
-    p:close()
+  for _, p in ipairs(repls) do stop_repl(p) end
+
+  -- create throughput, interleaved: the two phases above run one after the other, and on a shared
+  -- machine the load moves between them; here rounds of CHUNK creates (then their terminates) and
+  -- CHUNK REPL starts (then their ends) alternate, and each side's rate is its creates over the
+  -- time its creates took
+  local walls = { glsb = 0, bwrap = 0 }
+  for _ = 1, ROUNDS do
+    local made = {}
+    local _, w = pooled(CHUNK, CONCURRENCY, function(i) made[i] = glsb.create("local") end)
+    walls.glsb = walls.glsb + w
+    pooled(CHUNK, CONCURRENCY, function(i) made[i]:terminate() end)
+    local started = {}
+    _, w = pooled(CHUNK, CONCURRENCY, function(i) started[i] = start_repl() end)
+    walls.bwrap = walls.bwrap + w
+    for _, p in ipairs(started) do stop_repl(p) end
   end
+  results.interleaved = { rounds = ROUNDS, chunk = CHUNK, glsb_per_second = ROUNDS * CHUNK / walls.glsb * 1000,
+    bwrap_per_second = ROUNDS * CHUNK / walls.bwrap * 1000 }
   results.bwrap = { create = { per_second = COUNT / repl_wall * 1000, p50_ms = pct(repl_ms, 0.5),
     p99_ms = pct(repl_ms, 0.99), wall_ms = repl_wall } }
 end)
@@ -205,8 +251,9 @@ results.summary = {
     reference = "goal (issue 26)", reference_value = 3.5 },
   { figure = ("local: %d live sandboxes, PSS per idle sandbox"):format(COUNT), value = gi.pss_kb / 1024, unit = "MiB",
     reference = "bwrap + python3 REPL, same count", reference_value = bi.pss_kb / 1024 },
-  { figure = ("local: create throughput, %d at a time (2 cores)"):format(CONCURRENCY), value = g.create.per_second,
-    unit = "/s", reference = "bwrap + python3 REPL starts, same way", reference_value = b.create.per_second,
+  { figure = ("local: create throughput, %d at a time (2 cores), interleaved rounds of %d"):format(CONCURRENCY,
+    CHUNK), value = results.interleaved.glsb_per_second, unit = "/s",
+    reference = "bwrap + python3 REPL starts, same rounds", reference_value = results.interleaved.bwrap_per_second,
     higher_is_better = true },
   { figure = ("local: execute_code on %d live sandboxes at once, p99"):format(COUNT), value = g.calls.p99_ms,
     unit = "ms", reference = "p50 of the same calls", reference_value = g.calls.p50_ms },
@@ -216,6 +263,12 @@ results.summary = {
     value = left.supervisors + left.processes + left.workspaces, unit = "", reference = "sandboxes terminated",
     reference_value = #results.create_failures < COUNT and COUNT - #results.create_failures or 0 },
 }
+
+if g.calls_100 then
+  table.insert(results.summary, 5, { figure = ("local: execute_code on 100 of %d live sandboxes at once, p99"):format(
+    COUNT), value = g.calls_100.p99_ms, unit = "ms", reference = "p50 of the same calls",
+    reference_value = g.calls_100.p50_ms })
+end
 
 local function names(m)
   local parts = {}
@@ -230,6 +283,8 @@ local md = {
   ("| create throughput | %.1f /s | %.1f /s |"):format(g.create.per_second, b.create.per_second),
   ("| create p50 / p99 | %.1f / %.1f ms | %.1f / %.1f ms |"):format(g.create.p50_ms, g.create.p99_ms, b.create.p50_ms,
     b.create.p99_ms),
+  ("| create throughput, interleaved (%d rounds of %d) | %.1f /s | %.1f /s |"):format(ROUNDS, CHUNK,
+    results.interleaved.glsb_per_second, results.interleaved.bwrap_per_second),
   ("| PSS per idle sandbox | %.2f MiB | %.2f MiB |"):format(gi.pss_kb / 1024, bi.pss_kb / 1024),
   ("| RSS per idle sandbox | %.2f MiB | %.2f MiB |"):format(gi.rss_kb / 1024, bi.rss_kb / 1024),
   ("| processes per sandbox | %.1f | %.1f |"):format(gi.processes, bi.processes),
@@ -242,6 +297,15 @@ local md = {
     results.left_after_terminate.supervisors, results.left_after_terminate.processes,
     results.left_after_terminate.workspaces),
 }
+if g.calls_100 then -- after the row of the calls on all
+  for i, line in ipairs(md) do
+    if line:find("^| execute_code on all at once") then
+      table.insert(md, i + 1, ("| execute_code on 100 of them at once (5 rounds) p50 / p99 | %.1f / %.1f ms | |")
+        :format(g.calls_100.p50_ms, g.calls_100.p99_ms))
+      break
+    end
+  end
+end
 if #results.create_failures > 0 then
   md[#md + 1] = ("%d of %d creates failed; the first: %s"):format(#results.create_failures, COUNT,
     results.create_failures[1])
