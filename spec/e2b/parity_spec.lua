@@ -26,14 +26,16 @@ describe("e2b pause, snapshots, contexts and network #e2b", function()
   end)
   local function keep(sb) made[#made + 1] = sb return sb end
 
-  -- the counter file, read until it holds a number (the loop truncates it before each write)
+  -- the counter file, read until it holds a number (the loop truncates it before each write), for up to
+  -- 10 s: under load the background shell may not have written its first count yet
   local function count(sb)
-    for _ = 1, 20 do
+    local deadline = glsb.now() + 10
+    repeat
       local n = tonumber(sb:download_file("/tmp/count"))
       if n then return n end
       loop.sleep(0.02)
-    end
-    error("no count in /tmp/count")
+    until glsb.now() > deadline
+    error("no count in /tmp/count after 10 s")
   end
 
   local function state_of(id)
@@ -46,8 +48,11 @@ describe("e2b pause, snapshots, contexts and network #e2b", function()
     assert.equal(Status.SUCCESS, sb:execute_code("kept = 41").status)
     -- a counter in a background shell: after resume it goes on from where it was (a restart counts from 1)
     sb:start_command("i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done")
-    loop.sleep(1.5)
-    local before = count(sb)
+    local before, deadline = count(sb), glsb.now() + 10
+    while before < 5 and glsb.now() < deadline do
+      loop.sleep(0.1)
+      before = count(sb)
+    end
     assert.is_true(before >= 5, tostring(before))
     assert.is_true(sb:pause())
     assert.equal("paused", state_of(sb.sandbox_id))
