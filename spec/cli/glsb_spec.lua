@@ -346,6 +346,8 @@ describe("glsb #cli", function()
 
   -- The same round trip on each remote provider's emulator: run --keep, ls (table, --json, --ids), info,
   -- exec with its status, cp both ways, kill (asking first when more than one), and what a gone id gives.
+  -- features: metadata, pause, template, template_check, lease_in_info (info has started_at and ends_at),
+  -- cut_next_run(emu) (a fault that cuts the next run's stream after delivery)
   local function round_trip(name, start, env_of, features)
     describe("on " .. name .. " (its emulator)", function()
       local emu, env
@@ -389,6 +391,13 @@ describe("glsb #cli", function()
         local info = cjson.decode(out)
         assert.are.equal(id, info.sandbox_id)
         assert.are.equal("running", info.state)
+        -- without --timeout or --lease the lease still outlasts the run's own limit (300 s): the run times
+        -- out and says so, rather than losing its sandbox to a lease that ends with it
+        if features.lease_in_info then
+          local time = require "glsb.time"
+          local lease = time.parse_iso(info.ends_at) - time.parse_iso(info.started_at)
+          assert.is_true(lease >= 360, "lease " .. lease .. " s")
+        end
         -- exec: the command's own status, an exact argv, a shell line
         code, out = glsb({ "exec", "-p", name, id, "echo out; exit 7" }, { env = env })
         assert.are.equal(7, code)
@@ -537,14 +546,14 @@ describe("glsb #cli", function()
 
   round_trip("e2b", function() return require("e2b.emulator").start() end, function(emu)
     return { E2B_API_KEY = emu.api_key, E2B_API_URL = emu.base, E2B_SANDBOX_URL = emu.base }
-  end, { metadata = true, pause = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK,
+  end, { metadata = true, pause = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK, lease_in_info = true,
     cut_next_run = function(emu)
       emu:fault { plane = "jupyter", path = "^/execute$", action = "cut_after_bytes", bytes = 60 }
     end })
 
   round_trip("opensandbox", function() return require("opensandbox.emulator").start() end, function(emu)
     return { OPEN_SANDBOX_DOMAIN = emu.base, OPEN_SANDBOX_API_KEY = emu.api_key }
-  end, { metadata = true, pause = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK })
+  end, { metadata = true, pause = true, template = REMOTE_TEMPLATE, template_check = REMOTE_CHECK, lease_in_info = true })
 
   round_trip("bedrock", function() return require("bedrock.emulator").start() end, function(emu)
     local e = require "bedrock.emulator"

@@ -228,9 +228,11 @@ local function run_cmd(ctx, fl, pos)
   if fl.package then o.additional_packages = fl.package end
   if fl.lease ~= nil then
     o.timeout = fl.lease
-  elseif fl.timeout ~= nil and o.timeout == nil then
-    -- the lease outlasts the run it was made for (<= 0: no limit either)
-    o.timeout = fl.timeout <= 0 and 0 or math.max(300, fl.timeout + 60)
+  elseif o.timeout == nil then
+    -- the lease outlasts the run it was made for, --timeout's default too (<= 0: no limit either): a
+    -- lease that ended with the run would take the sandbox, not just the code, at the run's limit
+    local t = fl.timeout or require("glsb.constants").DEFAULT_CODE_TIMEOUT
+    o.timeout = t <= 0 and 0 or math.max(300, t + 60)
   end
   local env = args.pairs_of(fl.env, "--env")
   local out_dir = fl.out
@@ -611,8 +613,8 @@ M.LIST = {
         .. "from the extension, else python)" },
       { name = "package", arg = "PKG", multi = true, help = "a pip package installed first (repeatable; Python)" },
       { name = "out", arg = "DIR", complete = "dir", help = "write each rich result to DIR/result-<i>.<ext>" },
-      { name = "lease", arg = "S", type = "number", help = "the sandbox's lease in seconds (default: the provider's, "
-        .. "longer than --timeout)" },
+      { name = "lease", arg = "S", type = "number",
+        help = "the sandbox's lease in seconds (default: --timeout + 60, at least 300; -o timeout=S sets it too)" },
       { name = "keep", help = "keep the sandbox after the run and print its id (on stderr)" },
       { name = "metadata", short = "m", arg = "K=V", multi = true,
         help = "a label kept with the sandbox, for ls and kill --all (repeatable)" },
