@@ -153,6 +153,37 @@ describe("glsb #cli", function()
       assert.matches("^glsb run: .*no%-such%-template.*%(SandboxStartError, stage create%)\n$", err)
     end)
 
+    it("Ctrl-C ends a run with 130 and terminates its sandbox", function()
+      local ws = tmp .. "/int-ws"
+      assert(fs.mkdir(ws, 448))
+      local loop = require "glsb.loop"
+      local p = assert(process.spawn { argv = { GLSB, "run", "-o", "host_workspace_dir=" .. ws, "-" }, stdin = "pipe",
+        stdout = "pipe", stderr = "pipe" })
+      finally(function()
+        p:kill("KILL")
+        loop.run(function() p:wait(loop.now() + 5) end)
+        p:close()
+      end)
+      local seen, st, err = loop.run(function()
+        assert(p:write("import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.05)\n", loop.now() + 5))
+        p:close_stdin()
+        -- the line comes without its newline (glsb writes that with the next line or at the end)
+        local got, deadline = "", loop.now() + 30
+        while not got:find("started", 1, true) do
+          local data = p:read("stdout", deadline)
+          if not data or data == "" then break end
+          got = got .. data
+        end
+        p:kill("INT")
+        local _, e, s = p:communicate(nil, loop.now() + 30)
+        return got, s, e
+      end)
+      assert.are.equal("started", seen)
+      assert.are.equal(130, st.code, err)
+      assert.are.equal("glsb run: interrupted\n", err)
+      assert.are.same({}, fs.listdir(ws .. "/glsb-" .. process.geteuid()))
+    end)
+
     it("counts the steps before the code starts on a terminal: create, the package install, each upload", function()
       local wheels = tmp .. "/wheels"
       assert(fs.mkdir(wheels, 493))
