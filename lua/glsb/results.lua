@@ -295,8 +295,11 @@ function M.save(r, dir)
         end
         if not ok then
           local errors = require "glsb.errors"
+          -- io.open's message starts with the path, which the sentence names already
+          local why = tostring(werr)
+          if why:sub(1, #path + 2) == path .. ": " then why = why:sub(#path + 3) end
           errors.raise(errors.CodeInterpreterError, "files",
-            string.format("glsb.results.save: cannot write %s: %s", path, tostring(werr)))
+            string.format("glsb.results.save: cannot write %s: %s", path, why))
         end
         paths[#paths + 1] = path
       end

@@ -117,6 +117,7 @@ describe("glsb.results #unit", function()
     assert.is_false(ok)
     assert.is_true(errors.is_error(err), tostring(err))
     assert.are.equal("files", err.stage)
-    assert.matches(dir .. "/gone/result%-1%.png", err.message)
+    assert.are.equal("glsb.results.save: cannot write " .. dir .. "/gone/result-1.png: No such file or directory",
+      err.message) -- the path once
   end)
 end)
