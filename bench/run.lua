@@ -5,7 +5,7 @@
 --
 --   build/glsb-lua bench/run.lua [NAME...]        # make bench [ONLY="startup scale_e2b"]
 --
--- NAME is a script's name without .lua; without names every bench/*.lua runs (about 4 minutes on a 2-core
+-- NAME is a script's name without .lua; without names every bench/*.lua runs (about 6 minutes on a 2-core
 -- machine; pool_e2b and pool_local get smaller counts than their defaults to stay there). A script lists
 -- its figures in its JSON file as `summary`, an array of {figure, value, unit, reference, reference_value
 -- [, higher_is_better]}; for the scripts that do not (yet), the table below reads their own JSON. A script
