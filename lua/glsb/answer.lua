@@ -8,19 +8,26 @@
 --   local a = answer.reader("E2B list", errors.SandboxStartError, Stage.LIST)
 --   for i, s in ipairs(a:list(res.json, "the answer")) do
 --     a:object(s, "[" .. i .. "]")
---     local id = a:id(s.sandboxID, "[" .. i .. "].sandboxID")
+--     local id = a:id(s.sandboxID, "[" .. i .. "].sandboxID", api.IDS.sandbox)
 --     local state = a:string(s.state, "[" .. i .. "].state", true)   -- optional: nil or JSON null -> nil
 --   end
 --
--- Ids are data, never syntax: answer.ID is the grammar every provider's ids keep to (letters, digits,
--- '_', '-', '.', not first; at most 128), so that an id put into a URL path or a header is one segment or
--- one value whatever the server sent.
+-- Ids are data, never syntax. Each provider declares the grammar of each kind of id it is handed
+-- (answer.grammar: E2B's sandbox ids are lowercase letters and digits, OpenSandbox's are UUIDs, AgentCore's
+-- sessions [0-9a-zA-Z]{1,40}; docs/protocols/<provider>.md says where each comes from upstream), and an id is
+-- checked against it where it arrives: a create or connect answer, a list entry, a ref given to connect or
+-- kill, an id or name the user passes. An id put into a URL path or a header is then one segment or one
+-- value whatever the server sent, and one the provider never makes is refused with a clear error before
+-- anything is sent with it. answer.ANY is the grammar of a provider that declares none.
 local errors = require "glsb.errors"
 
 local M = {}
 
 M.ID = "^[%w][%w_.-]*$"
 M.ID_MAX = 128
+-- A UUID as Python's str(uuid4()) and Go's uuid.String() write it: 8-4-4-4-12 lowercase hex digits.
+local function hex(n) return ("[0-9a-f]"):rep(n) end
+M.UUID = "^" .. hex(8) .. "%-" .. hex(4) .. "%-" .. hex(4) .. "%-" .. hex(4) .. "%-" .. hex(12) .. "$"
 -- A host name a server hands out for later requests (E2B's domain): labels and dots, then an optional port.
 M.HOST = "^[%w][%w.-]*[%w]$"
 
@@ -51,6 +58,75 @@ local function shown(v)
   return "a " .. t
 end
 M.shown = shown
+
+---------------------------------------------------------------------------
+-- Grammars of ids
+---------------------------------------------------------------------------
+
+local Grammar = {}
+Grammar.__index = Grammar
+
+-- answer.grammar{what, says, max, pattern | test, source[, short]} -> a grammar of one kind of id:
+--   what    its name, with an article ("an E2B sandbox id")
+--   says    the rule in words ("lowercase letters and digits")
+--   max     the longest one accepted (bytes); an id is never empty
+--   pattern a Lua pattern, anchored, the whole id must match; or test(s) -> true for a function of it
+--   source  where the rule is written down (docs/protocols/<provider>.md §N, which cites upstream)
+--   short   optional, for ids a user passes: short(s) -> the id the provider means by an older spelling of
+--           it that it still accepts (E2B's "<sandboxID>-<clientID>"), or nil
+function M.grammar(g)
+  assert(type(g.what) == "string" and type(g.says) == "string" and math.type(g.max) == "integer",
+    "answer.grammar: what, says and max are required")
+  assert(type(g.pattern) == "string" or type(g.test) == "function", "answer.grammar: a pattern or a test")
+  return setmetatable(g, Grammar)
+end
+
+-- g:holds(v) -> true when v is a string in the grammar.
+function Grammar:holds(v)
+  if type(v) ~= "string" or v == "" or #v > self.max then return false end
+  if self.pattern then return v:match(self.pattern) ~= nil end
+  return self.test(v) == true
+end
+
+-- g:describe() -> "an E2B sandbox id (lowercase letters and digits, at most 64; docs/protocols/e2b.md §1)".
+function Grammar:describe()
+  return string.format("%s (%s, at most %d%s)", self.what, self.says, self.max,
+    self.source and ("; " .. self.source) or "")
+end
+
+-- g:given(v) -> the id a user gave, as the provider names it (an older spelling shortened), or nil when v
+-- is none of its ids.
+function Grammar:given(v)
+  if self:holds(v) then return v end
+  if self.short and type(v) == "string" and #v <= 2 * self.max then
+    local s = self.short(v)
+    if self:holds(s) then return s end
+  end
+  return nil
+end
+
+-- The grammar of a provider that declares none: every provider's ids keep to it.
+M.ANY = M.grammar { what = "an id", says = "letters, digits, '_', '-', '.' not first", max = M.ID_MAX,
+  pattern = M.ID }
+
+-- answer.uuid(what, source) -> the grammar of ids that are UUIDs.
+function M.uuid(what, source)
+  return M.grammar { what = what, says = "a UUID, 8-4-4-4-12 lowercase hex digits", max = 36, pattern = M.UUID,
+    source = source }
+end
+
+-- answer.given(grammar, v, what) -> the id, or raises an argument error at the caller's line saying which
+-- grammar v is not in: for ids the user passes (a ref's sandbox_id, a template name). what names the value
+-- ("connect: ref.sandbox_id").
+function M.given(grammar, v, what)
+  local id = (grammar or M.ANY):given(v)
+  if id then return id end
+  require("glsb.options").arg_error("%s is %s, not %s", what, shown(v), (grammar or M.ANY):describe())
+end
+
+---------------------------------------------------------------------------
+-- Readers
+---------------------------------------------------------------------------
 
 local Reader = {}
 Reader.__index = Reader
@@ -118,12 +194,11 @@ function Reader:boolean(v, field, optional)
   return v
 end
 
--- a:id(v, field[, optional]) -> v, a string in answer.ID's grammar.
-function Reader:id(v, field, optional)
+-- a:id(v, field, grammar[, optional]) -> v, a string in the grammar (answer.grammar; nil: answer.ANY).
+function Reader:id(v, field, grammar, optional)
   if optional and M.clean(v) == nil then return nil end
-  if type(v) ~= "string" or #v > M.ID_MAX or not v:match(M.ID) then
-    self:fail(field, v, string.format("an id (letters, digits, '_', '-', '.' not first, at most %d)", M.ID_MAX))
-  end
+  grammar = grammar or M.ANY
+  if not grammar:holds(v) then self:fail(field, v, grammar:describe()) end
   return v
 end
 
@@ -135,10 +210,9 @@ function Reader:host(v, field, optional)
   return v
 end
 
--- answer.is_id(v) -> true when v is a string in answer.ID's grammar (for values that are not an answer's:
--- a ref's sandbox_id).
-function M.is_id(v)
-  return type(v) == "string" and #v <= M.ID_MAX and v:match(M.ID) ~= nil
+-- answer.is_id(v[, grammar]) -> true when v is a string in the grammar (nil: answer.ANY).
+function M.is_id(v, grammar)
+  return (grammar or M.ANY):holds(v)
 end
 
 return M

@@ -254,6 +254,9 @@ BaseSandbox.options = COMMON
 BaseSandbox.provider_name = "base"
 BaseSandbox.default_command_timeout = constants.DEFAULT_COMMAND_TIMEOUT
 BaseSandbox.default_sandbox_timeout = constants.DEFAULT_SANDBOX_TIMEOUT
+-- A provider's class sets id_grammar (glsb.answer.grammar) to the grammar of its sandbox ids: the id of a ref
+-- given to connect or kill is checked against it before anything is sent. nil: glsb.answer.ANY.
+BaseSandbox.id_grammar = nil
 M.BaseSandbox = BaseSandbox
 
 local METAMETHODS = { "__tostring", "__close", "__name" }
@@ -642,18 +645,16 @@ local function normalize_ref(cls, ref, what)
   if type(ref.sandbox_id) ~= "string" or ref.sandbox_id == "" then
     options.arg_error("%s: ref.sandbox_id must be a non-empty string", what)
   end
-  -- an id goes into URLs and headers: "..", "a/b" or one with CR LF (a ref from a shared store another
-  -- process wrote) is refused before anything is sent
-  if not require("glsb.answer").is_id(ref.sandbox_id) then
-    options.arg_error("connect: ref.sandbox_id %q is not an id (letters, digits, '_', '-', '.' not first)",
-      ref.sandbox_id:sub(1, 60))
-  end
   if ref.provider ~= nil and ref.provider ~= cls.provider_name then
     options.arg_error("%s: the ref is for provider '%s', not '%s'", what, tostring(ref.provider),
       tostring(cls.provider_name))
   end
+  -- an id goes into URLs and headers: one outside the provider's grammar of sandbox ids ("..", "a/b", one
+  -- with CR LF: a ref from a shared store another process wrote) is refused before anything is sent
+  local id = require("glsb.answer").given(cls.id_grammar, ref.sandbox_id, what .. ": ref.sandbox_id")
   local copy = {}
   for k, v in pairs(ref) do copy[k] = v end
+  copy.sandbox_id = id
   return copy
 end
 

@@ -23,11 +23,40 @@ local log = require "glsb.log"
 local sigv4 = require "glsb.aws.sigv4"
 local credentials = require "glsb.aws.credentials"
 local secrets = require "glsb.secrets"
+local answer = require "glsb.answer"
 
 local M = {}
 
 M.SERVICE = "bedrock-agentcore"
 M.DEFAULT_IDENTIFIER = "aws.codeinterpreter.v1"
+
+-- The grammars of AgentCore's ids, from the service models' patterns (docs/protocols/bedrock.md §7), checked
+-- where an id arrives: a Start or List answer, a ref, the `identifier` option, a template builder's answer.
+-- A code interpreter id: the system one, or "<name>-<10 letters and digits>" with a name of at most 48
+-- (CodeInterpreterId); an identifier may be its ARN too (the data plane's codeInterpreterIdentifier).
+local function interpreter_id(s)
+  if s == M.DEFAULT_IDENTIFIER then return true end
+  local name, suffix = s:match("^([A-Za-z][A-Za-z0-9_]*)%-([A-Za-z0-9]+)$")
+  return name ~= nil and #name <= 48 and #suffix == 10
+end
+local function interpreter(s)
+  if interpreter_id(s) then return true end
+  local partition, account, kind, id = s:match("^arn:(aws[a-z0-9-]*):bedrock%-agentcore:[a-z0-9-]+:([a-z0-9]+):"
+    .. "(code%-interpreter[a-z-]*)/(.*)$")
+  if not partition or (partition ~= "aws" and not partition:match("^aws%-[a-z0-9-]+$")) then return false end
+  if account ~= "aws" and not account:match("^" .. ("%d"):rep(12) .. "$") then return false end
+  return (kind == "code-interpreter" or kind == "code-interpreter-custom") and interpreter_id(id)
+end
+M.IDS = {
+  session = answer.grammar { what = "an AgentCore session id", says = "letters and digits", max = 40,
+    pattern = "^[0-9A-Za-z]+$", source = "docs/protocols/bedrock.md §7" },
+  interpreter_id = answer.grammar { what = "an AgentCore code interpreter id", max = 59, test = interpreter_id,
+    says = "aws.codeinterpreter.v1, or <a letter, then letters, digits, '_'>-<10 letters and digits>",
+    source = "docs/protocols/bedrock.md §7" },
+  interpreter = answer.grammar { what = "an AgentCore code interpreter (id or ARN)", max = 200, test = interpreter,
+    says = "aws.codeinterpreter.v1, <name>-<10 letters and digits>, or arn:aws:...:code-interpreter[-custom]/<id>",
+    source = "docs/protocols/bedrock.md §7" },
+}
 M.USER_AGENT = "glsb-lua/0.1.0"
 M.CONNECT_TIMEOUT = 10
 M.API_TIMEOUT = 60
@@ -334,10 +363,10 @@ function M.invoke(cfg, identifier, session_id, tool, arguments, o)
         message = "the event stream broke its framing (" .. tostring(e.code) .. ")" }
     end
     if out.status ~= 200 and out.status ~= 0 and (not e or e.phase == "framing") then
-      local answer = { status = out.status, headers = res.headers, body = res.body }
+      local got = { status = out.status, headers = res.headers, body = res.body }
       local ok, j = pcall(http.decode_json, res.body or "")
-      if ok then answer.json = j end
-      out.http_error = M.aws_failure(answer, creds)
+      if ok then got.json = j end
+      out.http_error = M.aws_failure(got, creds)
       out.transport = nil
     end
     out.transport = out.transport or res.error

@@ -68,6 +68,23 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("bedrock", {
 })
 M.Sandbox = Sandbox
 Sandbox.workspace_root = M.WORKDIR
+-- refs given to connect and kill: an AgentCore session id (docs/protocols/bedrock.md §7)
+Sandbox.id_grammar = api.IDS.session
+local IDS = api.IDS
+
+-- The interpreter sessions start on: a template (a builder's ref or an id), else `identifier`.
+local function interpreter_of(opts)
+  local tpl = opts.template
+  if type(tpl) == "table" then return tpl.template_id or opts.identifier or M.DEFAULT_IDENTIFIER end
+  if type(tpl) == "string" then return tpl end
+  return opts.identifier or M.DEFAULT_IDENTIFIER
+end
+
+-- An interpreter that is no AgentCore interpreter id or ARN is an argument error at the caller's line.
+function Sandbox._prepare_create(sopts)
+  sandbox.CodeInterpreterSandbox._prepare_create(sopts)
+  answer.given(IDS.interpreter, interpreter_of(sopts), "create: the code interpreter (template or identifier)")
+end
 
 ---------------------------------------------------------------------------
 -- Small helpers
@@ -488,13 +505,8 @@ function Sandbox:_start(opts)
   local cfg = config_or_fail(opts)
   self._cfg = cfg
   local tpl = opts.template
-  local identifier = opts.identifier or M.DEFAULT_IDENTIFIER
-  if type(tpl) == "table" then
-    identifier = tpl.template_id or identifier
-    self._template_packages = tpl.packages
-  elseif type(tpl) == "string" then
-    identifier = tpl
-  end
+  local identifier = interpreter_of(opts)
+  if type(tpl) == "table" then self._template_packages = tpl.packages end
   self.identifier = identifier
   if identifier ~= M.DEFAULT_IDENTIFIER and self._template_packages == nil then
     -- a custom interpreter by id: its packages (if glsb built it) are in its description
@@ -514,10 +526,12 @@ function Sandbox:_start(opts)
   if j.sessionId == nil or j.sessionId == "" then
     errors.raise(errors.SandboxStartError, Stage.CREATE, "StartCodeInterpreterSession answered no sessionId")
   end
-  -- the session id goes into a header and every later query: one in the grammar of ids, or refused
+  -- the session id goes into a header and every later query, the interpreter into every later path: each
+  -- in its grammar (CodeInterpreterSessionId, an interpreter id or ARN), or refused
   local a = answer.reader("StartCodeInterpreterSession", errors.SandboxStartError, Stage.CREATE)
-  self.sandbox_id = a:id(j.sessionId, "sessionId")
-  self.identifier = a:string(j.codeInterpreterIdentifier, "codeInterpreterIdentifier", true) or identifier
+  self.sandbox_id = a:id(j.sessionId, "sessionId", IDS.session)
+  self.identifier = a:id(j.codeInterpreterIdentifier, "codeInterpreterIdentifier", IDS.interpreter, true)
+    or identifier
   self.session_timeout = lease
 end
 
@@ -566,7 +580,7 @@ local function config_for(ref, opts, stage)
   for k, v in pairs(opts or {}) do merged[k] = v end
   local cfg, err = api.config(merged)
   if not cfg then errors.raise(errors.SandboxStartError, stage, err) end
-  return cfg, merged.identifier or M.DEFAULT_IDENTIFIER
+  return cfg, answer.given(IDS.interpreter, merged.identifier or M.DEFAULT_IDENTIFIER, stage .. ": identifier")
 end
 
 -- A session by id: GetCodeInterpreterSession must say READY. Its TTL (createdAt +
@@ -616,7 +630,7 @@ function Sandbox._list(_cls, opts)
       local f = "items[" .. i .. "]"
       a:object(it, f)
       if a:string(it.status, f .. ".status", true) == "READY" then
-        refs[#refs + 1] = { sandbox_id = a:id(it.sessionId, f .. ".sessionId"), state = "running",
+        refs[#refs + 1] = { sandbox_id = a:id(it.sessionId, f .. ".sessionId", IDS.session), state = "running",
           identifier = identifier, started_at = a:string(it.createdAt, f .. ".createdAt", true), region = cfg.region,
           endpoint = cfg.endpoint, control_endpoint = cfg.control_endpoint, language = "python",
           extra = { name = a:string(it.name, f .. ".name", true) } }

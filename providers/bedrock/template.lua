@@ -19,6 +19,7 @@ local log = require "glsb.log"
 local api = require "glsb.providers.bedrock.api"
 local ids = require "glsb.ids"
 local paging = require "glsb.paging"
+local answer = require "glsb.answer"
 
 local Stage = models.Stage
 
@@ -103,7 +104,13 @@ function Template:_summaries()
     local j, err = call(self, "POST", "/code-interpreters", { query = q })
     if not j then fail("bedrock template: ListCodeInterpreters failed: " .. errors.describe(err), err) end
     local page = type(j.codeInterpreterSummaries) == "table" and j.codeInterpreterSummaries or {}
-    for _, s in ipairs(page) do out[#out + 1] = s end
+    -- each id goes into the next request's path: a code interpreter id (docs/protocols/bedrock.md §7)
+    local a = answer.reader("bedrock template: ListCodeInterpreters", errors.TemplateBuildError, Stage.TEMPLATE_BUILD)
+    for i, s in ipairs(page) do
+      local f = "codeInterpreterSummaries[" .. i .. "]"
+      a:id(a:object(s, f).codeInterpreterId, f .. ".codeInterpreterId", api.IDS.interpreter_id)
+      out[#out + 1] = s
+    end
     token = pager:next(j.nextToken, #page)
   until not token
   return out
@@ -183,8 +190,9 @@ function Template:_build(spec, hash)
     end
     fail("bedrock template: CreateCodeInterpreter failed: " .. errors.describe(err), err)
   end
-  local id = j.codeInterpreterId
-  if type(id) ~= "string" then fail("bedrock template: CreateCodeInterpreter answered no codeInterpreterId") end
+  if j.codeInterpreterId == nil then fail("bedrock template: CreateCodeInterpreter answered no codeInterpreterId") end
+  local id = answer.reader("bedrock template: CreateCodeInterpreter", errors.TemplateBuildError,
+    Stage.TEMPLATE_BUILD):id(j.codeInterpreterId, "codeInterpreterId", api.IDS.interpreter_id)
   local d = j.status == "READY" and j or self:_wait(id, "CREATING")
   if not d then fail("bedrock template: " .. id .. " disappeared while it was being created") end
   if d.status ~= "READY" then

@@ -16,6 +16,7 @@ local errors = require "glsb.errors"
 local models = require "glsb.models"
 local outcome = require "glsb.outcome"
 local secrets = require "glsb.secrets"
+local answer = require "glsb.answer"
 
 local M = {}
 
@@ -26,6 +27,26 @@ M.JUPYTER_PORT = 49999
 M.DEFAULT_DOMAIN = "e2b.app"
 M.CONNECT_TIMEOUT = 10      -- seconds to establish a TCP connection, every request
 M.API_TIMEOUT = 60          -- seconds per control-plane request (the SDK's requestTimeoutMs)
+
+-- The grammars of E2B's ids (docs/protocols/e2b.md §6), checked where an id arrives: a create or connect
+-- answer, a list entry, a ref, a template name the user gives.
+local function template_ref(s)
+  local ident, tag = s:match("^([^:]*):(.*)$")
+  ident = ident or s
+  if tag and not tag:match("^[0-9A-Za-z_.-]+$") then return false end
+  local ns, alias = ident:match("^([^/]*)/(.*)$")
+  if ns and not ns:match("^[0-9A-Za-z_-]+$") then return false end
+  return (alias or ident):match("^[0-9A-Za-z_-]+$") ~= nil
+end
+M.IDS = {
+  sandbox = answer.grammar { what = "an E2B sandbox id", says = "lowercase letters and digits", max = 64,
+    pattern = "^[a-z0-9]+$", source = "docs/protocols/e2b.md §6",
+    -- what E2B's API still accepts from a user: "<sandboxID>-<clientID>" means the sandbox sandboxID
+    short = function(s) return s:match("^([a-z0-9]+)%-[a-z0-9]+$") end },
+  template = answer.grammar { what = "an E2B template", says = "[namespace/]name[:tag]: letters, digits, '_', '-' "
+    .. "(and '.' in the tag)", max = 256, test = template_ref, source = "docs/protocols/e2b.md §6" },
+  build = answer.uuid("an E2B build id", "docs/protocols/e2b.md §6"),
+}
 
 -- E2B's provider options, declared once (glsb.options): accepted by create, connect, list and the
 -- template builder.

@@ -67,6 +67,9 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("e2b", {
   },
 })
 M.Sandbox = Sandbox
+-- refs given to connect and kill: an E2B sandbox id (docs/protocols/e2b.md §6)
+Sandbox.id_grammar = api.IDS.sandbox
+local IDS = api.IDS
 
 local clean, header = api.clean, api.header
 
@@ -182,7 +185,7 @@ function Sandbox:_find_created(token)
   local res = self:_api("GET", "/v2/sandboxes?metadata=" .. q, nil, 15)
   if res.error or res.status ~= 200 or type(res.json) ~= "table" or type(res.json[1]) ~= "table" then return nil end
   local id = res.json[1].sandboxID
-  if not answer.is_id(id) then return nil end
+  if not answer.is_id(id, IDS.sandbox) then return nil end
   local d = self:_api("GET", "/sandboxes/" .. http.segment(id), nil, 15)
   if d.error or d.status ~= 200 or type(d.json) ~= "table" then
     -- found but unusable: kill it rather than leak it
@@ -198,8 +201,8 @@ end
 function Sandbox:_adopt(j, what, stage)
   local a = answer.reader(what or "E2B connect", errors.SandboxStartError, stage or Stage.CONNECT)
   a:object(j, "body")
-  self.sandbox_id = a:id(j.sandboxID, "sandboxID")
-  self.template_id = a:string(j.templateID, "templateID", true)
+  self.sandbox_id = a:id(j.sandboxID, "sandboxID", IDS.sandbox)
+  self.template_id = a:id(j.templateID, "templateID", IDS.template, true)
   self.envd_version = a:string(j.envdVersion, "envdVersion", true)
   self._conn = api.connection {
     cfg = self._cfg, sandbox_id = self.sandbox_id, user = self._user, envd_version = self.envd_version,
@@ -302,16 +305,18 @@ local function network_body(body, value)
   body.network = { allowOut = #allow > 0 and allow or nil, denyOut = #p.deny > 0 and p.deny or nil }
 end
 
--- A bad `network` is an argument error at the caller's line, before anything starts.
-function Sandbox._prepare_create(sopts)
-  sandbox.CodeInterpreterSandbox._prepare_create(sopts)
-  if type(sopts.network) == "table" then network.policy(sopts.network, "create") end
-end
-
 -- A template ref from builder:ensure or sb:snapshot, or an id / name.
 local function template_id(t)
   if type(t) == "table" then return t.template_id or t.name end
   return t
+end
+
+-- A bad `network`, or a template that is no E2B template name, is an argument error at the caller's line,
+-- before anything starts.
+function Sandbox._prepare_create(sopts)
+  sandbox.CodeInterpreterSandbox._prepare_create(sopts)
+  if type(sopts.network) == "table" then network.policy(sopts.network, "create") end
+  if sopts.template ~= nil then answer.given(IDS.template, template_id(sopts.template), "create: template") end
 end
 
 function Sandbox:_start(opts)
@@ -371,7 +376,7 @@ end
 -- POST /sandboxes/{id}/pause: E2B snapshots the VM with its memory (infra handlers/sandbox_pause.go);
 -- connect resumes it. 409: it is paused already (the same outcome).
 function Sandbox:_pause()
-  local res = self:_api("POST", "/sandboxes/" .. http.escape(self.sandbox_id) .. "/pause", {})
+  local res = self:_api("POST", "/sandboxes/" .. http.segment(self.sandbox_id) .. "/pause", {})
   if not res.error and res.status == 409 then return end
   local e = errors.from_response(errors.SandboxExecutionError, Stage.PAUSE, res, "E2B pause failed")
   if e then error(e, 0) end
@@ -380,15 +385,16 @@ end
 -- POST /sandboxes/{id}/snapshots {name?} -> {snapshotID, names} (handlers/snapshot_template_create.go): a
 -- template, "<namespace>/<name>:<tag>" or "<templateID>:default", that create starts sandboxes from.
 function Sandbox:_snapshot(opts)
-  local res = self:_api("POST", "/sandboxes/" .. http.escape(self.sandbox_id) .. "/snapshots",
+  local res = self:_api("POST", "/sandboxes/" .. http.segment(self.sandbox_id) .. "/snapshots",
     opts.name and { name = opts.name } or {})
   local e = errors.from_response(errors.SandboxExecutionError, Stage.SNAPSHOT, res, "E2B snapshot failed")
   if e then error(e, 0) end
-  local j = res.json
-  if type(j) ~= "table" or type(j.snapshotID) ~= "string" then
-    errors.raise(errors.SandboxExecutionError, Stage.SNAPSHOT, "E2B snapshot: the answer has no snapshotID")
-  end
-  return { template_id = j.snapshotID, name = type(j.names) == "table" and clean(j.names[1]) or nil }
+  -- the snapshot id is the template later creates name: one of E2B's template names, or refused
+  local a = answer.reader("E2B snapshot", errors.SandboxExecutionError, Stage.SNAPSHOT)
+  local j = a:object(a:body(res), "body")
+  local names = a:list(j.names, "names", true)
+  return { template_id = a:id(j.snapshotID, "snapshotID", IDS.template),
+    name = names and a:id(names[1], "names[1]", IDS.template, true) or nil }
 end
 
 -- Code contexts of the code interpreter (POST /contexts, DELETE /contexts/{id}).
@@ -506,8 +512,9 @@ function Sandbox._list(_cls, opts)
     for i, s in ipairs(page) do
       local f = "[" .. i .. "]"
       a:object(s, f)
-      refs[#refs + 1] = { sandbox_id = a:id(s.sandboxID, f .. ".sandboxID"),
-        template_id = a:string(s.templateID, f .. ".templateID", true), state = a:string(s.state, f .. ".state", true),
+      refs[#refs + 1] = { sandbox_id = a:id(s.sandboxID, f .. ".sandboxID", IDS.sandbox),
+        template_id = a:id(s.templateID, f .. ".templateID", IDS.template, true),
+        state = a:string(s.state, f .. ".state", true),
         metadata = user_metadata(a:object(s.metadata, f .. ".metadata", true)),
         started_at = a:string(s.startedAt, f .. ".startedAt", true), ends_at = a:string(s.endAt, f .. ".endAt", true),
         api_url = cfg.api_url, domain = cfg.domain, sandbox_url = cfg.sandbox_url }
@@ -529,7 +536,7 @@ function Sandbox._kill(_cls, ref, opts)
   if not cfg.api_key then
     errors.raise(errors.SandboxStartError, Stage.CONNECT, "E2B needs an API key: pass api_key or set E2B_API_KEY")
   end
-  local res = api.request(cfg, "DELETE", "/sandboxes/" .. http.escape(ref.sandbox_id), nil,
+  local res = api.request(cfg, "DELETE", "/sandboxes/" .. http.segment(ref.sandbox_id), nil,
     { timeout = options.timeout(opts.timeout, 10) or 0 }) -- 0: none
   if not res.error and res.status == 404 then
     errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format(

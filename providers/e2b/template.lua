@@ -33,9 +33,11 @@ local ids = require "glsb.ids"
 local paging = require "glsb.paging"
 local shell = require "glsb.shell"
 local loop = require "glsb.loop"
+local answer = require "glsb.answer"
 local api = require "glsb.providers.e2b.api"
 
 local Stage = models.Stage
+local IDS = api.IDS
 
 local M = {}
 
@@ -60,6 +62,10 @@ local function check(res, what)
   local e = errors.from_response(errors.TemplateBuildError, Stage.TEMPLATE_BUILD, res, what)
   if e then error(e, 0) end
 end
+
+-- A reader of one answer of the template API: ids checked against their grammar (docs/protocols/e2b.md §6)
+-- before they go into the next request's path.
+local function reader(what) return answer.reader(what, errors.TemplateBuildError, Stage.TEMPLATE_BUILD) end
 
 ---------------------------------------------------------------------------
 -- Spec -> build steps (pure: no I/O)
@@ -244,15 +250,16 @@ function Template:_find(spec, hash)
   local res = self:_api("GET", "/templates/aliases/" .. http.segment(name))
   if not res.error and (res.status == 404 or res.status == 403) then return nil end
   check(res, "E2B template lookup failed")
-  local tid = type(res.json) == "table" and res.json.templateID
-  if type(tid) ~= "string" then return nil end
+  local a = reader("E2B template lookup")
+  local tid = a:id(a:object(a:body(res), "body").templateID, "templateID", IDS.template)
   res = self:_api("GET", "/templates/" .. http.segment(tid) .. "/tags")
   if not res.error and res.status == 404 then return nil end
   check(res, "E2B template tags lookup failed")
   local tag_of, any = {}, false
-  for _, t in ipairs(type(res.json) == "table" and res.json or {}) do
-    if type(t) == "table" and content_tag(t.tag, hash) and type(t.buildID) == "string" then
-      tag_of[t.buildID] = t.tag
+  a = reader("E2B template tags lookup")
+  for i, t in ipairs(a:list(a:body(res), "body")) do
+    if type(t) == "table" and content_tag(t.tag, hash) then
+      tag_of[a:id(t.buildID, "[" .. i .. "].buildID", IDS.build)] = t.tag
       any = true
     end
   end
@@ -376,11 +383,9 @@ function Template:_build(spec, hash)
   req.cpuCount, req.memoryMB = M.resources(spec)
   local res = self:_api("POST", "/v3/templates", req)
   check(res, "E2B template create failed")
-  local j = res.json
-  if type(j) ~= "table" or type(j.templateID) ~= "string" or type(j.buildID) ~= "string" then
-    fail("E2B template create: the answer has no templateID/buildID")
-  end
-  local tid, bid = j.templateID, j.buildID
+  local a = reader("E2B template create")
+  local j = a:object(a:body(res), "body")
+  local tid, bid = a:id(j.templateID, "templateID", IDS.template), a:id(j.buildID, "buildID", IDS.build)
   local uploaded = 0
   for _, up in ipairs(plan.uploads) do
     if self:_upload(tid, up) then uploaded = uploaded + 1 end
@@ -402,14 +407,19 @@ function Template:_list()
   local res = self:_api("GET", "/templates")
   check(res, "E2B template list failed")
   local out = {}
-  for _, t in ipairs(type(res.json) == "table" and res.json or {}) do
-    local names = type(t.aliases) == "table" and t.aliases or (type(t.names) == "table" and t.names or {})
+  local a = reader("E2B template list")
+  for i, t in ipairs(a:list(a:body(res), "body")) do
+    local f = "[" .. i .. "]"
+    a:object(t, f)
+    local names = a:list(t.aliases, f .. ".aliases", true) or a:list(t.names, f .. ".names", true) or {}
     if not t.public then
-      out[#out + 1] = { name = names[1], names = names, template_id = t.templateID, build_id = t.buildID,
-        status = t.buildStatus, created_at = t.createdAt, updated_at = t.updatedAt }
+      out[#out + 1] = { name = names[1], names = names,
+        template_id = a:id(t.templateID, f .. ".templateID", IDS.template),
+        build_id = a:id(t.buildID, f .. ".buildID", IDS.build, true), status = t.buildStatus, created_at = t.createdAt,
+        updated_at = t.updatedAt }
     end
   end
-  table.sort(out, function(a, b) return tostring(a.name) < tostring(b.name) end)
+  table.sort(out, function(x, y) return tostring(x.name) < tostring(y.name) end)
   return out
 end
 
@@ -417,8 +427,9 @@ end
 function Template:_delete(name)
   local tid = name
   local res = self:_api("GET", "/templates/aliases/" .. http.segment(M.e2b_name(name)))
-  if not res.error and res.status == 200 and type(res.json) == "table" and type(res.json.templateID) == "string" then
-    tid = res.json.templateID
+  if not res.error and res.status == 200 then
+    local a = reader("E2B template lookup")
+    tid = a:id(a:object(a:body(res), "body").templateID, "templateID", IDS.template)
   end
   res = self:_api("DELETE", "/templates/" .. http.segment(tid))
   if not res.error and res.status == 404 then return false end

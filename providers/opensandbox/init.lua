@@ -23,6 +23,7 @@ local shell = require "glsb.shell"
 local workspace = require "glsb.workspace"
 local registry = require "glsb.registry"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
+local IDS = lifecycle.IDS
 local execd = require "glsb.providers.opensandbox.execd"
 local files = require "glsb.providers.opensandbox.files"
 local snapshot = require "glsb.providers.opensandbox.snapshot"
@@ -57,6 +58,8 @@ local Sandbox = sandbox.CodeInterpreterSandbox:extend("opensandbox", {
   pause_on_timeout_unsupported = "OpenSandbox deletes a sandbox when its lease ends (pause it with sb:pause() before)",
 })
 M.Sandbox = Sandbox
+-- refs given to connect and kill: an OpenSandbox sandbox id, a UUID (docs/protocols/opensandbox.md §6)
+Sandbox.id_grammar = lifecycle.IDS.sandbox
 
 -- Relative paths of the workspace primitives land in the code-interpreter image's WORKDIR.
 Sandbox.workspace_root = "/workspace"
@@ -278,7 +281,7 @@ function Sandbox:_find_created(token)
   local res = self:_api("GET", "/sandboxes", nil, { query = q, timeout = 15 })
   if res.error or res.status ~= 200 or type(res.json) ~= "table" or type(res.json.items) ~= "table" then return nil end
   local item = res.json.items[1]
-  if type(item) ~= "table" or not answer.is_id(item.id) then return nil end
+  if type(item) ~= "table" or not answer.is_id(item.id, IDS.sandbox) then return nil end
   return { status = 200, headers = res.headers, json = { id = item.id } }
 end
 
@@ -335,8 +338,9 @@ function Sandbox:_start(opts)
     errors.raise(errors.SandboxStartError, Stage.CREATE, "OpenSandbox create: the answer has no id",
       lifecycle.failure(res))
   end
-  -- the id goes into every later URL: one in the grammar of ids, or the create is refused
-  self.sandbox_id = answer.reader("OpenSandbox create", errors.SandboxStartError, Stage.CREATE):id(j.id, "id")
+  -- the id goes into every later URL: one in the grammar of OpenSandbox's ids, or the create is refused
+  self.sandbox_id = answer.reader("OpenSandbox create", errors.SandboxStartError, Stage.CREATE):id(j.id, "id",
+    IDS.sandbox)
   self:_ready(opts.ready_timeout)
   if opts.timeout and opts.timeout < M.MIN_TIMEOUT then self:_set_timeout(opts.timeout) end
 end
@@ -427,7 +431,8 @@ function Sandbox:_attach(ref, opts)
       string.format("OpenSandbox connect: sandbox '%s' is %s", id, tostring(state)))
   end
   self.sandbox_id = id
-  self.template_id = j.snapshotId ~= http.json_null and j.snapshotId or nil
+  self.template_id = answer.reader("OpenSandbox connect", errors.SandboxStartError, Stage.CONNECT):id(j.snapshotId,
+    "snapshotId", IDS.snapshot, true)
   self.metadata = user_metadata(j.metadata)
   if state == "Paused" then
     local r = self:_api("POST", lifecycle.sandbox_path(id, "/resume"))
@@ -472,12 +477,12 @@ function Sandbox._list(_cls, opts)
       a:object(s, f)
       local status = a:object(s.status, f .. ".status", true)
       local image = a:object(s.image, f .. ".image", true)
-      refs[#refs + 1] = { sandbox_id = a:id(s.id, f .. ".id"),
+      refs[#refs + 1] = { sandbox_id = a:id(s.id, f .. ".id", IDS.sandbox),
         state = status and a:string(status.state, f .. ".status.state", true),
         metadata = user_metadata(a:object(s.metadata, f .. ".metadata", true)),
         started_at = a:string(s.createdAt, f .. ".createdAt", true),
         ends_at = a:string(s.expiresAt, f .. ".expiresAt", true),
-        template_id = a:string(s.snapshotId, f .. ".snapshotId", true),
+        template_id = a:id(s.snapshotId, f .. ".snapshotId", IDS.snapshot, true),
         domain = pub.domain, use_server_proxy = pub.use_server_proxy,
         extra = { image = image and a:string(image.uri, f .. ".image.uri", true) } }
       if opts.limit and #refs >= opts.limit then return refs end

@@ -12,8 +12,16 @@ local http = require "glsb.http"
 local errors = require "glsb.errors"
 local time = require "glsb.time"
 local secrets = require "glsb.secrets"
+local answer = require "glsb.answer"
 
 local M = {}
+
+-- The grammars of OpenSandbox's ids (docs/protocols/opensandbox.md §6): the server names sandboxes and
+-- snapshots by str(uuid4()). Checked where an id arrives: a create answer, a list entry, a ref, a snapshot.
+M.IDS = {
+  sandbox = answer.uuid("an OpenSandbox sandbox id", "docs/protocols/opensandbox.md §6"),
+  snapshot = answer.uuid("an OpenSandbox snapshot id", "docs/protocols/opensandbox.md §6"),
+}
 
 M.VERSION = "0.1.0"
 M.USER_AGENT = "glsb-lua/" .. M.VERSION

@@ -11,6 +11,8 @@
 local errors = require "glsb.errors"
 local loop = require "glsb.loop"
 local paging = require "glsb.paging"
+local answer = require "glsb.answer"
+local http = require "glsb.http"
 local lifecycle = require "glsb.providers.opensandbox.lifecycle"
 
 local M = {}
@@ -21,7 +23,9 @@ M.PAGE_SIZE = 200
 M.SEPARATOR = "@glsb-"
 M.POLL_INTERVAL = 0.2
 
-local UUID = "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$"
+-- Snapshot ids are UUIDs (docs/protocols/opensandbox.md §6): one a server answers outside it is refused
+-- before it goes into a path or a create.
+local ID = lifecycle.IDS.snapshot
 
 -- list(cfg, query_pairs, class, stage) -> every snapshot the query matches (all pages).
 function M.list(cfg, pairs_, class, stage)
@@ -37,7 +41,12 @@ function M.list(cfg, pairs_, class, stage)
     if type(j) ~= "table" or type(j.items) ~= "table" then
       errors.raise(class, stage, "OpenSandbox snapshot list: unexpected answer", lifecycle.failure(res))
     end
-    for _, s in ipairs(j.items) do out[#out + 1] = s end
+    local a = answer.reader("OpenSandbox snapshot list", class, stage)
+    for i, s in ipairs(a:list(j.items, "items")) do
+      a:object(s, "items[" .. i .. "]")
+      a:id(s.id, "items[" .. i .. "].id", ID)
+      out[#out + 1] = s
+    end
     local p = type(j.pagination) == "table" and j.pagination or {}
     if not pager:more(p.hasNextPage, #j.items) then return out end
     page = page + 1
@@ -60,7 +69,7 @@ end
 
 -- get(cfg, id, class, stage) -> the snapshot, or nil when there is none (404).
 function M.get(cfg, id, class, stage)
-  local res = lifecycle.request(cfg, "GET", "/snapshots/" .. require("glsb.http").escape(id))
+  local res = lifecycle.request(cfg, "GET", "/snapshots/" .. http.segment(id))
   if not res.error and res.status == 404 then return nil end
   lifecycle.raise_if(class, stage, res, "OpenSandbox snapshot lookup failed")
   return res.json
@@ -73,7 +82,7 @@ function M.resolve(cfg, ref, class, stage)
   if type(ref) ~= "string" or ref == "" then
     errors.raise(class, stage, "OpenSandbox template must be a snapshot name or id, got " .. tostring(ref))
   end
-  if ref:match(UUID) then
+  if ID:holds(ref) then
     local s = M.get(cfg, ref, class, stage)
     if s then
       if state_of(s) ~= "Ready" then
@@ -112,9 +121,10 @@ end
 function M.create(cfg, sandbox_id, name, class, stage)
   local res = lifecycle.request(cfg, "POST", lifecycle.sandbox_path(sandbox_id, "/snapshots"), { name = name })
   lifecycle.raise_if(class, stage, res, "OpenSandbox snapshot create failed")
-  if type(res.json) ~= "table" or type(res.json.id) ~= "string" then
+  if type(res.json) ~= "table" or res.json.id == nil then
     errors.raise(class, stage, "OpenSandbox snapshot create: the answer has no id", lifecycle.failure(res))
   end
+  answer.reader("OpenSandbox snapshot create", class, stage):id(res.json.id, "id", ID)
   return res.json
 end
 
@@ -147,7 +157,7 @@ end
 
 -- delete(cfg, id) -> true, or false, error (404 counts as deleted).
 function M.delete(cfg, id, class, stage)
-  local res = lifecycle.request(cfg, "DELETE", "/snapshots/" .. require("glsb.http").escape(id))
+  local res = lifecycle.request(cfg, "DELETE", "/snapshots/" .. http.segment(id))
   if not res.error and res.status == 404 then return true end
   local e = lifecycle.check(class, stage, res, "OpenSandbox snapshot delete failed")
   if e then return false, e end

@@ -35,5 +35,8 @@ describe("bedrock contract run #bedrock", function()
       emu:fault { op = "InvokeCodeInterpreter", tool = tool, action = "delay", delayMs = math.floor(seconds * 1000) }
     end,
     leftovers = function() return emu:leftovers() end,
+    -- an interpreter id of AgentCore's grammar that names none (the default name is no interpreter id at all:
+    -- an argument error, docs/protocols/bedrock.md §7)
+    bad_create_opts = function() return emu:opts { timeout = 120, template = "glsb_no_such-0000000000" } end,
   })
 end)

@@ -108,7 +108,7 @@ describe("answers cost what they hold, lists end (issue 25 §1) #security", func
 
   it("opensandbox: hasNextPage that never turns false ends at the page limit", function()
     local errs = list("opensandbox", { { method = "GET", path = "^/v1/sandboxes", respond = { json = {
-      items = { { id = "osb{{n}}", status = { state = "Running" } } }, pagination = { hasNextPage = true } } } } })
+      items = { { id = hostile.ID.opensandbox, status = { state = "Running" } } }, pagination = { hasNextPage = true } } } } })
     assert.matches("more than 1000 pages", errs[1])
   end)
 end)

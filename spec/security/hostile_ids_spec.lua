@@ -83,7 +83,7 @@ describe("ids are data, never syntax (issue 25 §3) #security", function()
     for _, id in ipairs({ "..", "a/b", "x\r\nY: z" }) do
       local ok, err = pcall(glsb.connect, "e2b", { provider = "e2b", sandbox_id = id }, hostile.opts("e2b", srv.url))
       assert.is_false(ok)
-      assert.matches("is not an id", tostring(err))
+      assert.matches("not an E2B sandbox id", tostring(err))
     end
     assert.are.same({}, srv:requests())
   end)

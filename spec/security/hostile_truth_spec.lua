@@ -105,7 +105,7 @@ describe("no wrong answer reported as a right one (issue 25 §2) #security", fun
     srv:plan { { method = "GET", path = "^/v2/sandboxes\\?", respond = { json = { { sandboxID = { 1 } } } } } }
     ok, err = pcall(glsb.list, "e2b", hostile.opts("e2b", srv.url))
     assert.is_false(ok)
-    assert.matches("%[1%]%.sandboxID is a list, not an id", err.message)
+    assert.matches("%[1%]%.sandboxID is a list, not an E2B sandbox id", err.message)
   end)
 
   it("e2b and opensandbox: files:list on entries of the wrong type names the field", function()

@@ -178,7 +178,7 @@ function M.result_event(result)
 end
 
 -- The ids the base rules hand out.
-M.ID = { opensandbox = "osb-1", e2b = "isb1", bedrock = "sess1" }
+M.ID = { opensandbox = "0b6e2f3c-4d5a-4e6f-8a9b-0c1d2e3f4a5b", e2b = "isb1", bedrock = "sess1" }
 
 -- rules(provider, url) -> the rules of a well-behaved create and terminate for that provider, to append after
 -- a case's own (the first rule that matches answers). url: the server's own.
