@@ -177,8 +177,9 @@ local PERMANENT_CODE = {
   ENAMETOOLONG = true, ELOOP = true, EROFS = true, EEXIST = true, ENOEXEC = true, E2BIG = true,
   EXDEV = true, ENOTEMPTY = true, EBADF = true, ENOSYS = true, EOPNOTSUPP = true, EFAULT = true,
   ESPIPE = true, EMLINK = true, EFBIG = true, ERANGE = true, EOVERFLOW = true, ENODEV = true, ENXIO = true,
-  -- names a provider may report (not from glsb.core): an account's limit, e.g. E2B's concurrent sandboxes
-  QUOTA_EXCEEDED = true,
+  -- names a provider may report (not from glsb.core): an account's limit, e.g. E2B's concurrent sandboxes;
+  -- the provider has no such sandbox (errors.no_such_sandbox)
+  QUOTA_EXCEEDED = true, NO_SUCH_SANDBOX = true,
 }
 
 -- Codes that make no claim either way: the failure's phase or timeout flag decides, never its text.
@@ -287,6 +288,28 @@ function M.retry_after(x)
   end
   return nil
 end
+
+-- errors.has_code(x, code) -> true when x or a link of its cause chain carries code (a table's `code`).
+function M.has_code(x, code)
+  local n = 0
+  while type(x) == "table" and n < MAX_CHAIN do
+    if rawget(x, "code") == code then return true end
+    x = rawget(x, "cause")
+    n = n + 1
+  end
+  return false
+end
+
+-- errors.no_such_sandbox(e) -> e, marked as the provider's word that it has no such sandbox (connect or
+-- kill of one that ended or never was: E2B's and OpenSandbox's 404, a session AgentCore says is over). Only
+-- that word lets a caller take a sandbox as gone (a pool forgets its entry); any other failure of connect
+-- or kill leaves the sandbox possibly alive. errors.is_no_such_sandbox(x) reads the mark.
+M.NO_SUCH_SANDBOX = "NO_SUCH_SANDBOX"
+function M.no_such_sandbox(e)
+  rawset(e, "cause", { code = M.NO_SUCH_SANDBOX, cause = rawget(e, "cause") })
+  return e
+end
+function M.is_no_such_sandbox(x) return M.has_code(x, M.NO_SUCH_SANDBOX) end
 
 -- errors.transport_failure(x) -> the first transport failure table in the
 -- chain (a table with `phase`), or nil.

@@ -593,11 +593,17 @@ function Sandbox:_attach(ref, opts)
     "/code-interpreters/" .. http.segment(identifier) .. "/sessions/get",
     { query = { { "sessionId", ref.sandbox_id } } })
   if not ok then
+    if type(j) == "table" and (j.http_status == 404 or j.aws_error == "ResourceNotFoundException") then
+      error(errors.no_such_sandbox(errors.new(errors.SandboxStartError, Stage.CONNECT, "GetCodeInterpreterSession "
+        .. ref.sandbox_id .. ": " .. errors.describe(j), j)), 0)
+    end
     raise_from(errors.SandboxStartError, Stage.CONNECT, "GetCodeInterpreterSession " .. ref.sandbox_id, j)
   end
   if j.status ~= "READY" then
-    errors.raise(errors.SandboxStartError, Stage.CONNECT, ("connect: the session %s is %s"):format(ref.sandbox_id,
-      tostring(j.status)))
+    local e = errors.new(errors.SandboxStartError, Stage.CONNECT, ("connect: the session %s is %s"):format(
+      ref.sandbox_id, tostring(j.status)))
+    -- a TERMINATED session is over for good (AgentCore cannot start it again)
+    error(j.status == "TERMINATED" and errors.no_such_sandbox(e) or e, 0)
   end
   self.sandbox_id = ref.sandbox_id
   self.session_timeout = math.tointeger(j.sessionTimeoutSeconds)

@@ -463,9 +463,9 @@ function Sandbox:_attach(ref, opts)
       return { timeout = b.timeout or 0 }
     end, options.timeout(opts.create_timeout, api.API_TIMEOUT) or 0) -- 0: none
   if not res.error and res.status == 404 then
-    errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format(
+    error(errors.no_such_sandbox(errors.new(errors.SandboxStartError, Stage.CONNECT, string.format(
       "E2B connect: no sandbox '%s' (it has ended, or it belongs to another team)", id),
-      errors.http_failure(res.status, res.headers, res.body))
+      errors.http_failure(res.status, res.headers, res.body))), 0)
   end
   self:_adopt_answer(res, Stage.CONNECT, "E2B connect")
   local detail, left, age = self:_detail()
@@ -539,9 +539,9 @@ function Sandbox._kill(_cls, ref, opts)
   local res = api.request(cfg, "DELETE", "/sandboxes/" .. http.segment(ref.sandbox_id), nil,
     { timeout = options.timeout(opts.timeout, 10) or 0 }) -- 0: none
   if not res.error and res.status == 404 then
-    errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format(
+    error(errors.no_such_sandbox(errors.new(errors.SandboxStartError, Stage.CONNECT, string.format(
       "E2B kill: no sandbox '%s' (it has ended, or it belongs to another team)", ref.sandbox_id),
-      errors.http_failure(res.status, res.headers, res.body))
+      errors.http_failure(res.status, res.headers, res.body))), 0)
   end
   local e = errors.from_response(errors.SandboxTerminateError, Stage.TERMINATE, res, "E2B kill failed")
   if e then error(e, 0) end

@@ -376,8 +376,8 @@ function Sandbox._kill(_cls, ref, opts)
   local res = lifecycle.request(cfg, "DELETE", lifecycle.sandbox_path(ref.sandbox_id), nil,
     { timeout = options.timeout(opts.timeout, 10) or 0 }) -- 0: none
   if not res.error and res.status == 404 then
-    errors.raise(errors.SandboxStartError, Stage.CONNECT, string.format("OpenSandbox kill: no sandbox '%s'",
-      ref.sandbox_id), lifecycle.failure(res))
+    error(errors.no_such_sandbox(errors.new(errors.SandboxStartError, Stage.CONNECT,
+      string.format("OpenSandbox kill: no sandbox '%s'", ref.sandbox_id), lifecycle.failure(res))), 0)
   end
   lifecycle.raise_if(errors.SandboxTerminateError, Stage.TERMINATE, res, "OpenSandbox delete failed")
 end
@@ -421,7 +421,7 @@ function Sandbox:_attach(ref, opts)
   if not res.error and res.status == 404 then
     local e = lifecycle.check(errors.SandboxStartError, Stage.CONNECT, res,
       string.format("OpenSandbox connect: no sandbox '%s' (it was deleted or expired)", id))
-    error(e, 0)
+    error(errors.no_such_sandbox(e), 0)
   end
   lifecycle.raise_if(errors.SandboxStartError, Stage.CONNECT, res, "OpenSandbox connect failed")
   local j = type(res.json) == "table" and res.json or {}

@@ -22,7 +22,9 @@ local function new_fake()
   mod.Sandbox.connect = function(ref)
     backend.connects = backend.connects + 1
     if not backend.live[ref.sandbox_id] then
-      errors.raise(errors.SandboxStartError, "connect", "sandbox " .. ref.sandbox_id .. " is not running")
+      -- the provider's word that there is no such sandbox (E2B's 404): a pool may forget the entry
+      error(errors.no_such_sandbox(errors.new(errors.SandboxStartError, "connect", "sandbox " .. ref.sandbox_id
+        .. " is not running")), 0)
     end
     local sb = sandbox.new(mod.Sandbox, {})
     sb.sandbox_id, sb._state = ref.sandbox_id, "running"

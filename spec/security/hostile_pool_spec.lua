@@ -20,7 +20,9 @@ local function new_fake(name)
   mod.Sandbox._alive = function(self) return backend.live[self.sandbox_id] == true end
   mod.Sandbox.connect = function(ref)
     if not backend.live[ref.sandbox_id] then
-      errors.raise(errors.SandboxStartError, "connect", "sandbox " .. ref.sandbox_id .. " is not running")
+      -- the provider's word that there is no such sandbox (E2B's 404): a pool may forget the entry
+      error(errors.no_such_sandbox(errors.new(errors.SandboxStartError, "connect", "sandbox " .. ref.sandbox_id
+        .. " is not running")), 0)
     end
     local sb = sandbox.new(mod.Sandbox, {})
     sb.sandbox_id, sb._state = ref.sandbox_id, "running"
@@ -140,6 +142,108 @@ describe("pools that share a name (issue 25 §5) #security #pool #redis", functi
     pb:start()
     assert.are.equal(1, pb:release_all_idle())
     assert.is_nil(b[2].live[bsb.sandbox_id])
+    store:close()
+  end)
+
+  -- An idle entry of this pool's own provider, under another identity: this process must end it.
+  local function foreign_entry(backend_of, sandbox_id)
+    local store = redis_store.new(srv.url)
+    loop.run(function()
+      store:set_idle_entry_ttl("shared-name", 60)
+      store:put_idle("shared-name", { id = sandbox_id, ref = { provider = "hostileA", sandbox_id = sandbox_id,
+        pool_identity = "hostileA/0000000000000000" } })
+    end)
+    srv:cli("DEL", redis_store.key("glsb:pool", "shared-name", "identity")) -- the claim lapsed
+    return store, backend_of
+  end
+
+  it("an entry of its own provider whose kill fails (not 'no such sandbox') is put back, not taken as gone",
+    function()
+      local asb = a[1].Sandbox.create { template = "t0" }
+      -- this process's key does not reach it (a 401): it is not gone, it is not this process's to end
+      local connect = a[1].Sandbox.connect
+      a[1].Sandbox.connect = function(ref, o)
+        if ref.sandbox_id == asb.sandbox_id then
+          errors.raise(errors.SandboxStartError, "connect", "401 from the provider",
+            errors.http_failure(401, {}, '{"message":"Invalid API key"}'))
+        end
+        return connect(ref, o)
+      end
+      local store = foreign_entry(a, asb.sandbox_id)
+      local pa = pool("hostileA", "t1", { size = 0 }):start()
+      local sb = pa:acquire({ timeout = 5 })
+      assert.are_not.equal(asb.sandbox_id, sb.sandbox_id)
+      sb:terminate()
+      pa:shutdown() -- waits for the background kill
+      assert.is_true(a[2].live[asb.sandbox_id] == true, "the sandbox was killed after all?")
+      assert.are.equal(1, loop.run(function() return store:idle_count("shared-name") end),
+        "the entry of a live sandbox was dropped: nobody could end it any more")
+      -- a process that can reach it ends it
+      a[1].Sandbox.connect = connect
+      local pb = pool("hostileA", "t9", { size = 0 })
+      srv:cli("DEL", redis_store.key("glsb:pool", "shared-name", "identity"))
+      pb:start()
+      assert.are.equal(1, pb:release_all_idle())
+      assert.is_nil(a[2].live[asb.sandbox_id])
+      store:close()
+    end)
+
+  it("an entry of its own provider whose sandbox is gone ('no such sandbox') is forgotten", function()
+    local store = foreign_entry(a, "hostileA-999")
+    local pa = pool("hostileA", "t1", { size = 0 }):start()
+    pa:acquire({ timeout = 5 }):terminate()
+    pa:shutdown()
+    assert.are.equal(0, loop.run(function() return store:idle_count("shared-name") end))
+    store:close()
+  end)
+
+  it("an idle sandbox whose terminate fails is put back for a later try, not dropped", function()
+    local pa = pool("hostileA", "t1"):start()
+    assert.is_true(pa:wait_idle(1, 10))
+    local id = loop.run(function() return redis_store.new(srv.url):idle_entries("shared-name")[1].id end)
+    -- a permanent failure (a 403 the provider answered): one attempt, the handle kept
+    a[2].terminate_failures = { errors.new(errors.SandboxTerminateError, "terminate", "403 from the provider",
+      errors.http_failure(403, {}, '{"message":"denied"}')) }
+    assert.are.equal(0, pa:release_all_idle())
+    assert.is_true(a[2].live[id] == true)
+    assert.are.equal(1, pa:snapshot().idle, "the sandbox whose terminate failed left the store")
+    assert.are.equal(1, pa:release_all_idle())
+    assert.is_nil(a[2].live[id])
+  end)
+
+  it("metadata is part of the identity: a pool of other metadata under the same name is refused", function()
+    local pa = pool("hostileA", "t1", { create = { template = "t1", metadata = { team = "a" }, retry = false } })
+    pa:start()
+    assert.is_true(pa:wait_idle(1, 10))
+    local pb = pool("hostileA", "t1", { create = { template = "t1", metadata = { team = "b" }, retry = false } })
+    local ok, err = pcall(pb.start, pb)
+    if ok then
+      local sb = pb:acquire({ timeout = 5 })
+      sb:terminate()
+    end
+    assert.is_false(ok, "pool B (team b) was handed pool A's sandboxes (team a)")
+    assert.is_true(errors.is(err, errors.PoolError), tostring(err))
+  end)
+
+  it("a store object shared between processes without claim_identity is refused, not left unchecked", function()
+    local store = redis_store.new(srv.url)
+    local custom = { shared = true }
+    for _, m in ipairs({ "take_idle", "put_idle", "remove_idle", "try_acquire_primary_lock", "renew_primary_lock",
+      "release_primary_lock", "reap_expired_idle", "idle_count", "get_max_idle", "set_max_idle",
+      "set_idle_entry_ttl" }) do
+      custom[m] = function(_, ...) return store[m](store, ...) end
+    end
+    local ok, err = pcall(glsb.pool, "hostileA", { name = "shared-name", size = 0, store = custom,
+      create = { template = "t1" } })
+    if ok then pools[#pools + 1] = err end
+    assert.is_false(ok)
+    assert.is_string(err)
+    assert.matches("claim_identity", err)
+    custom.claim_identity = function(_, ...) return store:claim_identity(...) end
+    custom.release_identity = function(_, ...) return store:release_identity(...) end
+    local p = glsb.pool("hostileA", { name = "shared-name", size = 0, store = custom, create = { template = "t1" } })
+    pools[#pools + 1] = p
+    p:start()
     store:close()
   end)
 end)

@@ -34,6 +34,7 @@ local registry = require "glsb.registry"
 local options = require "glsb.pool.options"
 local check = require "glsb.options"
 local trace_seam = require "glsb.trace.seam"
+local answer = require "glsb.answer"
 
 local Stage = models.Stage
 
@@ -122,6 +123,16 @@ local function open_store(o, provider, cls)
         check.arg_error("glsb.pool: option 'store': the object has no method %s", m)
       end
     end
+    -- a store other processes share must say whose a name is: without it two pools of one name and other
+    -- options would hand out each other's sandboxes (docs/pool.md, "One name, one kind of sandbox")
+    if store.shared then
+      for _, m in ipairs({ "claim_identity", "release_identity" }) do
+        if type(store[m]) ~= "function" then
+          check.arg_error("glsb.pool: option 'store': a shared store (shared = true) must have %s(name, "
+            .. "identity[, ttl]) (docs/pool.md, \"Store objects\")", m)
+        end
+      end
+    end
   end
   return store, owned
 end
@@ -132,7 +143,10 @@ end
 
 -- Create options that say nothing about what a sandbox is: its lease and timeouts, callbacks, and the
 -- provider's own options (credentials, endpoints: another process reaches the same sandboxes with its own).
-local NOT_IDENTITY = { timeout = true, keep_alive = true, retry = true, metadata = true, create_timeout = true,
+-- metadata is part of it (docs/pool.md): a sandbox carries its labels for life, so a pool handing out
+-- another pool's would hand out sandboxes that glsb.list{metadata = ...} and the provider's console file
+-- under someone else.
+local NOT_IDENTITY = { timeout = true, keep_alive = true, retry = true, create_timeout = true,
   ready_timeout = true, health_timeout = true, session_timeout = true }
 
 -- A stable text of a value: keys sorted at every depth, functions and userdata left out.
@@ -227,11 +241,11 @@ local function connect_opts(self)
   return c
 end
 
--- Puts an entry this process cannot use back in the store, for one that can: dropped, its sandbox would run
--- on with nobody to end it.
+-- Puts an entry this process cannot use or end back in the store, for a process (or a later try) that can:
+-- dropped, its sandbox would run on with nobody to end it.
 local function put_back(self, entry, why)
-  log.warn(string.format("pool '%s': idle sandbox %s is not this process's to use or kill (%s); left in the store",
-    self.name, tostring(entry.id), why), { pool = self.name, sandbox_id = entry.id })
+  log.warn(string.format("pool '%s': idle sandbox %s put back in the store (%s)", self.name, tostring(entry.id), why),
+    { pool = self.name, sandbox_id = entry.id })
   store_call(self, "put_idle", entry)
   return "put back"
 end
@@ -241,29 +255,59 @@ local function other_provider(self, entry)
   return type(ref) == "table" and ref.provider ~= nil and ref.provider ~= self.provider
 end
 
--- Kills a sandbox named by an entry: its handle when we have one, else through glsb.connect. One of another
--- provider, or one that cannot be reached for now (a transient failure), is put back, never dropped.
+-- Ends the sandbox a ref names, without a handle: the provider's kill of its id when it has one (E2B's and
+-- OpenSandbox's DELETE: a connect first would resume a paused sandbox only to end it), else connect and
+-- terminate (glsb.kill's default). Raises what failed.
+local function kill_ref(self, ref)
+  local copts = connect_opts(self)
+  if type(self.cls._kill) == "function" then
+    local k = {}
+    local schema = require("glsb.sandbox").schema(self.cls, "kill")
+    for key, v in pairs(copts) do
+      if schema[key] ~= nil and key ~= "timeout" then k[key] = v end
+    end
+    return self.cls.kill(ref, k)
+  end
+  local c = {}
+  for key, v in pairs(copts) do c[key] = v end
+  c.keep_alive = true -- a failed terminate leaves it to the store, not to this process's exit
+  local sb = self.cls.connect(ref, c)
+  sb:terminate()
+end
+
+-- Kills a sandbox named by an entry -> "killed", "gone", "put back" or "dropped". With a handle, through it;
+-- else through kill_ref. Only the provider's word that it has no such sandbox (errors.is_no_such_sandbox)
+-- makes it "gone"; any other failure (a key this process lacks, a server that fails, a transient one, a
+-- terminate that failed) leaves the sandbox possibly alive, so the entry is put back for a process (or a
+-- later try) that can end it, never dropped. One of another provider is put back too. An entry whose ref
+-- names no sandbox of this provider's (an id outside its grammar: the provider never made it) is dropped:
+-- nothing could reach it.
 local function kill_entry(self, entry)
   local sb = entry.sandbox or self.handles[entry.id]
   self.handles[entry.id] = nil
   if not sb then
-    if not entry.ref or type(self.cls.connect) ~= "function" then return end
+    if not entry.ref or type(self.cls.connect) ~= "function" then return "dropped" end
     if other_provider(self, entry) then
       return put_back(self, entry, "it is provider " .. tostring(entry.ref.provider) .. "'s")
     end
-    local ok, got = pcall(self.cls.connect, entry.ref, connect_opts(self))
-    rethrow_cancel(got)
-    if not ok then
-      if errors.is_transient(got) then return put_back(self, entry, "unreachable for now: " .. errors.describe(got)) end
-      return -- already gone: nothing to kill
+    local grammar = self.cls.id_grammar or answer.ANY
+    if type(entry.ref) ~= "table" or not grammar:holds(entry.ref.sandbox_id) then
+      log.warn(string.format("pool '%s': idle entry %s names no %s sandbox (its id is not %s); dropped", self.name,
+        answer.shown(entry.ref and entry.ref.sandbox_id), self.provider, grammar:describe()), { pool = self.name })
+      return "dropped"
     end
-    sb = got
+    local ok, err = pcall(kill_ref, self, entry.ref)
+    rethrow_cancel(err)
+    if ok then return "killed" end
+    if errors.is_no_such_sandbox(err) then return "gone" end
+    return put_back(self, entry, "it could not be killed: " .. (errors.is_error(err) and tostring(err)
+      or errors.describe(err)))
   end
   local ok, err = pcall(sb.terminate, sb)
   rethrow_cancel(err)
-  if not ok then
-    log.warn("pool: could not kill an idle sandbox: " .. tostring(err), { pool = self.name, sandbox_id = entry.id })
-  end
+  if ok then return "killed" end
+  -- a failed terminate keeps the handle (the sandbox may run on): back in the store, to be killed later
+  return put_back(self, entry, "its kill failed: " .. tostring(err))
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -273,7 +317,8 @@ end
 local function identity_ttl(self) return self.opts.idle_timeout + 2 * self.opts.primary_lock_ttl end
 
 -- claim(self) -> true (the name is this pool's), false, holder (another identity holds it), or nil, err (the
--- store failed). A store without claim_identity (a custom one) shares names unchecked.
+-- store failed). A store of one process (memory, or a store object without shared = true) has no
+-- claim_identity and needs none: every pool of the name is this process's; a shared one must have it.
 local function claim(self)
   if type(self.store.claim_identity) ~= "function" then return true end
   local ok, mine, holder = store_call(self, "claim_identity", self.identity, identity_ttl(self))
@@ -770,13 +815,17 @@ function Pool:release_all_idle()
     end
     local tasks = {}
     for i, e in ipairs(entries) do tasks[i] = loop.spawn(kill_entry, self, e) end
-    local killed = 0
+    local killed, left = 0, false
     for _, t in ipairs(tasks) do
-      local ok, put_back_ = pcall(t.wait, t)
-      if ok and put_back_ ~= "put back" then killed = killed + 1 end
+      local ok, what = pcall(t.wait, t)
+      if ok and what == "killed" then killed = killed + 1 end
+      if not ok or what == "put back" then left = true end
     end
-    -- nothing of this pool is idle any more: the name is free for a pool of other options
-    if type(self.store.release_identity) == "function" then store_call(self, "release_identity", self.identity) end
+    -- nothing of this pool is idle any more: the name is free for a pool of other options (not while an
+    -- entry is back in the store: its sandbox may still run, under this identity)
+    if not left and type(self.store.release_identity) == "function" then
+      store_call(self, "release_identity", self.identity)
+    end
     return killed
   end)
 end
