@@ -161,10 +161,20 @@ end
 -- The cap, applied while results arrive
 ---------------------------------------------------------------------------
 
--- The note that ends results that were cut.
-function M.note_text(dropped, bytes, cap)
-  return string.format("[glsb: results truncated at %d bytes; %d more result%s (%d bytes) dropped]",
-    cap or M.CAP, dropped, dropped == 1 and "" or "s", bytes)
+-- The note that ends results that were cut, saying what cut them: why.bytes bundles over the cap of bytes,
+-- why.count past MAX_BUNDLES, why.decode the decoder refused (too costly to decode within its budget). why
+-- nil: all over the cap of bytes. "[glsb: results truncated at 10485760 bytes and at 10000 results; 3 more
+-- results (5000 bytes) dropped]".
+function M.note_text(dropped, bytes, cap, why)
+  why = why or { bytes = dropped }
+  local at = {}
+  if (why.bytes or 0) > 0 then at[#at + 1] = string.format("at %d bytes", cap or M.CAP) end
+  if (why.count or 0) > 0 then at[#at + 1] = string.format("at %d results", M.MAX_BUNDLES) end
+  if (why.decode or 0) > 0 then
+    at[#at + 1] = string.format("where the decoder refused %d (too costly to decode)", why.decode)
+  end
+  return string.format("[glsb: results truncated %s; %d more result%s (%d bytes) dropped]", table.concat(at, " and "),
+    dropped, dropped == 1 and "" or "s", bytes)
 end
 
 local Collector = {}
@@ -179,11 +189,11 @@ function M.is_capped(list) return capped[list] == true end
 -- cap of bytes alone. Past it bundles are dropped and noted like those over the cap.
 M.MAX_BUNDLES = 10000
 
--- results.collector([cap]) -> a collector for one call: add(bundle) keeps it when it fits, drop(bytes)
+-- results.collector([cap]) -> a collector for one call: add(bundle) keeps it when it fits, drop(bytes[, why])
 -- counts one the adapter did not even decode, finish(r) sets r.results and r.results_truncated.
 function M.collector(cap)
-  return setmetatable({ cap = cap or M.CAP, size = 0, list = {}, dropped = 0, dropped_bytes = 0, notes = {} },
-    Collector)
+  return setmetatable({ cap = cap or M.CAP, size = 0, list = {}, dropped = 0, dropped_bytes = 0, notes = {},
+    why = {} }, Collector)
 end
 
 -- room() -> bytes still free (0 once MAX_BUNDLES are kept). An adapter that knows a bundle's encoded size
@@ -193,14 +203,19 @@ function Collector:room()
   return self.cap - self.size
 end
 
-function Collector:drop(bytes)
-  self:drops(1, bytes)
+-- drop(bytes[, why]): one bundle dropped; why "bytes" (over the cap), "count" (past MAX_BUNDLES) or "decode"
+-- (the decoder refused it); nil: what the collector's state says (count once MAX_BUNDLES are kept).
+function Collector:drop(bytes, why)
+  self:drops(1, bytes, why or (#self.list >= M.MAX_BUNDLES and "count" or "bytes"))
 end
 
--- drops(count, bytes): bundles the far side dropped itself (its own cap), counted and noted like ours.
-function Collector:drops(count, bytes)
+-- drops(count, bytes[, why]): bundles the far side dropped itself (its own cap: why "bytes"), counted and
+-- noted like ours.
+function Collector:drops(count, bytes, why)
   count = math.tointeger(tonumber(count)) or 0
   if count <= 0 then return end
+  why = why or "bytes"
+  self.why[why] = (self.why[why] or 0) + count
   self.dropped = self.dropped + count
   local n = tonumber(bytes) or 0
   if n ~= n or n < 0 or n == math.huge then n = 0 end
@@ -212,7 +227,7 @@ function Collector:add(b)
   b = M.new(b)
   local n = b:size()
   if n > self.cap - self.size or #self.list >= M.MAX_BUNDLES then
-    self:drop(n)
+    self:drop(n, #self.list >= M.MAX_BUNDLES and "count" or "bytes")
     return false
   end
   self.size = self.size + n
@@ -227,7 +242,9 @@ function Collector:note(text) self.notes[#self.notes + 1] = M.note(text) end
 function Collector:finish(r)
   r = r or {}
   local list = self.list
-  if self.dropped > 0 then list[#list + 1] = M.note(M.note_text(self.dropped, self.dropped_bytes, self.cap)) end
+  if self.dropped > 0 then
+    list[#list + 1] = M.note(M.note_text(self.dropped, self.dropped_bytes, self.cap, self.why))
+  end
   for _, n in ipairs(self.notes) do list[#list + 1] = n end
   capped[list] = true
   r.results = list

@@ -72,16 +72,17 @@ function M.header(headers, name)
   return nil
 end
 
--- api.clean(v) -> v, or nil for JSON null. api.decode(text) -> the decoded JSON, or nil.
+-- api.clean(v) -> v, or nil for JSON null.
 function M.clean(v)
   if v == http.json_null then return nil end
   return v
 end
 
+-- api.decode(text) -> the decoded JSON, or nil, why (not JSON, or refused as too costly to decode).
 function M.decode(text)
-  local ok, v = pcall(http.decode_json, text)
-  if ok then return v end
-  return nil
+  local ok, v, why = pcall(http.decode_json, text)
+  if ok then return v, why end
+  return nil, tostring(v)
 end
 
 local function strip_slash(s) return (s:gsub("/+$", "")) end

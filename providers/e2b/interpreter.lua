@@ -200,7 +200,19 @@ local function line_reader(st, out)
       return false
     end
     local msg = line ~= "" and decode(line)
-    if type(msg) ~= "table" then return end
+    if type(msg) ~= "table" then
+      if line == "" then return end
+      -- refused by the decoder (a line whose tables would cost more than its budget, or no JSON): a result
+      -- is counted as dropped (results_truncated, the note says why); an error the call cannot read leaves
+      -- its outcome unknown, as one cut short does
+      local kind = line:match('^%s*{%s*"type"%s*:%s*"([%w_]+)"')
+      if kind == "result" then
+        st.results:drop(#line, "decode")
+      elseif kind == "error" then
+        st.undecoded = #line
+      end
+      return
+    end
     local t = msg.type
     if (t == "stdout" or t == "stderr") and type(msg.text) == "string" then
       st.kept[t] = st.kept[t] + #msg.text
@@ -278,7 +290,13 @@ local function execute(conn, code, opts, timeout)
     on_frame = line_reader(st, out),
   }
   local r
-  if st.done then
+  if st.undecoded then
+    -- read on to its end, but an error the call could not read leaves the outcome unknown, ended or not
+    r = result { status = Status.UNKNOWN,
+      error = string.format("execute_code: the code interpreter sent an error line of %d bytes the decoder refused "
+        .. "(too costly to decode, or not JSON); what the code raised is unknown", st.undecoded),
+      failure = { exception_type = Type.PROTOCOL, retry_safe = false } }
+  elseif st.done then
     -- the server said the cell ended: whatever the transport did afterwards, the outcome is known
     r = cell_result(st.exception, st.server_error)
   elseif st.oversized then

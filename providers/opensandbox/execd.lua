@@ -144,7 +144,12 @@ local function event_of(line)
   if line == "" or line:sub(1, 1) == ":" then return nil end
   if line:match("^event:") or line:match("^id:") or line:match("^retry:") then return nil end
   if line:sub(1, 5) == "data:" then line = line:sub(6):gsub("^%s+", "") end
-  return decode(line)
+  local ev = decode(line)
+  -- a result the decoder refused (its tables would cost more than the budget): counted as dropped, not lost
+  if type(ev) ~= "table" and line:sub(1, 80):find('"type"%s*:%s*"result"') then
+    return { type = "result", undecoded = #line }
+  end
+  return ev
 end
 
 -- stream(conn, path, body, opts, on_event) -> res, st. POSTs body (JSON) and feeds every event to
@@ -498,6 +503,8 @@ local function run_cell(conn, code, opts, deadline, note)
           st_ev.context_id = clean(ev.text)
         elseif t == "execution_count" then
           st_ev.execution_count = clean(ev.execution_count)
+        elseif t == "result" and ev.undecoded then
+          st_ev.results:drop(ev.undecoded, "decode")
         elseif t == "result" and type(ev.results) == "table" then
           -- execd renames the MIME key text/plain to text (the SDKs read either)
           local text = clean(ev.results.text or ev.results["text/plain"])

@@ -34,8 +34,9 @@ else
   r = sb:start_command("x", { timeout = timeout }):wait(timeout + 30)
 end
 sb:terminate()
+local last = r.results[#r.results]
 report { status = r.status, error = r.error, stdout = r.stdout, results = #r.results,
-  results_truncated = r.results_truncated }
+  results_truncated = r.results_truncated, note = last and glsb.results.is_note(last) and last.text or nil }
 ]]
 
 describe("every accumulation from a remote stream is capped (issue 25 §1) #security", function()
@@ -121,7 +122,37 @@ describe("every accumulation from a remote stream is capped (issue 25 §1) #secu
       assert.are.equal("success", out.status, out.error)
       assert.is_true(out.results_truncated)
       assert.are.equal(require("glsb.results").MAX_BUNDLES + 1, out.results) -- and the note
+      -- the note says what cut them: the count of results, not bytes (they are empty)
+      assert.matches(string.format("^%%[glsb: results truncated at %d results; %d more results %%(%%d+ bytes%%) "
+        .. "dropped%%]$", require("glsb.results").MAX_BUNDLES, 500000 - require("glsb.results").MAX_BUNDLES), out.note)
       hostile.under(got, baseline + 40)
+    end)
+
+    -- Before: a result line the decoder refused (its tables would cost more than the decoder's budget) was
+    -- skipped in silence: results_truncated false, no note, as if the code had displayed nothing there.
+    it(provider .. ": a result over the decoder's budget is counted as dropped; the note says the decoder cut it",
+      function()
+      local good, bad_head, tail, ctype
+      if provider == "e2b" then
+        ctype = "application/x-ndjson"
+        good = '{"type": "result", "is_main_result": false, "text": "%s"}\n'
+        bad_head = '{"type": "result", "is_main_result": false, "extra": ['
+        tail = '[]]}\n' .. good:format("after") .. '{"type": "end_of_execution"}\n'
+      else
+        ctype = "text/event-stream"
+        good = 'data: {"type":"result","results":{"text":"%s"}}\n\n'
+        bad_head = 'data: {"type":"result","results":{"x":['
+        tail = '[]]}}\n\n' .. good:format("after") .. 'data: {"type":"execution_complete"}\n\n'
+      end
+      -- 300,000 empty lists: under 1 MiB of text (one frame), ~31 MiB of Lua tables (the budget is 16 MiB)
+      local out = run(provider, "code", 60, { { method = "POST", path = path, respond = { headers = {
+        ["Content-Type"] = ctype }, ["repeat"] = { head_b64 = hostile.b64(good:format("before") .. bad_head),
+          chunk = "[],", count = 300000, tail_b64 = hostile.b64(tail) } } } })
+      assert.are.equal("success", out.status, out.error)
+      assert.is_true(out.results_truncated)
+      assert.are.equal(3, out.results) -- before, after and the note
+      assert.matches("^%[glsb: results truncated where the decoder refused 1 %(too costly to decode%); 1 more result "
+        .. "%(%d+ bytes%) dropped%]$", out.note)
     end)
   end
 
