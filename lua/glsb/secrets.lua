@@ -31,15 +31,35 @@ M.HEADERS = {
   ["x-goog-api-key"] = true, ["proxy-authorization"] = true, ["authorization"] = true, ["cookie"] = true,
 }
 
--- register(value) -> value. Strings shorter than MIN_LENGTH, and anything else, are left alone.
-function M.register(value)
-  if type(value) ~= "string" or #value < M.MIN_LENGTH or known[value] then return value end
+local function add(value)
+  if known[value] then return end
   if #list >= M.MAX then
     local oldest = table.remove(list, #list) -- the shortest (and so the least likely to be a key) goes
     known[oldest] = nil
   end
   known[value] = true
   list[#list + 1] = value
+end
+
+-- A secret as it stands inside a JSON string: quote, backslash and control bytes escaped, and "/" as "\/"
+-- too when slash is true (lua-cjson writes it so; most encoders leave it). A line already encoded (an MCP
+-- message, an OTLP export) is scrubbed in these forms as well as in the raw one.
+local SHORT = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f", ["\n"] = "\\n", ["\r"] = "\\r",
+  ["\t"] = "\\t" }
+local function json_form(v, slash)
+  return (v:gsub(slash and '[%c"\\/]' or '[%c"\\]', function(c)
+    if c == "/" then return "\\/" end
+    return SHORT[c] or string.format("\\u%04x", c:byte())
+  end))
+end
+
+-- register(value) -> value. Strings shorter than MIN_LENGTH, and anything else, are left alone. Its JSON
+-- forms (json_form) are registered with it.
+function M.register(value)
+  if type(value) ~= "string" or #value < M.MIN_LENGTH or known[value] then return value end
+  add(value)
+  add(json_form(value, false))
+  add(json_form(value, true))
   table.sort(list, function(a, b) return #a > #b end)
   return value
 end

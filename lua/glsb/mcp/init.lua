@@ -15,7 +15,7 @@ local options = require "glsb.options"
 local constants = require "glsb.constants"
 local registry = require "glsb.registry"
 local redact = require "glsb.trace.redact"
-local json = require "glsb.mcp.json"
+local secrets = require "glsb.secrets"
 local stdio = require "glsb.mcp.stdio"
 local session_mod = require "glsb.mcp.session"
 local server_mod = require "glsb.mcp.server"
@@ -117,33 +117,18 @@ function M.config(args)
     max_timeout = raw.max_timeout or tonumber(M.CONFIG.max_timeout.default) }
 end
 
--- scrubber(cfg) -> fn(line) that replaces every secret the server knows (the config's provider options,
--- the environment's secret-named variables) in a line about to leave, in its raw and its JSON-escaped form.
+-- scrubber(cfg) -> fn(line): glsb.secrets' scrub, the one redaction point, once every secret the server
+-- knows from the start is registered there: the config's provider options and the environment's
+-- secret-named variables (E2B_API_KEY, OPEN_SANDBOX_API_KEY, AWS_SECRET_ACCESS_KEY, ...), which a provider
+-- may send without its options naming them. What glsb learns later (a token a server hands out, a header
+-- glsb.http sends) is registered where it is learnt, and scrubbed from every line as well: results, log
+-- lines and errors, raw or JSON-escaped (glsb.secrets registers both forms).
 function M.scrubber(cfg)
-  local list, seen = {}, {}
-  local function add(s)
-    if not seen[s] then
-      seen[s] = true
-      list[#list + 1] = s
-      local escaped = json.encode(s):sub(2, -2)
-      if escaped ~= s and not seen[escaped] then
-        seen[escaped] = true
-        list[#list + 1] = escaped
-      end
-    end
-  end
   for _, opts in pairs(cfg.providers) do
-    for _, s in ipairs(redact.secrets(opts)) do add(s) end
+    for _, s in ipairs(redact.secrets(opts)) do secrets.register(s) end
   end
-  for _, s in ipairs(redact.environment()) do add(s) end
-  table.sort(list, function(a, b) return #a > #b end)
-  if #list == 0 then return function(s) return s end end
-  return function(s)
-    for _, secret in ipairs(list) do
-      if s:find(secret, 1, true) then s = s:gsub(secret:gsub("%W", "%%%0"), redact.MARK) end
-    end
-    return s
-  end
+  for _, s in ipairs(redact.environment()) do secrets.register(s) end
+  return secrets.scrub
 end
 
 -- serve(cfg, fds) -> when the input ends (or a TERM/INT/HUP arrives): every request in flight cancelled and

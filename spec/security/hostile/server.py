@@ -12,7 +12,8 @@
 # repeated). An answer:
 #   status (200), reason, headers {name: value}, body (text) | body_b64 | json (any JSON value)
 #   echo: true           the body is the request's headers, one "name: value" line each (a server that quotes
-#                        what it got: secrets included); a list of lower-case names: only those headers
+#                        what it got: secrets included); a list of lower-case names: only those headers; with
+#                        echo_into: a body text where "{{headers}}" stands for those lines, JSON-escaped
 #   http10: true         an HTTP/1.0 answer without Content-Length, delimited by closing the connection
 #   cut: n               only the first n bytes of the body go out, then the connection closes
 #   chunked: true        Transfer-Encoding: chunked (each piece its own chunk)
@@ -97,8 +98,11 @@ def pick(req):
 def body_of(ans, req, n):
     if ans.get("echo"):
         only = ans["echo"] if isinstance(ans["echo"], list) else None
-        return "".join("%s: %s\n" % (k, v) for k, v in req["headers"]
-                       if only is None or k.lower() in only).encode("latin-1")
+        text = "".join("%s: %s\n" % (k, v) for k, v in req["headers"] if only is None or k.lower() in only)
+        if "echo_into" in ans:
+            # the quoted headers inside a JSON string of a body of the spec's choosing (a stream line)
+            return ans["echo_into"].replace("{{headers}}", json.dumps(text)[1:-1]).encode("utf-8")
+        return text.encode("latin-1")
     if "body_b64" in ans:
         return base64.b64decode(ans["body_b64"])
     if "json" in ans:
